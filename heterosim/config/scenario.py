@@ -1,0 +1,51 @@
+"""A scenario composes the per-concept configs; this is what a YAML file holds.
+
+``model`` may be a zoo name (``model: gpt3-175b``), an inline model, or
+``{hf_config: path/config.json}``; ``system`` may be inline (cluster + fabric) or
+``{file: topologies/x.yaml}``. Paths are relative to the scenario file.
+"""
+from __future__ import annotations
+
+from pydantic import Field
+
+from heterosim.config.base import Strict
+from heterosim.config.model import ModelConfig
+from heterosim.config.parallel import ParallelConfig
+from heterosim.config.training import TrainingConfig
+from netbackend.config import NetworkConfig
+from topologies.config import ClusterConfig, FabricConfig, LeafSpineFabric
+
+
+class OutputConfig(Strict):
+    dir: str | None = None
+    """Results directory; None = ``results/<scenario name>``."""
+    trace: bool = True
+    """Write trace.json (Perfetto/Chrome)."""
+    plots: bool = True
+    table: bool = True
+    """Write ops.csv (every op and message)."""
+
+
+class CommConfig(Strict):
+    """Communication-planner overrides (NCCL-like tuner otherwise)."""
+
+    algorithm: str = "auto"
+    """auto | ring | tree | hierarchical | nvls (per collective: see comm planner)."""
+    protocol: str = "auto"
+    """auto | simple | ll | ll128."""
+    channels: int | None = Field(None, gt=0)
+    """Parallel rings/trees; None = by topology (NCCL picks ~ NICs or NVLink count)."""
+
+
+class Scenario(Strict):
+    name: str = "scenario"
+    description: str = ""
+    model: ModelConfig
+    parallelism: ParallelConfig = ParallelConfig()
+    training: TrainingConfig
+    cluster: ClusterConfig
+    fabric: FabricConfig = LeafSpineFabric()
+    network: NetworkConfig = NetworkConfig()
+    comm: CommConfig = CommConfig()
+    output: OutputConfig = OutputConfig()
+    seed: int = 0
