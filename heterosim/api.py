@@ -1,0 +1,142 @@
+"""The library API the CLI is a thin layer over.
+
+    from heterosim.api import load, run
+    result = run(load("scenarios/quickstart.yaml"), out_dir="results/qs")
+    print(result.summary["iteration_time_s"])
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from heterosim.config.loader import load_scenario
+from heterosim.config.scenario import Scenario
+from heterosim.errors import UserError
+from heterosim.workload.ir import IR
+
+
+@dataclass
+class Prepared:
+    """A validated scenario with its hardware and compiled workload."""
+
+    scenario: Scenario
+    system: Any
+    ir: IR
+    compute: Any
+    file: str | None = None
+
+
+@dataclass
+class RunResult:
+    prepared: Prepared
+    sim: Any
+    summary: dict[str, Any]
+    backend: str
+    out_dir: Path | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def load(path: str | Path, overrides: list[str] | dict | None = None) -> Scenario:
+    return load_scenario(path, overrides)
+
+
+def prepare(scenario: Scenario, *, measurements: str | None = None) -> Prepared:
+    """Build the system, check the plan against it, compile the IR."""
+    from heterosim.hardware import ComputeModel
+    from heterosim.workload.compiler import compile_workload
+    from heterosim.workload.memory import check_plan
+    from topologies import build_system
+
+    file = getattr(scenario, "_source_file", None)
+    system = build_system(scenario.cluster, scenario.fabric, file=file)
+    rank_devices = [g.device for g in system.gpus]
+    check_plan(scenario, system.num_gpus, rank_devices, file)
+    ir = compile_workload(scenario, system.num_gpus, rank_devices)
+    return Prepared(scenario, system, ir, ComputeModel(measurements), file)
+
+
+def intra_config(scenario: Scenario):
+    """NVLink/PCIe flows carry no RoCE headers and cross no Ethernet switch pipeline."""
+    return scenario.network.model_copy(update={"header_bytes": 0, "per_hop_latency_ns": 0, "backend": "flow"})
+
+
+def simulate(prepared: Prepared, *, backend: str | None = None,
+             progress: Callable[[int, int], None] | None = None, record_messages: bool = True) -> RunResult:
+    """Run one iteration (``training.iterations`` times, reporting the last)."""
+    from heterosim.results.summary import make_summary
+    from heterosim.sim.coordinator import Coordinator
+    from netbackend.registry import create_backend
+
+    sc = prepared.scenario
+    name = backend or sc.network.backend
+    net_cfg = sc.network.model_copy(update={"backend": name})
+    sim = None
+    t0 = time.monotonic()
+    for it in range(sc.training.iterations):
+        net = create_backend(name, prepared.system.net, net_cfg, sc.seed + it)
+        intra = create_backend("flow", prepared.system.intra, intra_config(sc), sc.seed + it)
+        try:
+            coord = Coordinator(prepared.ir, prepared.system, prepared.compute, net, intra,
+                                precision=sc.training.precision, comm_options=sc.comm.model_dump(),
+                                progress=progress, record_messages=record_messages)
+            sim = coord.run(wall_limit_s=sc.network.wall_limit_s)
+        finally:
+            net.close()
+            intra.close()
+    wall = time.monotonic() - t0
+    summary = make_summary(sc, prepared.system, prepared.ir, sim, backend=name, wall_s=wall)
+    return RunResult(prepared, sim, summary, name)
+
+
+def write_results(result: RunResult, out_dir: str | Path) -> Path:
+    """summary.json, trace.json, ops.csv, messages.csv, network.json and plots, atomically."""
+    from heterosim.results import plots
+    from heterosim.results.tables import write_messages_csv, write_ops_csv
+    from heterosim.results.trace import write_trace
+    from heterosim.results.writer import atomic_dir, write_json
+
+    sc = result.prepared.scenario
+    out = Path(out_dir)
+    with atomic_dir(out) as tmp:
+        write_json(tmp / "summary.json", result.summary)
+        if sc.output.trace:
+            write_trace(tmp / "trace.json", result.sim, result.prepared.ir)
+        if sc.output.table:
+            write_ops_csv(tmp / "ops.csv", result.sim, result.prepared.ir)
+            write_messages_csv(tmp / "messages.csv", result.sim)
+        stats = result.sim.net_stats
+        if stats is not None:
+            write_json(tmp / "network.json", {"messages": stats.messages, "bytes_delivered": stats.bytes_delivered,
+                                              **{k: v for k, v in stats.extra.items()}})
+        if sc.output.plots:
+            plots.plot_timeline(tmp / "timeline.png", result.sim, result.prepared.ir)
+            plots.plot_breakdown(tmp / "breakdown.png", result.summary)
+            try:
+                from heterosim.results.netplots import plot_network
+            except ImportError:
+                plot_network = None
+            if plot_network is not None and stats is not None:
+                plot_network(tmp, stats)
+    result.out_dir = out
+    return out
+
+
+def run(scenario: Scenario | str | Path, *, out_dir: str | Path | None = None, backend: str | None = None,
+        overrides: list[str] | None = None, progress=None) -> RunResult:
+    """Load (if a path), prepare, simulate and (if out_dir) write results."""
+    if not isinstance(scenario, Scenario):
+        scenario = load(scenario, overrides)
+    prepared = prepare(scenario)
+    result = simulate(prepared, backend=backend, progress=progress)
+    if out_dir is not None:
+        write_results(result, out_dir)
+    return result
+
+
+def default_out_dir(scenario: Scenario) -> Path:
+    return Path(scenario.output.dir or f"results/{scenario.name}")
+
+
+__all__ = ["load", "prepare", "simulate", "run", "write_results", "Prepared", "RunResult", "UserError"]

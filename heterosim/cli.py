@@ -1,0 +1,207 @@
+"""``heterosim`` command line: a thin layer over :mod:`heterosim.api`.
+
+Every user error becomes one line on stderr and exit code 2 (no traceback).
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from netbackend.errors import UserError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="HeteroSim: LLM-training iteration time on heterogeneous GPU clusters, and why.")
+console = Console(stderr=True)
+out = Console()
+
+
+def _fail(err: UserError) -> None:
+    console.print(f"[bold red]error:[/] {err}", highlight=False, soft_wrap=True)
+    raise typer.Exit(err.exit_code if hasattr(err, "exit_code") else 2)
+
+
+@app.command()
+def schema() -> None:
+    """Print the scenario JSON Schema."""
+    from heterosim.config.loader import scenario_json_schema
+
+    print(scenario_json_schema())
+
+
+@app.command()
+def validate(scenario: Path = typer.Argument(..., help="Scenario YAML")) -> None:
+    """Check a scenario: schema, references, plan divisibility, memory fit."""
+    from heterosim import api
+
+    try:
+        sc = api.load(scenario)
+        prep = api.prepare(sc)
+    except UserError as err:
+        _fail(err)
+    mem = prep.ir.meta.get("memory_bytes") or []
+    peak = max(mem) / 2**30 if mem else 0.0
+    out.print(f"[green]ok[/]: {scenario} — {prep.system.num_gpus} GPUs, {len(prep.ir.programs)} programs, "
+              f"peak memory {peak:.1f} GiB/GPU")
+
+
+@app.command()
+def compile(scenario: Path, out_dir: Path = typer.Option(..., "--out", help="Directory for ir.json and summary.json"),
+            set_: List[str] = typer.Option([], "--set", help="Override a field: path=value")) -> None:
+    """Compile a scenario to the per-rank IR (no simulation)."""
+    from heterosim import api
+    from heterosim.results.writer import atomic_dir, write_json
+
+    try:
+        prep = api.prepare(api.load(scenario, set_))
+    except UserError as err:
+        _fail(err)
+    ir = prep.ir
+    summary = {
+        "ir_version": ir.version, "world_size": ir.world_size, "programs": len(ir.programs),
+        "ops_per_rank": [len(ir.ops_of(r)) for r in range(ir.world_size)],
+        "total_flops": ir.total_flops(), "model_flops_per_iteration": ir.meta.get("model_flops_per_iteration"),
+        "memory_bytes_per_rank": ir.meta.get("memory_bytes"),
+    }
+    with atomic_dir(out_dir) as tmp:
+        ir.to_json(tmp / "ir.json")
+        write_json(tmp / "summary.json", summary)
+    out.print(f"IR v{ir.version}: {ir.world_size} ranks, {len(ir.programs)} programs, "
+              f"{sum(summary['ops_per_rank'])} ops, {summary['total_flops']:.3e} FLOPs -> {out_dir}")
+
+
+@app.command()
+def run(scenario: Path = typer.Argument(Path("scenarios/quickstart.yaml"), help="Scenario YAML"),
+        backend: Optional[str] = typer.Option(None, help="Network backend: flow | ns3 (default: the scenario's)"),
+        out_dir: Optional[Path] = typer.Option(None, "--out", help="Results directory"),
+        set_: List[str] = typer.Option([], "--set", help="Override a field: path=value"),
+        quiet: bool = typer.Option(False, "--quiet", "-q")) -> None:
+    """Simulate one training iteration and write summary, trace, tables and plots."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from heterosim import api
+
+    try:
+        sc = api.load(scenario, set_)
+        prep = api.prepare(sc)
+        with Progress(TextColumn("[bold]simulating"), BarColumn(), TextColumn("{task.completed}/{task.total} ops"),
+                      TimeElapsedColumn(), console=console, disable=quiet, transient=True) as prog:
+            task = prog.add_task("sim", total=None)
+            result = api.simulate(prep, backend=backend,
+                                  progress=lambda done, total: prog.update(task, completed=done, total=total))
+        dest = api.write_results(result, out_dir or api.default_out_dir(sc))
+    except UserError as err:
+        _fail(err)
+    if not quiet:
+        print_summary(result.summary, dest)
+
+
+def print_summary(s: dict, dest: Path | None = None) -> None:
+    b = s["breakdown"]
+    t = Table(title=f"{s['scenario']} ({s['backend']} backend, {s['gpus']} GPUs)", show_header=False)
+    t.add_row("iteration time", f"{s['iteration_time_s']:.4f} s")
+    t.add_row("model TFLOP/s per GPU", f"{s['model_tflops_per_gpu']:.1f}")
+    t.add_row("MFU", f"{s['mfu']:.1%}")
+    t.add_row("tokens/s", f"{s['tokens_per_s']:,.0f}")
+    t.add_row("compute", f"{b['compute']:.1%}")
+    for k, v in b["exposed_comm"].items():
+        if v > 0:
+            t.add_row(f"exposed {k.upper()} comm", f"{v:.1%}")
+    t.add_row("pipeline bubble", f"{b['bubble']:.1%}")
+    t.add_row("idle", f"{b['idle']:.1%}")
+    t.add_row("inter-node comm share", f"{s['inter_node_comm_share']:.1%}")
+    sim = s["simulation"]
+    t.add_row("simulation", f"{sim['events']:,} events in {sim['wall_s']:.1f} s")
+    out.print(t)
+    if dest is not None:
+        out.print(f"results: {dest}/ (summary.json, trace.json -> ui.perfetto.dev, ops.csv, messages.csv, *.png)")
+
+
+@app.command()
+def collective(topology: Path = typer.Option(..., "--topology", help="Topology YAML (cluster + fabric)"),
+               op: str = typer.Option("allreduce", "--op"),
+               size: Optional[str] = typer.Option(None, "--size", help="e.g. 1GiB; omit for a 1KiB..8GiB sweep"),
+               gpus: int = typer.Option(8, "--gpus"),
+               algo: str = typer.Option("auto", "--algo", help="auto | ring | tree | hierarchical | nvls"),
+               backend: str = typer.Option("flow", "--backend"),
+               max_size: str = typer.Option("8GiB", "--max-size", help="Largest size of the sweep"),
+               as_json: bool = typer.Option(False, "--json"),
+               png: Optional[Path] = typer.Option(None, "--png", help="Write the busbw-vs-size curve here")) -> None:
+    """One collective alone: time, algbw, busbw (nccl-tests definitions)."""
+    from heterosim.collective import parse_size, run_collective, size_sweep
+    from topologies import load_system
+
+    try:
+        system = load_system(topology)
+        sizes = [parse_size(size)] if size else size_sweep(1 << 10, parse_size(max_size))
+        results = [run_collective(system, op, s, gpus, algorithm=algo, backend=backend) for s in sizes]
+    except UserError as err:
+        _fail(err)
+    rows = [r.as_dict() for r in results]
+    if as_json:
+        print(json.dumps(rows[0] if size else rows, indent=2))
+    else:
+        t = Table(title=f"{op} on {gpus} GPUs ({topology.name}, algo {algo}, {backend})")
+        for col in ("size", "time (us)", "algbw (GB/s)", "busbw (GB/s)"):
+            t.add_column(col, justify="right")
+        for r in rows:
+            t.add_row(_human(r["size_bytes"]), f"{r['time_us']:.1f}", f"{r['algbw_GBps']:.2f}", f"{r['busbw_GBps']:.2f}")
+        out.print(t)
+    if png is not None or (not size and not as_json):
+        from heterosim.results.collplots import plot_busbw
+
+        dest = png or Path(f"results/collective-{op}-{gpus}gpus.png")
+        plot_busbw(dest, rows, title=f"{op}, {gpus} GPUs, {topology.stem}")
+        if not as_json:
+            out.print(f"curve: {dest}")
+
+
+def _human(n: int) -> str:
+    for unit, m in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= m:
+            return f"{n / m:g}{unit}"
+    return f"{n}B"
+
+
+@app.command("import-hf")
+def import_hf(config: Path, name: Optional[str] = typer.Option(None, help="Zoo name (default: from the file)")) -> None:
+    """Turn a HuggingFace config.json into a zoo YAML entry (printed)."""
+    from heterosim.zoo.hf_import import hf_to_zoo_yaml
+
+    try:
+        print(hf_to_zoo_yaml(config, name or config.parent.name or "imported"))
+    except UserError as err:
+        _fail(err)
+
+
+@app.command()
+def zoo() -> None:
+    """List the model zoo."""
+    from heterosim.zoo import zoo_model, zoo_names
+
+    t = Table("name", "layers", "hidden", "heads", "experts", "source")
+    for n in zoo_names():
+        m = zoo_model(n)
+        t.add_row(n, str(m["num_layers"]), str(m["hidden_size"]), str(m["num_attention_heads"]),
+                  str(m.get("num_experts", 0)), str(m.get("source", ""))[:50])
+    out.print(t)
+
+
+def main() -> None:
+    try:
+        app()
+    except UserError as err:  # anything raised outside a command's own handler
+        console.print(f"[bold red]error:[/] {err}", highlight=False)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        console.print("interrupted")
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

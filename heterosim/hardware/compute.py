@@ -1,0 +1,348 @@
+"""Op-time model: how long one compute op (or fused block of kernels) takes on one device.
+
+Two sources, per (device, op class, precision):
+
+* analytical: a roofline, ``max(flops / (peak * eff), bytes / (hbm_bw * mem_eff))`` plus a per-kernel
+  launch gap, with efficiency curves kept as data in ``efficiency.yaml`` (per architecture family);
+* measured ("sampling-based"): a CSV of kernel timings; where it has rows for a (device, op class,
+  precision), times are interpolated from them instead.
+
+Measurement CSV columns (header required, one row per timed kernel)::
+
+    op_class,device,precision,m,n,k,flops,bytes,time_us
+
+``device`` is a catalog name, ``precision`` one of fp32/tf32/bf16/fp16/fp8, ``m,n,k`` the GEMM shape
+(blank for non-GEMMs), ``flops``/``bytes`` the work (blank for a GEMM = derived from m,n,k), ``time_us``
+the measured kernel time in microseconds (back-to-back launches, so the launch gap is included and
+nothing is added). GEMMs: an exact (m, n, k) match uses its time; otherwise the achieved FLOP/s is
+interpolated linearly in log(flops) between the neighbouring rows (held constant beyond the ends).
+Other classes: achieved bandwidth (bytes/s) interpolated in log(bytes) the same way (FLOP/s when bytes
+is 0).
+"""
+from __future__ import annotations
+
+import bisect
+import copy
+import csv
+import math
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from heterosim.hardware.catalog import PRECISIONS, Device, device_names
+from netbackend.errors import UserError
+
+EFFICIENCY_FILE = Path(__file__).parent / "efficiency.yaml"
+OP_CLASSES = ("gemm", "attention", "elementwise", "embedding", "optimizer", "layer")
+_MEM_CLASSES = ("elementwise", "embedding", "optimizer")
+# Bytes per element of GEMM inputs / outputs at each precision (fp8 GEMMs write bf16).
+_IN_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
+_OUT_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 2}
+
+
+# ----------------------------------------------------------------------------- efficiency data
+
+def _merge(base: dict, over: dict, file: str, where: str) -> dict:
+    """Deep-merge a family's overrides onto the defaults; unknown keys are typos, so errors."""
+    out = copy.deepcopy(base)
+    for key, val in (over or {}).items():
+        if key == "source":
+            continue
+        if key not in base:
+            raise UserError("unknown efficiency key", file=file, field=f"{where}.{key}")
+        if isinstance(base[key], dict):
+            if key == "e_max":
+                for prec in val:
+                    if prec not in PRECISIONS:
+                        raise UserError("unknown precision", file=file, field=f"{where}.{key}", value=prec)
+                out[key].update(val)
+            else:
+                out[key] = _merge(base[key], val, file, f"{where}.{key}")
+        else:
+            out[key] = val
+    return out
+
+
+def load_efficiency(path: str | Path = EFFICIENCY_FILE) -> dict[str, dict]:
+    """Family -> merged efficiency parameters (``default`` for devices with an unknown family)."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise UserError(f"cannot read efficiency curves ({exc})", file=str(path)) from None
+    defaults = data.get("defaults")
+    if not isinstance(defaults, dict):
+        raise UserError("missing section", file=str(path), field="defaults")
+    out = {"default": copy.deepcopy(defaults)}
+    for fam, over in (data.get("families") or {}).items():
+        out[fam] = _merge(defaults, over, str(path), f"families.{fam}")
+    for fam, params in out.items():
+        for cls in ("gemm", "attention"):
+            for prec, e in params[cls]["e_max"].items():
+                if not 0 < e <= 1:
+                    raise UserError("efficiency must be in (0, 1]", file=str(path),
+                                    field=f"{fam}.{cls}.e_max.{prec}", value=e)
+    return out
+
+
+class _Params:
+    """Efficiency numbers resolved for one (device, precision): plain attributes, read in the hot path."""
+
+    __slots__ = ("peak", "peak_attn", "peak_vec", "bw", "launch_s", "prec", "g_e", "g_xh", "g_xd", "g_tile",
+                 "g_par", "g_mem", "a_e", "a_xh", "a_mem", "mem", "cast_frac", "sm")
+
+    def __init__(self, eff: dict, device: Device, precision: str) -> None:
+        prec = device.effective_precision(precision)
+        self.prec = prec
+        self.peak = device.peak_flops(prec)
+        attn_prec = prec
+        if prec == "fp8" and not eff.get("fp8_attention", False):
+            attn_prec = device.effective_precision("bf16")
+        self.peak_attn = device.peak_flops(attn_prec)
+        self.peak_vec = device.peak_flops("fp32")
+        self.bw = device.hbm_Bps
+        self.launch_s = device.launch_overhead_ns * 1e-9
+        self.sm = max(device.sm_count, 1)
+        g, a = eff["gemm"], eff["attention"]
+        self.g_e = _e_max(g["e_max"], prec)
+        self.g_xh, self.g_xd, self.g_tile = float(g["x_half"]), float(g["x_default"]), int(g["tile"])
+        self.g_par, self.g_mem = float(g["par_half"]), float(g["mem_eff"])
+        self.a_e, self.a_xh, self.a_mem = _e_max(a["e_max"], attn_prec), float(a["x_half"]), float(a["mem_eff"])
+        self.mem = {c: (float(eff[c]["compute_eff"]), float(eff[c]["mem_eff"])) for c in _MEM_CLASSES + ("layer",)}
+        self.cast_frac = float(eff.get("fp8_cast_fraction", 0.0)) if prec == "fp8" else 0.0
+
+
+def _e_max(table: dict, prec: str) -> float:
+    for p in (prec, "bf16", "fp16", "fp32"):
+        if p in table:
+            return float(table[p])
+    raise KeyError(prec)
+
+
+def gemm_efficiency(m: int, n: int, k: int, p: _Params) -> float:
+    """Fraction of peak a GEMM of this shape reaches (shape-dependent, saturating)."""
+    x = min(m, n, k)
+    dim = x / (x + p.g_xh)
+    tile = p.g_tile
+    tiles = -(-m // tile) * -(-n // tile)
+    split_k = max(1, min(k // 1024, -(-p.sm // tiles)))
+    t = tiles * split_k
+    par = t / (t + p.g_par * p.sm)
+    return p.g_e * dim * par
+
+
+# ----------------------------------------------------------------------------- measurements
+
+class _Curve:
+    """Achieved rate vs log(size), linear interpolation, clamped at the ends."""
+
+    def __init__(self, points: list[tuple[float, float]]) -> None:
+        points.sort()
+        self.xs = [math.log(s) for s, _ in points]
+        self.rates = [r for _, r in points]
+
+    def rate(self, size: float) -> float:
+        x = math.log(size)
+        i = bisect.bisect_left(self.xs, x)
+        if i <= 0:
+            return self.rates[0]
+        if i >= len(self.xs):
+            return self.rates[-1]
+        x0, x1 = self.xs[i - 1], self.xs[i]
+        r0, r1 = self.rates[i - 1], self.rates[i]
+        if x1 == x0:
+            return (r0 + r1) / 2
+        w = (x - x0) / (x1 - x0)
+        return r0 + w * (r1 - r0)
+
+
+class Measurements:
+    """Kernel timings from a CSV, indexed per (device, op class, precision)."""
+
+    COLUMNS = ("op_class", "device", "precision", "m", "n", "k", "flops", "bytes", "time_us")
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = str(path)
+        rows: dict[tuple[str, str, str], list[tuple[tuple | None, float, float, float]]] = {}
+        try:
+            fh = open(path, newline="")
+        except OSError as exc:
+            raise UserError(f"cannot read measurements ({exc.strerror})", file=self.path) from None
+        known = set(device_names())
+        with fh:
+            reader = csv.DictReader(fh)
+            missing = [c for c in self.COLUMNS if c not in (reader.fieldnames or [])]
+            if missing:
+                raise UserError(f"missing CSV column (need {','.join(self.COLUMNS)})", file=self.path,
+                                field=missing[0])
+            for line, row in enumerate(reader, start=2):
+                where = f"line {line}"
+                cls = (row["op_class"] or "").strip()
+                dev = (row["device"] or "").strip()
+                prec = (row["precision"] or "").strip()
+                if cls not in OP_CLASSES:
+                    raise UserError(f"unknown op class (known: {', '.join(OP_CLASSES)})", file=self.path,
+                                    field=f"{where}.op_class", value=cls)
+                if dev not in known:
+                    raise UserError("unknown GPU (not in the device catalog)", file=self.path,
+                                    field=f"{where}.device", value=dev)
+                if prec not in PRECISIONS:
+                    raise UserError(f"unknown precision (known: {', '.join(PRECISIONS)})", file=self.path,
+                                    field=f"{where}.precision", value=prec)
+                num = {c: self._num(row, c, where) for c in ("m", "n", "k", "flops", "bytes", "time_us")}
+                shape = None
+                if all(num[c] is not None for c in ("m", "n", "k")):
+                    shape = (int(num["m"]), int(num["n"]), int(num["k"]))
+                flops, nbytes = num["flops"], num["bytes"]
+                if cls == "gemm":
+                    if shape is None and flops is None:
+                        raise UserError("a gemm row needs m,n,k or flops", file=self.path, field=f"{where}.flops")
+                    if flops is None:
+                        flops = 2.0 * shape[0] * shape[1] * shape[2]
+                    if nbytes is None and shape is not None:
+                        nbytes = _gemm_bytes(shape, prec)
+                flops, nbytes = flops or 0.0, nbytes or 0.0
+                t = num["time_us"]
+                if t is None or t <= 0:
+                    raise UserError("time_us must be > 0", file=self.path, field=f"{where}.time_us", value=row["time_us"])
+                if flops <= 0 and nbytes <= 0:
+                    raise UserError("row has neither flops nor bytes", file=self.path, field=f"{where}.flops")
+                rows.setdefault((dev, cls, prec), []).append((shape, flops, nbytes, t * 1e-6))
+        self._exact: dict[tuple, dict[tuple, float]] = {}
+        self._curves: dict[tuple, tuple[str, _Curve]] = {}
+        for key, pts in rows.items():
+            if key[1] == "gemm":
+                self._exact[key] = {s: t for s, _, _, t in pts if s is not None}
+                self._curves[key] = ("flops", _Curve([(f, f / t) for _, f, _, t in pts]))
+            elif all(b > 0 for _, _, b, _ in pts):
+                self._curves[key] = ("bytes", _Curve([(b, b / t) for _, _, b, t in pts]))
+            else:
+                self._curves[key] = ("flops", _Curve([(f, f / t) for _, f, _, t in pts if f > 0]))
+
+    def _num(self, row: dict, col: str, where: str) -> float | None:
+        text = (row.get(col) or "").strip()
+        if not text:
+            return None
+        try:
+            val = float(text)
+        except ValueError:
+            raise UserError("not a number", file=self.path, field=f"{where}.{col}", value=text) from None
+        if val < 0 or math.isnan(val):
+            raise UserError("must be >= 0", file=self.path, field=f"{where}.{col}", value=text)
+        return val
+
+    def covers(self, device: str, op_class: str, precision: str) -> bool:
+        return (device, op_class, precision) in self._curves
+
+    def time_s(self, device: str, op_class: str, precision: str, flops: float, nbytes: float,
+               gemm_mnk: tuple | None) -> float | None:
+        key = (device, op_class, precision)
+        curve = self._curves.get(key)
+        if curve is None:
+            return None
+        if gemm_mnk is not None and key in self._exact:
+            hit = self._exact[key].get(tuple(gemm_mnk))
+            if hit is not None:
+                return hit
+        basis, c = curve
+        size = flops if basis == "flops" else nbytes
+        if size <= 0:
+            return None  # no work on the curve's axis: let the analytical model answer
+        return size / c.rate(size)
+
+
+def _gemm_bytes(mnk: tuple, prec: str) -> float:
+    m, n, k = mnk
+    return float((m * k + k * n) * _IN_BYTES[prec] + m * n * _OUT_BYTES[prec])
+
+
+# ----------------------------------------------------------------------------- the model
+
+class ComputeModel:
+    """Times compute ops; memoized, since the simulator asks for the same op shapes millions of times."""
+
+    def __init__(self, measurements: str | Path | None = None, efficiency: str | Path | None = None) -> None:
+        self.efficiency = load_efficiency(efficiency or EFFICIENCY_FILE)
+        self.measurements = Measurements(measurements) if measurements else None
+        self._params: dict[tuple[Device, str], _Params] = {}
+        self._cache: dict[tuple, int] = {}
+
+    def params(self, device: Device, precision: str) -> _Params:
+        key = (device, precision)
+        p = self._params.get(key)
+        if p is None:
+            if precision not in PRECISIONS:
+                raise UserError(f"unknown precision (known: {', '.join(PRECISIONS)})", field="precision",
+                                value=precision)
+            eff = self.efficiency.get(device.family) or self.efficiency["default"]
+            p = self._params[key] = _Params(eff, device, precision)
+        return p
+
+    def op_time_ns(self, op, device: Device, precision: str) -> int:
+        """Integer ns for one IR compute op (a fused op = the sum of its kernels)."""
+        kernels = op.kernels
+        key = (kernels if kernels else (op.op_class, op.flops, op.bytes, op.gemm_mnk), device, precision)
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        if kernels:
+            total = 0.0
+            for kern in kernels:
+                cls, flops, nbytes, mnk = kern
+                total += self.kernel_time_ns(cls, flops, nbytes, mnk, device, precision)
+        else:
+            total = self.kernel_time_ns(op.op_class, op.flops, op.bytes, op.gemm_mnk, device, precision)
+        ns = int(round(total))
+        self._cache[key] = ns
+        return ns
+
+    def kernel_time_ns(self, op_class: str, flops: float, bytes: float, gemm_mnk: tuple | None,
+                       device: Device, precision: str) -> float:
+        """One kernel's time in ns (float): measured if the CSV covers it, else the roofline."""
+        p = self.params(device, precision)
+        if self.measurements is not None:
+            for prec in (precision, p.prec):
+                if self.measurements.covers(device.name, op_class, prec):
+                    t = self.measurements.time_s(device.name, op_class, prec, flops, bytes, gemm_mnk)
+                    if t is not None:
+                        return t * 1e9
+                    break
+        return self._analytic_s(op_class, flops, bytes, gemm_mnk, p) * 1e9
+
+    def _analytic_s(self, cls: str, flops: float, nbytes: float, mnk: tuple | None, p: _Params) -> float:
+        if flops <= 0 and nbytes <= 0:
+            return 0.0
+        if cls == "gemm":
+            if mnk is not None:
+                m, n, k = mnk
+                eff = gemm_efficiency(m, n, k, p)
+                if nbytes <= 0:
+                    nbytes = _gemm_bytes(mnk, p.prec)
+                if p.cast_frac:
+                    nbytes += p.cast_frac * 3.0 * m * k
+            else:
+                eff = p.g_e * p.g_xd / (p.g_xd + p.g_xh)
+            t = max(flops / (p.peak * eff), nbytes / (p.bw * p.g_mem))
+        elif cls == "attention":
+            eff = p.a_e
+            if mnk is not None:
+                x = min(mnk[0], mnk[1])
+                eff *= x / (x + p.a_xh)
+            t = max(flops / (p.peak_attn * eff), nbytes / (p.bw * p.a_mem))
+        elif cls == "layer":
+            ce, me = p.mem["layer"]
+            t = max(flops / (p.peak * ce), nbytes / (p.bw * me))
+        elif cls in _MEM_CLASSES:
+            ce, me = p.mem[cls]
+            t = max(flops / (p.peak_vec * ce), nbytes / (p.bw * me))
+        else:
+            raise UserError(f"unknown op class (known: {', '.join(OP_CLASSES)})", field="op_class", value=cls)
+        return t + p.launch_s
+
+    def gemm_efficiency(self, m: int, n: int, k: int, device: Device, precision: str) -> float:
+        """Fraction of the precision's peak the analytical model gives a GEMM (for reports and checks)."""
+        return gemm_efficiency(m, n, k, self.params(device, precision))
+
+    def cache_info(self) -> dict[str, Any]:
+        return {"entries": len(self._cache)}

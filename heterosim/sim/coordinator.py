@@ -1,0 +1,545 @@
+"""The coordinator: runs every rank's IR program against compute and network time.
+
+Where the layers meet. Each *lane* executes one program: a lane stands for a
+tensor-parallel group (its ranks run the same program in lock-step, joined by
+TP collectives at every layer, and TP stays inside a node), so 1024 GPUs at TP8
+are 128 lanes. Collectives over other dimensions (DP, PP, EP, CP) are launched
+for every member rank, so inter-node traffic is simulated for every GPU and NIC.
+
+Execution semantics (as frameworks run on CUDA/NCCL streams):
+* ops of one stream run in program order, one at a time;
+* an op starts when it heads its stream and all its ``deps`` have completed;
+* compute ops take ``ComputeModel.op_time_ns`` on the lane's device, times its
+  slowdown (the slowest member of the TP group, since TP syncs them);
+* a collective instance starts when every lane of the group has posted it; it
+  completes when its last transfer does (flow schedule from the comm planner);
+* pipeline send/recv rendezvous: the transfer starts once both sides posted.
+
+Collectives confined to one node are timed analytically (``intra_time_ns``);
+collectives that span nodes are expanded into their flow schedule: ``net``
+transfers go to the network backend, intra-node pieces to a flow-level model of
+the nodes' NVLink/PCIe fabric.
+"""
+from __future__ import annotations
+
+import heapq
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from heterosim.errors import PlanError, SimulationError
+from heterosim.workload.ir import IR, Op
+from netbackend.base import Message, NetworkBackend
+
+# event kinds on the coordinator's own heap
+_EV_OP_DONE = 0
+_EV_XFER_READY = 1
+
+
+@dataclass
+class _ProgramInfo:
+    """Per-program precomputation shared by every lane running it."""
+
+    ops: list[Op]
+    stream_of: list[int]
+    streams: list[list[int]]
+    """stream index -> op ids in program order."""
+    stream_pos: list[int]
+    """op id -> position in its stream."""
+    ndeps: list[int]
+    dependents: list[list[int]]
+    stream_names: list[str]
+
+
+def _prepare_program(ops: list[Op]) -> _ProgramInfo:
+    names: dict[str, int] = {}
+    stream_of = []
+    streams: list[list[int]] = []
+    stream_pos = []
+    dependents: list[list[int]] = [[] for _ in ops]
+    ndeps = []
+    for i, op in enumerate(ops):
+        if op.id != i:
+            raise SimulationError(f"IR op ids must be 0..n-1 in order (op {op.name!r} has id {op.id} at {i})")
+        s = names.setdefault(op.stream, len(names))
+        if s == len(streams):
+            streams.append([])
+        stream_of.append(s)
+        stream_pos.append(len(streams[s]))
+        streams[s].append(i)
+        ndeps.append(len(op.deps))
+        for d in op.deps:
+            if d >= i and d >= len(ops):
+                raise SimulationError(f"op {op.name!r} depends on unknown op id {d}")
+            dependents[d].append(i)
+    return _ProgramInfo(ops, stream_of, streams, stream_pos, ndeps, dependents, list(names))
+
+
+@dataclass
+class Lane:
+    id: int
+    ranks: tuple[int, ...]
+    program: int
+    device: str
+    slowdown: float
+    # dynamic state
+    remaining: list[int] = field(default_factory=list)
+    head: list[int] = field(default_factory=list)
+    busy: list[bool] = field(default_factory=list)
+    start_ns: list[int] = field(default_factory=list)
+    end_ns: list[int] = field(default_factory=list)
+    comm_start_ns: dict[int, int] = field(default_factory=dict)
+    """Comm op id -> when its data actually started moving (all peers had posted)."""
+    done_count: int = 0
+
+
+@dataclass
+class _Instance:
+    """One collective instance (a group of ranks executing one tagged op)."""
+
+    key: tuple
+    op: Op
+    ranks: tuple[int, ...]
+    lanes_needed: int
+    lanes_posted: list[int] = field(default_factory=list)
+    pending: int = 0
+    start_ns: int = -1
+    end_ns: int = -1
+    link_bytes: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class MessageRecord:
+    id: int
+    src: int
+    dst: int
+    src_ep: str
+    dst_ep: str
+    size_bytes: int
+    link: str
+    collective: str
+    comm_kind: str
+    start_ns: int
+    end_ns: int = -1
+
+
+@dataclass
+class SimResult:
+    iteration_time_ns: int
+    lanes: list[Lane]
+    programs: list[_ProgramInfo]
+    op_time_ns: dict[tuple[int, int, str, float], int]
+    messages: list[MessageRecord]
+    instances: list[_Instance]
+    events: int
+    net_stats: Any = None
+    intra_stats: Any = None
+
+
+class Coordinator:
+    """Merges compute timelines with network timelines for one iteration."""
+
+    def __init__(self, ir: IR, system, compute_model, net: NetworkBackend, intra: NetworkBackend | None = None,
+                 *, precision: str = "bf16", plan_collective: Callable | None = None,
+                 intra_time_ns: Callable | None = None, comm_options: dict | None = None,
+                 progress: Callable[[int, int], None] | None = None, record_messages: bool = True):
+        if plan_collective is None or intra_time_ns is None:
+            from heterosim.comm import intra_time_ns as _intra, plan_collective as _plan
+
+            plan_collective = plan_collective or _plan
+            intra_time_ns = intra_time_ns or _intra
+        self.ir = ir
+        self.system = system
+        self.compute = compute_model
+        self.net = net
+        self.intra = intra
+        self.precision = precision
+        self.plan = plan_collective
+        self.intra_time = intra_time_ns
+        self.comm_options = dict(comm_options or {})
+        self.progress = progress
+        self.record_messages = record_messages
+        self.programs = [_prepare_program(p.ops) for p in ir.programs]
+        self._build_lanes()
+        self._heap: list[tuple[int, int, int, Any]] = []
+        self._seq = 0
+        self._now = 0
+        self._instances: dict[tuple, _Instance] = {}
+        self._finished_instances: list[_Instance] = []
+        self._p2p_posted: dict[tuple, tuple[int, int]] = {}
+        self._msg_seq = 0
+        self._msg_owner: dict[int, tuple[_Instance, Any]] = {}
+        self._xfer_state: dict[int, Any] = {}
+        self.messages: list[MessageRecord] = []
+        self._op_time: dict[tuple[int, int, str, float], int] = {}
+        self._intra_memo: dict[tuple, int] = {}
+        self._plan_memo: dict[tuple, Any] = {}
+        self.events = 0
+
+    # ------------------------------------------------------------------ setup
+    def _build_lanes(self) -> None:
+        ir, system = self.ir, self.system
+        tp_groups = ir.groups.get("tp") or [(r,) for r in range(ir.world_size)]
+        self.lane_of_rank = [-1] * ir.world_size
+        self.lanes: list[Lane] = []
+        for g in tp_groups:
+            progs = {ir.rank_program[r] for r in g}
+            if len(progs) != 1:
+                raise PlanError("ranks of one tensor-parallel group must run the same program",
+                                field="parallelism.tp", value=list(g))
+            nodes = {system.gpus[r].node for r in g}
+            if len(nodes) != 1:
+                raise PlanError(f"tensor-parallel group spans nodes {sorted(nodes)}; TP must stay inside a node",
+                                field="parallelism.tp", value=len(g))
+            devices = {system.gpus[r].device for r in g}
+            lane = Lane(id=len(self.lanes), ranks=tuple(g), program=progs.pop(), device=devices.pop(),
+                        slowdown=max(system.gpus[r].slowdown for r in g))
+            for r in g:
+                self.lane_of_rank[r] = lane.id
+            self.lanes.append(lane)
+        self._lanes_per_group: dict[tuple[str, int], int] = {}
+
+    def _lanes_in_group(self, dim: str, gid: int) -> int:
+        key = (dim, gid)
+        n = self._lanes_per_group.get(key)
+        if n is None:
+            n = len({self.lane_of_rank[r] for r in self.ir.groups[dim][gid]})
+            self._lanes_per_group[key] = n
+        return n
+
+    # ------------------------------------------------------------- scheduling
+    def _push(self, t: int, kind: int, payload: Any) -> None:
+        self._seq += 1
+        heapq.heappush(self._heap, (t, self._seq, kind, payload))
+
+    def _op_duration(self, lane: Lane, op: Op) -> int:
+        key = (lane.program, op.id, lane.device, lane.slowdown)
+        d = self._op_time.get(key)
+        if d is None:
+            from heterosim.hardware import get_device
+
+            d = int(round(self.compute.op_time_ns(op, get_device(lane.device), self.precision) * lane.slowdown))
+            self._op_time[key] = d
+        return d
+
+    def _try_start_stream(self, lane: Lane, s: int) -> None:
+        if lane.busy[s]:
+            return
+        prog = self.programs[lane.program]
+        stream = prog.streams[s]
+        h = lane.head[s]
+        if h >= len(stream):
+            return
+        oid = stream[h]
+        if lane.remaining[oid] != 0:
+            return
+        lane.busy[s] = True
+        lane.start_ns[oid] = self._now
+        op = prog.ops[oid]
+        if op.kind == "compute":
+            self._push(self._now + self._op_duration(lane, op), _EV_OP_DONE, (lane.id, oid))
+        else:
+            self._post_comm(lane, op)
+
+    def _complete_op(self, lane: Lane, oid: int) -> None:
+        prog = self.programs[lane.program]
+        lane.end_ns[oid] = self._now
+        lane.done_count += 1
+        s = prog.stream_of[oid]
+        lane.busy[s] = False
+        lane.head[s] += 1
+        touched = {s}
+        for d in prog.dependents[oid]:
+            lane.remaining[d] -= 1
+            if lane.remaining[d] == 0:
+                touched.add(prog.stream_of[d])
+        for t in touched:
+            self._try_start_stream(lane, t)
+
+    # ----------------------------------------------------------- communication
+    def _post_comm(self, lane: Lane, op: Op) -> None:
+        if op.collective in ("send", "recv"):
+            self._post_p2p(lane, op)
+            return
+        dim = op.group
+        if dim not in self.ir.groups:
+            raise SimulationError(f"op {op.name!r} names unknown group {dim!r}")
+        if dim == "tp":
+            # the TP group is this lane: analytic intra-node time, no network
+            d = self._intra_collective_ns(op.collective, lane.ranks, op.size_bytes)
+            self._push(self._now + d, _EV_OP_DONE, (lane.id, op.id))
+            return
+        insts = []
+        for r in lane.ranks:
+            gid = self.ir.group_id(r, dim)
+            key = (dim, gid, op.tag)
+            inst = self._instances.get(key)
+            if inst is None:
+                inst = _Instance(key, op, self.ir.groups[dim][gid], self._lanes_in_group(dim, gid))
+                self._instances[key] = inst
+            if lane.id not in inst.lanes_posted:
+                inst.lanes_posted.append(lane.id)
+                insts.append(inst)
+        for inst in insts:
+            if len(inst.lanes_posted) == inst.lanes_needed:
+                self._start_instance(inst)
+
+    def _post_p2p(self, lane: Lane, op: Op) -> None:
+        peer_lane = self.lane_of_rank[self.ir.peer_of(lane.ranks[0], op.peer_offset)]
+        if op.collective == "send":
+            key = (lane.id, peer_lane, op.tag)
+        else:
+            key = (peer_lane, lane.id, op.tag)
+        other = self._p2p_posted.pop(key, None)
+        if other is None:
+            self._p2p_posted[key] = (lane.id, op.id)
+            return
+        send_side, recv_side = ((lane.id, op.id), other) if op.collective == "send" else (other, (lane.id, op.id))
+        src_lane = self.lanes[send_side[0]]
+        dst_lane = self.lanes[recv_side[0]]
+        sop = self.programs[src_lane.program].ops[send_side[1]]
+        ranks = tuple(src_lane.ranks) + tuple(dst_lane.ranks)
+        inst = _Instance(("p2p",) + key, sop, ranks, 2, [src_lane.id, dst_lane.id])
+        inst.p2p_ops = (send_side, recv_side)  # type: ignore[attr-defined]
+        inst.start_ns = self._now
+        size = max(sop.size_bytes, self.programs[dst_lane.program].ops[recv_side[1]].size_bytes)
+        for a, b in zip(src_lane.ranks, dst_lane.ranks):
+            self._launch_schedule(inst, "send", (a, b), size)
+        if inst.pending == 0:
+            self._finish_instance(inst)
+
+    def _intra_collective_ns(self, collective: str, group: tuple[int, ...], size: int) -> int:
+        if len(group) <= 1 or size <= 0:
+            return 0
+        spec_key = (collective, size, len(group), self.system.gpus[group[0]].group,
+                    tuple(self.system.gpus[r].local for r in group))
+        d = self._intra_memo.get(spec_key)
+        if d is None:
+            sched = self.plan(collective, group, size, self.system, **self._plan_kwargs(collective))
+            d = int(self.intra_time(sched, self.system))
+            self._intra_memo[spec_key] = d
+        return d
+
+    def _plan_kwargs(self, collective: str) -> dict:
+        opts = {}
+        algo = self.comm_options.get("algorithm", "auto")
+        if algo != "auto" and collective in ("allreduce", "reducescatter", "allgather", "broadcast", "reduce"):
+            opts["algorithm"] = algo
+        if self.comm_options.get("protocol", "auto") != "auto":
+            opts["protocol"] = self.comm_options["protocol"]
+        if self.comm_options.get("channels"):
+            opts["channels"] = self.comm_options["channels"]
+        return opts
+
+    def _start_instance(self, inst: _Instance) -> None:
+        inst.start_ns = self._now
+        op = inst.op
+        del self._instances[inst.key]
+        nodes = {self.system.gpus[r].node for r in inst.ranks}
+        if len(nodes) == 1:
+            d = self._intra_collective_ns(op.collective, inst.ranks, op.size_bytes)
+            inst.pending = 1
+            self._push(self._now + d, _EV_XFER_READY, ("instance_done", inst))
+            return
+        self._launch_schedule(inst, op.collective, inst.ranks, op.size_bytes)
+        if inst.pending == 0:
+            self._finish_instance(inst)
+
+    def _launch_schedule(self, inst: _Instance, collective: str, ranks: tuple[int, ...], size: int) -> None:
+        if len({self.system.gpus[r].node for r in ranks}) == 1:
+            d = self._intra_collective_ns(collective, ranks, size)
+            inst.pending += 1
+            self._push(self._now + d, _EV_XFER_READY, ("instance_done", inst))
+            return
+        key = (collective, ranks, size)
+        sched = self._plan_memo.get(key)
+        if sched is None:
+            sched = self.plan(collective, ranks, size, self.system, **self._plan_kwargs(collective))
+            if len(self._plan_memo) < 4096:
+                self._plan_memo[key] = sched
+        xfers = sched.transfers
+        if not xfers:
+            return
+        state = _ScheduleState(inst, xfers)
+        inst.pending += 1
+        for x in xfers:
+            if not x.deps:
+                self._start_transfer(state, x)
+
+    def _start_transfer(self, state: "_ScheduleState", x) -> None:
+        start = self._now + int(x.latency_ns)
+        backend = self.net if x.link == "net" else self.intra
+        self._msg_seq += 1
+        mid = self._msg_seq
+        state.outstanding += 1
+        self._msg_owner[mid] = (state, x)
+        if self.record_messages:
+            self.messages.append(MessageRecord(mid, x.src, x.dst, x.src_ep, x.dst_ep, x.size_bytes, x.link,
+                                               state.inst.op.collective, state.inst.op.comm_kind, start))
+            state.records[x.id] = self.messages[-1]
+        if backend is None or x.size_bytes <= 0:
+            self._push(start, _EV_XFER_READY, ("xfer_done", mid))
+            return
+        if start > self._now:
+            self._push(start, _EV_XFER_READY, ("xfer_send", (backend, mid, x)))
+        else:
+            self._catch_up(backend)
+            backend.send(Message(mid, x.src_ep, x.dst_ep, int(x.size_bytes), start, getattr(x, "flow_key", 0)))
+
+    def _transfer_done(self, mid: int) -> None:
+        state, x = self._msg_owner.pop(mid)
+        state.outstanding -= 1
+        rec = state.records.get(x.id)
+        if rec is not None:
+            rec.end_ns = self._now
+        state.done.add(x.id)
+        for y in state.dependents.get(x.id, ()):
+            state.waiting[y.id] -= 1
+            if state.waiting[y.id] == 0:
+                self._start_transfer(state, y)
+        if state.outstanding == 0 and len(state.done) == len(state.xfers):
+            inst = state.inst
+            inst.pending -= 1
+            if inst.pending == 0:
+                self._finish_instance(inst)
+
+    def _finish_instance(self, inst: _Instance) -> None:
+        inst.end_ns = self._now
+        self._finished_instances.append(inst)
+        p2p = getattr(inst, "p2p_ops", None)
+        if p2p is not None:
+            for lane_id, oid in p2p:
+                self.lanes[lane_id].comm_start_ns[oid] = inst.start_ns
+                self._complete_op(self.lanes[lane_id], oid)
+            return
+        op_id = inst.op.id
+        for lane_id in inst.lanes_posted:
+            lane = self.lanes[lane_id]
+            # a lane whose ranks sit in several instances of this op completes with the last one
+            counter = self._lane_inst_pending.setdefault((lane_id, op_id, inst.op.tag), self._lane_instances(lane, inst.op))
+            counter -= 1
+            self._lane_inst_pending[(lane_id, op_id, inst.op.tag)] = counter
+            lane.comm_start_ns[op_id] = max(lane.comm_start_ns.get(op_id, -1), inst.start_ns)
+            if counter == 0:
+                del self._lane_inst_pending[(lane_id, op_id, inst.op.tag)]
+                self._complete_op(lane, op_id)
+
+    def _lane_instances(self, lane: Lane, op: Op) -> int:
+        return len({self.ir.group_id(r, op.group) for r in lane.ranks})
+
+    def _catch_up(self, backend: NetworkBackend) -> None:
+        """Bring an idle backend's clock to now so a send never lands in its past."""
+        if backend.now_ns < self._now:
+            early = backend.advance(self._now)
+            if early:  # cannot happen: the main loop never passes a backend's next completion
+                raise SimulationError(f"internal: backend {backend.name} completed message {early[0].id} in the past")
+
+    # -------------------------------------------------------------- main loop
+    def run(self, wall_limit_s: float | None = None) -> SimResult:
+        import time as _time
+
+        t0 = _time.monotonic()
+        self._lane_inst_pending: dict[tuple, int] = {}
+        total_ops = 0
+        for lane in self.lanes:
+            prog = self.programs[lane.program]
+            n = len(prog.ops)
+            total_ops += n
+            lane.remaining = list(prog.ndeps)
+            lane.head = [0] * len(prog.streams)
+            lane.busy = [False] * len(prog.streams)
+            lane.start_ns = [-1] * n
+            lane.end_ns = [-1] * n
+        for lane in self.lanes:
+            for s in range(len(self.programs[lane.program].streams)):
+                self._try_start_stream(lane, s)
+        done_ops = 0
+        last_report = 0
+        intra, net = self.intra, self.net
+        while True:
+            t_local = self._heap[0][0] if self._heap else None
+            t_intra = intra.next_completion_ns() if intra is not None and intra.pending() else None
+            bound = _min(t_local, t_intra)
+            if net.pending():
+                completions = net.advance(bound)
+                if completions:
+                    t = completions[0].finish_ns
+                    self._now = max(self._now, t)
+                    if intra is not None and intra.pending():
+                        for c in intra.advance(t):
+                            self._now = max(self._now, c.finish_ns)
+                            self._transfer_done(c.id)
+                    for c in completions:
+                        self.events += 1
+                        self._transfer_done(c.id)
+                    continue
+            if bound is None:
+                break
+            self._now = max(self._now, bound)
+            if intra is not None and intra.pending() and t_intra is not None and t_intra <= bound:
+                for c in intra.advance(bound):
+                    self.events += 1
+                    self._transfer_done(c.id)
+            while self._heap and self._heap[0][0] <= self._now:
+                t, _, kind, payload = heapq.heappop(self._heap)
+                self.events += 1
+                if kind == _EV_OP_DONE:
+                    lane_id, oid = payload
+                    self._complete_op(self.lanes[lane_id], oid)
+                    done_ops += 1
+                else:
+                    what, arg = payload
+                    if what == "xfer_done":
+                        self._transfer_done(arg)
+                    elif what == "xfer_send":
+                        backend, mid, x = arg
+                        self._catch_up(backend)
+                        backend.send(Message(mid, x.src_ep, x.dst_ep, int(x.size_bytes), self._now,
+                                             getattr(x, "flow_key", 0)))
+                    elif what == "instance_done":
+                        arg.pending -= 1
+                        if arg.pending == 0:
+                            self._finish_instance(arg)
+            if self.progress is not None and self.events - last_report > 20000:
+                last_report = self.events
+                self.progress(sum(l.done_count for l in self.lanes), total_ops)
+            if wall_limit_s is not None and _time.monotonic() - t0 > wall_limit_s:
+                raise SimulationError(f"simulation exceeded the wall-clock limit of {wall_limit_s:.0f} s",
+                                      field="network.wall_limit_s", value=wall_limit_s)
+        stuck = [(lane, n) for lane in self.lanes if lane.done_count < (n := len(self.programs[lane.program].ops))]
+        if stuck:
+            lane, n = stuck[0]
+            prog = self.programs[lane.program]
+            waiting = next((prog.ops[i] for i in range(n) if lane.end_ns[i] < 0), None)
+            raise SimulationError(
+                f"simulation cannot finish: {len(stuck)} lane(s) stuck; ranks {list(lane.ranks)} wait at op "
+                f"{waiting.name!r} (unmatched communication or a dependency cycle in the IR)")
+        if self.progress is not None:
+            self.progress(total_ops, total_ops)
+        end = max((max(l.end_ns) if l.end_ns else 0) for l in self.lanes)
+        return SimResult(end, self.lanes, self.programs, self._op_time, self.messages, self._finished_instances,
+                         self.events, net.stats(), intra.stats() if intra is not None else None)
+
+
+class _ScheduleState:
+    __slots__ = ("inst", "xfers", "waiting", "dependents", "done", "outstanding", "records")
+
+    def __init__(self, inst: _Instance, xfers) -> None:
+        self.inst = inst
+        self.xfers = xfers
+        self.waiting = {x.id: len(x.deps) for x in xfers}
+        self.dependents: dict[int, list] = defaultdict(list)
+        for x in xfers:
+            for d in x.deps:
+                self.dependents[d].append(x)
+        self.done: set[int] = set()
+        self.outstanding = 0
+        self.records: dict[int, MessageRecord] = {}
+
+
+def _min(a: int | None, b: int | None) -> int | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return a if a < b else b

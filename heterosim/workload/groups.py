@@ -1,0 +1,129 @@
+"""Rank -> parallel-group mapping, with Megatron-LM's RankGenerator semantics.
+
+A rank is a mixed-radix number whose digits are its coordinates along the
+dimensions of ``order`` (fastest-varying first): with ``tp-cp-ep-dp-pp``,
+``rank = tp_i + tp*(cp_i + cp*(dp_i + dp*pp_i))``. A group along a set of
+dimensions is every rank sharing the coordinates of the *other* dimensions,
+listed in increasing coordinate order (so ``pp`` groups are ordered by stage).
+
+Expert parallelism is carved out of data parallelism (MoE): in the expert layout
+the ``dp`` digit splits into ``ep`` (faster) and ``dp/ep`` (expert data parallel,
+"edp"). Dense groups never see ``ep``.
+"""
+from __future__ import annotations
+
+from itertools import product
+from math import prod
+
+from heterosim.errors import PlanError
+
+DIMS = ("tp", "cp", "ep", "dp", "pp")
+
+
+def _full_order(order: str, ep: int) -> list[str]:
+    """The order with every dimension present (ep goes just before dp when missing)."""
+    toks = order.split("-")
+    if sorted(set(toks)) != sorted(toks) or not set(toks) <= set(DIMS):
+        raise PlanError("order must be a permutation of tp-cp-ep-dp-pp", field="parallelism.order", value=order)
+    if "ep" not in toks:
+        toks.insert(toks.index("dp") if "dp" in toks else len(toks), "ep")
+    for d in ("tp", "cp", "dp", "pp"):
+        if d not in toks:
+            toks.append(d)
+    return toks
+
+
+def _groups(sizes: list[int], mask: list[bool]) -> list[tuple[int, ...]]:
+    """All groups varying the masked digits (sizes fastest-first)."""
+    strides = [prod(sizes[:i]) for i in range(len(sizes))]
+    in_dims = [i for i, m in enumerate(mask) if m]
+    out_dims = [i for i, m in enumerate(mask) if not m]
+    # iterate outer (unmasked) digits with the fastest one varying fastest
+    out_ranges = [range(sizes[i]) for i in reversed(out_dims)]
+    in_ranges = [range(sizes[i]) for i in reversed(in_dims)]
+    groups = []
+    for outer in product(*out_ranges):
+        base = sum(c * strides[i] for c, i in zip(outer, reversed(out_dims)))
+        members = tuple(base + sum(c * strides[i] for c, i in zip(inner, reversed(in_dims)))
+                        for inner in product(*in_ranges))
+        groups.append(members)
+    return groups
+
+
+class RankLayout:
+    """Coordinates and groups of every rank for one parallel plan."""
+
+    __slots__ = ("world_size", "tp", "pp", "dp", "cp", "ep", "order", "_dense", "_expert")
+
+    def __init__(self, world_size: int, tp: int, pp: int, dp: int, cp: int = 1, ep: int = 1,
+                 order: str = "tp-cp-ep-dp-pp") -> None:
+        if tp * pp * dp * cp != world_size:
+            raise PlanError(f"GPU count mismatch: tp*pp*cp*dp = {tp * pp * cp * dp} but the cluster has "
+                            f"{world_size} GPUs", field="parallelism", value=f"tp={tp} pp={pp} cp={cp} dp={dp}")
+        if dp % ep:
+            raise PlanError(f"expert parallelism is carved out of data parallelism: ep must divide dp ({dp})",
+                            field="parallelism.ep", value=ep)
+        self.world_size, self.tp, self.pp, self.dp, self.cp, self.ep = world_size, tp, pp, dp, cp, ep
+        self.order = _full_order(order, ep)
+        dense_size = {"tp": tp, "cp": cp, "ep": 1, "dp": dp, "pp": pp}
+        expert_size = {"tp": tp, "cp": cp, "ep": ep, "dp": dp // ep, "pp": pp}
+        self._dense = [(d, dense_size[d]) for d in self.order]
+        self._expert = [(d, expert_size[d]) for d in self.order]
+
+    def _make(self, layout, dims: set[str]) -> list[tuple[int, ...]]:
+        return _groups([s for _, s in layout], [d in dims for d, _ in layout])
+
+    def groups(self) -> dict[str, list[tuple[int, ...]]]:
+        g = {
+            "tp": self._make(self._dense, {"tp"}),
+            "cp": self._make(self._dense, {"cp"}),
+            "dp": self._make(self._dense, {"dp"}),
+            "pp": self._make(self._dense, {"pp"}),
+            "dp_cp": self._make(self._dense, {"dp", "cp"}),
+            "tp_cp": self._make(self._dense, {"tp", "cp"}),
+            "mp": self._make(self._dense, {"tp", "pp"}),
+            "ep": self._make(self._expert, {"ep"}),
+            "edp": self._make(self._expert, {"dp", "cp"}),
+        }
+        g["tp_pp"] = g["mp"]
+        # tied input embedding / LM head: first and last stage of each pipeline
+        embd: list[tuple[int, ...]] = []
+        for pg in g["pp"]:
+            if len(pg) > 1:
+                embd.append((pg[0], pg[-1]))
+                embd.extend((r,) for r in pg[1:-1])
+            else:
+                embd.append(pg)
+        g["embd"] = embd
+        return g
+
+    def coords(self, rank: int) -> dict[str, int]:
+        """Coordinates of ``rank``: tp, cp, dp, pp (dense) and ep, edp (expert layout)."""
+        if not 0 <= rank < self.world_size:
+            raise PlanError(f"rank out of range (world size {self.world_size})", field="rank", value=rank)
+        out: dict[str, int] = {}
+        r = rank
+        for d, s in self._dense:
+            out[d] = r % s
+            r //= s
+        r = rank
+        for d, s in self._expert:
+            c = r % s
+            r //= s
+            if d == "ep":
+                out["ep"] = c
+            elif d == "dp":
+                out["edp"] = c
+        return out
+
+
+def build_groups(world_size: int, tp: int, pp: int, dp: int, cp: int = 1, ep: int = 1,
+                 order: str = "tp-cp-ep-dp-pp") -> dict[str, list[tuple[int, ...]]]:
+    """Dimension -> disjoint rank groups covering the world (Megatron RankGenerator)."""
+    return RankLayout(world_size, tp, pp, dp, cp, ep, order).groups()
+
+
+def rank_coords(rank: int, world_size: int, tp: int, pp: int, dp: int, cp: int = 1, ep: int = 1,
+                order: str = "tp-cp-ep-dp-pp") -> dict[str, int]:
+    """Coordinates of one rank (tp, cp, dp, pp, ep, edp)."""
+    return RankLayout(world_size, tp, pp, dp, cp, ep, order).coords(rank)

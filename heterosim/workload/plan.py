@@ -1,0 +1,189 @@
+"""Resolve a scenario's parallel plan against a world size, with one-line PlanErrors.
+
+Everything the compiler and the memory model need (dp, micro-batches per
+replica, layers per virtual stage...) is derived and checked here once, so both
+agree and an impossible plan is reported before any op is built.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from heterosim.errors import PlanError
+from heterosim.workload.groups import RankLayout
+
+
+@dataclass(slots=True)
+class Plan:
+    world_size: int
+    tp: int
+    pp: int
+    dp: int
+    cp: int
+    ep: int
+    chunks: int
+    """Model chunks (virtual stages) per pipeline rank."""
+    schedule: str
+    micro_batch: int
+    seq: int
+    seq_local: int
+    """Sequence length on one rank (seq / cp)."""
+    microbatches: list[int]
+    """Micro-batches of each data-parallel replica (indexed by dp coordinate)."""
+    vstage_layers: list[list[int]]
+    """Global layer indices of virtual stage vs = chunk*pp + stage."""
+    sp: bool
+    recompute: str
+    zero_stage: int
+    layout: RankLayout
+
+    @property
+    def num_vstages(self) -> int:
+        return self.pp * self.chunks
+
+    def layers_of(self, stage: int, chunk: int) -> list[int]:
+        return self.vstage_layers[chunk * self.pp + stage]
+
+    def stage_layer_count(self, stage: int) -> int:
+        return sum(len(self.layers_of(stage, c)) for c in range(self.chunks))
+
+
+def resolve_plan(scenario, world_size: int, file: str | None = None) -> Plan:
+    """Check the plan's divisibility rules and derive its sizes (raises PlanError)."""
+    file = file if file is not None else getattr(scenario, "_source_file", None)
+    try:
+        return _resolve(scenario, world_size)
+    except PlanError as err:
+        raise err.with_file(file) if file else err
+
+
+def _resolve(scenario, world_size: int) -> Plan:
+    par, tr, model = scenario.parallelism, scenario.training, scenario.model
+    tp, pp, cp, ep = par.tp, par.pp, par.cp, par.ep
+    if world_size < 1:
+        raise PlanError("the cluster has no GPUs", field="cluster", value=world_size)
+    if par.dp is not None:
+        dp = par.dp
+        if tp * pp * cp * dp != world_size:
+            raise PlanError(f"GPU count mismatch: tp*pp*cp*dp = {tp * pp * cp * dp} but the cluster has "
+                            f"{world_size} GPUs", field="parallelism.dp", value=dp)
+    else:
+        if world_size % (tp * pp * cp):
+            raise PlanError(f"GPU count mismatch: tp*pp*cp = {tp * pp * cp} does not divide the cluster's "
+                            f"{world_size} GPUs", field="cluster", value=f"{world_size} GPUs")
+        dp = world_size // (tp * pp * cp)
+
+    # tensor parallelism splits heads (and KV groups, replicated when tp > kv heads)
+    if model.num_attention_heads % tp:
+        raise PlanError(f"tp must divide num_attention_heads ({model.num_attention_heads})",
+                        field="parallelism.tp", value=tp)
+    kv = model.kv_heads
+    if kv % tp and tp % kv:
+        raise PlanError(f"tp must divide num_kv_heads ({kv}) or be a multiple of it",
+                        field="parallelism.tp", value=tp)
+    if model.ffn_hidden_size % tp:
+        raise PlanError(f"tp must divide ffn_hidden_size ({model.ffn_hidden_size})", field="parallelism.tp", value=tp)
+    if model.vocab_size % tp:
+        # Megatron pads the vocabulary; we do not, so say so
+        raise PlanError(f"tp must divide vocab_size ({model.vocab_size}); pad the vocabulary",
+                        field="parallelism.tp", value=tp)
+
+    # sequence split
+    seq = tr.seq_length
+    if seq % cp:
+        raise PlanError(f"context parallelism needs seq_length divisible by cp ({cp})",
+                        field="training.seq_length", value=seq)
+    seq_local = seq // cp
+    sp = par.sequence_parallel and tp > 1
+    if sp and seq_local % tp:
+        raise PlanError(f"sequence parallelism needs seq_length/cp ({seq_local}) divisible by tp ({tp})",
+                        field="training.seq_length", value=seq)
+
+    # experts
+    if ep > 1 and not model.is_moe:
+        raise PlanError("expert parallelism needs a mixture-of-experts model (num_experts > 0)",
+                        field="parallelism.ep", value=ep)
+    if dp % ep:
+        raise PlanError(f"ep must divide dp ({dp}): experts are carved out of data-parallel ranks",
+                        field="parallelism.ep", value=ep)
+    if model.is_moe and model.num_experts % ep:
+        raise PlanError(f"ep must divide num_experts ({model.num_experts})", field="parallelism.ep", value=ep)
+
+    # micro-batches per replica
+    mb = tr.micro_batch_size
+    total_mb = tr.global_batch_size // mb
+    if tr.microbatch_split is not None:
+        split = list(tr.microbatch_split)
+        if len(split) != dp:
+            raise PlanError(f"needs one entry per data-parallel replica (dp = {dp}), got {len(split)}",
+                            field="training.microbatch_split", value=split)
+        if any(x < 1 for x in split):
+            raise PlanError("every replica needs at least one micro-batch", field="training.microbatch_split",
+                            value=split)
+        if sum(split) != total_mb:
+            raise PlanError(f"entries sum to {sum(split)} but global_batch_size/micro_batch_size = {total_mb}",
+                            field="training.microbatch_split", value=split)
+        if ep > 1 and len(set(split)) > 1:
+            raise PlanError("replicas of one expert-parallel group must run the same number of micro-batches",
+                            field="training.microbatch_split", value=split)
+        microbatches = split
+    else:
+        if tr.global_batch_size % (dp * mb):
+            raise PlanError(f"global_batch_size must be a multiple of dp*micro_batch_size = {dp}*{mb} = {dp * mb}",
+                            field="training.global_batch_size", value=tr.global_batch_size)
+        microbatches = [total_mb // dp] * dp
+
+    # schedule / virtual stages
+    chunks = par.virtual_stages
+    schedule = par.schedule
+    if schedule == "interleaved":
+        if pp < 2:
+            raise PlanError("the interleaved schedule needs pp >= 2", field="parallelism.schedule", value=schedule)
+        if chunks < 2:
+            raise PlanError("the interleaved schedule needs virtual_stages >= 2",
+                            field="parallelism.virtual_stages", value=chunks)
+        for m in sorted(set(microbatches)):
+            if m % pp:
+                raise PlanError(f"the interleaved schedule needs micro-batches per replica ({m}) to be a multiple "
+                                f"of pp ({pp})", field="parallelism.schedule", value=schedule)
+    elif chunks != 1:
+        raise PlanError(f"virtual stages need schedule: interleaved (schedule is {schedule})",
+                        field="parallelism.virtual_stages", value=chunks)
+
+    # layers per virtual stage
+    L = model.num_layers
+    nvs = pp * chunks
+    part = par.layer_partition
+    if part is None:
+        if L % nvs:
+            what = "pp" if chunks == 1 else "pp*virtual_stages"
+            raise PlanError(f"{what} = {nvs} does not divide num_layers ({L}); set parallelism.layer_partition",
+                            field="parallelism.pp", value=pp)
+        counts = [L // nvs] * nvs
+    else:
+        part = list(part)
+        if any(x < 0 for x in part):
+            raise PlanError("layer counts must be >= 0", field="parallelism.layer_partition", value=part)
+        if sum(part) != L:
+            raise PlanError(f"entries sum to {sum(part)} but the model has {L} layers",
+                            field="parallelism.layer_partition", value=part)
+        if len(part) == nvs:
+            counts = part
+        elif len(part) == pp:
+            if any(x % chunks for x in part):
+                raise PlanError(f"with {chunks} virtual stages every stage's layer count must be a multiple of "
+                                f"{chunks}", field="parallelism.layer_partition", value=part)
+            counts = [part[vs % pp] // chunks for vs in range(nvs)]
+        else:
+            raise PlanError(f"needs pp ({pp}) or pp*virtual_stages ({nvs}) entries, got {len(part)}",
+                            field="parallelism.layer_partition", value=part)
+    vstage_layers: list[list[int]] = []
+    start = 0
+    for c in counts:
+        vstage_layers.append(list(range(start, start + c)))
+        start += c
+
+    layout = RankLayout(world_size, tp, pp, dp, cp, ep, par.order)
+    return Plan(world_size=world_size, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, chunks=chunks, schedule=schedule,
+                micro_batch=mb, seq=seq, seq_local=seq_local, microbatches=microbatches,
+                vstage_layers=vstage_layers, sp=sp, recompute=par.recompute, zero_stage=par.zero_stage,
+                layout=layout)

@@ -1,0 +1,453 @@
+"""Fast flow-level network backend: max-min fair fluid flows, exact event times.
+
+Model (what a completion time means here):
+
+* Every message is one flow on one path (:class:`~netbackend.routing.Router`,
+  ECMP per ``config.ecmp``). It carries its *wire* bytes: payload plus
+  ``header_bytes`` per packet of up to ``mtu_bytes`` payload, so a long flow's
+  goodput is ``line rate * mtu / (mtu + header)``, as in the packet-level backend.
+* Bandwidth of every directed link is shared max-min fairly among the flows
+  crossing it (what an ideal congestion control converges to). A host's NIC is a
+  resource too: when ``topology.host_rate_gbps`` is below its access links' total,
+  a virtual link of that rate caps everything the host sends (and receives).
+* Rates change only when a flow starts or drains; in between, bytes drain
+  linearly. Flows starting at the same ns are activated together.
+* A flow "drains" when its last wire byte leaves the source at the fluid rate.
+  It completes ``ceil(drain)`` plus a fixed latency: the propagation delay of
+  every link on the path, ``per_hop_latency_ns`` per switch, and store-and-forward
+  of the last packet on every link after the first. The latency does not hold
+  bandwidth (the fluid model has no in-flight bytes).
+* ``src == dst``: no network; completes at ``start_ns``.
+
+Rate updates are incremental and exact. After a change only a seed set of flows
+is re-filled (progressive filling with every other flow's rate held fixed); the
+result is accepted when every flow has a *bottleneck* (a saturated link where
+its rate is the largest), which characterises the max-min fair allocation;
+flows that lack one join the set and it is filled again. Typically only a few
+flows around the changed links are touched, whatever the number of active flows.
+"""
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass
+
+from netbackend.base import Completion, Message, NetStats, NetworkBackend
+from netbackend.config import NetworkConfig
+from netbackend.errors import NetworkError
+from netbackend.registry import register_backend
+from netbackend.routing import Router
+from netbackend.topo import NetTopology
+
+_REL = 1e-9
+"""Relative tolerance for "saturated" and "same rate" (rates are floats)."""
+_DRAIN_BATCH_NS = 1e-3
+"""Flows draining within a picosecond of each other are handled as one event."""
+
+
+class _Flow:
+    __slots__ = ("seq", "msg", "links", "wire", "rem", "rate", "t_upd", "bneck", "ver", "lat_ns", "drain_t")
+
+    def __init__(self, seq: int, msg: Message, links: tuple[int, ...], wire: int, lat_ns: int, t: float):
+        self.seq = seq
+        self.msg = msg
+        self.links = links
+        self.wire = wire
+        self.rem = float(wire)
+        self.rate = 0.0
+        """Wire bytes per ns (= Gb/s / 8)."""
+        self.t_upd = t
+        self.bneck = -1
+        self.ver = 0
+        self.lat_ns = lat_ns
+        self.drain_t = math.inf
+
+
+def max_min_rates(flow_links: dict[int, tuple[int, ...]], capacity: list[float]) -> dict[int, float]:
+    """Reference max-min fair rates by plain progressive filling (for checks and tests)."""
+    rate: dict[int, float] = {}
+    residual = list(capacity)
+    on: dict[int, list[int]] = {}
+    for f, links in flow_links.items():
+        for l in links:
+            on.setdefault(l, []).append(f)
+    active = set(flow_links)
+    while active:
+        best, best_l = math.inf, -1
+        for l, fs in on.items():
+            n = sum(1 for f in fs if f in active)
+            if n and residual[l] / n < best:
+                best, best_l = residual[l] / n, l
+        for f in on[best_l]:
+            if f in active:
+                rate[f] = best
+                active.discard(f)
+                for l in flow_links[f]:
+                    residual[l] -= best
+    return rate
+
+
+@dataclass
+class _Counters:
+    events: int = 0
+    """Start and drain batches processed."""
+    refills: int = 0
+    """Progressive-filling passes (one per rate update, more when the set grows)."""
+    refilled_flows: int = 0
+    """Sum of the flow-set sizes filled (work measure)."""
+
+
+@register_backend("flow")
+class FlowBackend(NetworkBackend):
+    """Flow-level fluid simulation with incremental max-min fair sharing (module docstring)."""
+
+    def __init__(self, topology: NetTopology, config: NetworkConfig | None = None, seed: int = 0):
+        super().__init__(topology, config, seed)
+        cfg = self.config
+        self.router = Router(topology, mode=cfg.ecmp, seed=seed)
+        r = self.router
+        self._mtu = cfg.mtu_bytes
+        self._hdr = cfg.header_bytes
+        self._hop_ns = cfg.per_hop_latency_ns
+        self._num_real = r.num_links
+        cap = [c / 1e9 for c in r.link_capacity_Bps]  # bytes per ns
+        # NIC caps as virtual links, only where they bind below the access links.
+        out_cap = [0.0] * r.num_hosts
+        in_cap = [0.0] * r.num_hosts
+        for lid in range(r.num_links):
+            if r.link_src[lid] < r.num_hosts:
+                out_cap[r.link_src[lid]] += cap[lid]
+            if r.link_dst[lid] < r.num_hosts:
+                in_cap[r.link_dst[lid]] += cap[lid]
+        self._nic_tx: dict[int, int] = {}
+        self._nic_rx: dict[int, int] = {}
+        for h, name in enumerate(topology.hosts):
+            rate_gbps = topology.host_rate_gbps.get(name)
+            if rate_gbps is None:
+                continue
+            if not rate_gbps > 0:
+                raise NetworkError("host NIC rate must be > 0 Gb/s", field=f"topology.host_rate_gbps.{name}",
+                                   value=rate_gbps)
+            nic = rate_gbps / 8
+            if nic < out_cap[h] * (1 - 1e-12):
+                self._nic_tx[h] = len(cap)
+                cap.append(nic)
+            if nic < in_cap[h] * (1 - 1e-12):
+                self._nic_rx[h] = len(cap)
+                cap.append(nic)
+        self._cap = cap
+        self._load = [0.0] * len(cap)
+        """Sum of committed rates per link."""
+        self._on: list[dict[int, _Flow]] = [dict() for _ in cap]
+        """Active flows per link, by seq (insertion-ordered, so runs repeat exactly)."""
+        self._now = 0
+        self._seq = 0
+        self._starts: list[tuple[int, int, Message]] = []
+        self._drains: list[tuple[float, int, int, _Flow]] = []
+        self._done: list[tuple[int, int]] = []  # (finish_ns, message id)
+        self._inflight_ids: set[int] = set()
+        self._active = 0
+        self._start_of: dict[int, int] = {}
+        self._fct: dict[int, tuple[int, int]] = {}
+        self._bytes_delivered = 0
+        self._link_wire_bytes = [0] * self._num_real
+        self._first_start: int | None = None
+        self._last_finish = 0
+        self.counters = _Counters()
+
+    # ------------------------------------------------------------------ interface
+    @property
+    def now_ns(self) -> int:
+        return self._now
+
+    def send(self, msg: Message) -> None:
+        if msg.size_bytes <= 0:
+            raise NetworkError("message size must be > 0 bytes", field="message.size_bytes", value=msg.size_bytes)
+        if msg.start_ns < self._now:
+            raise NetworkError(f"message starts before the backend's current time {self._now} ns",
+                               field="message.start_ns", value=msg.start_ns)
+        if msg.id in self._inflight_ids:
+            raise NetworkError("message id already in flight", field="message.id", value=msg.id)
+        self.router.route(msg.src, msg.dst, msg.flow_key)  # validates hosts and reachability now
+        self._inflight_ids.add(msg.id)
+        self._seq += 1
+        heapq.heappush(self._starts, (msg.start_ns, self._seq, msg))
+        if self._first_start is None or msg.start_ns < self._first_start:
+            self._first_start = msg.start_ns
+
+    def pending(self) -> int:
+        return len(self._inflight_ids)
+
+    def advance(self, until_ns: int | None = None) -> list[Completion]:
+        if until_ns is not None and until_ns < self._now:
+            raise ValueError(f"advance(until_ns={until_ns}) is before now_ns={self._now}")
+        limit = math.inf if until_ns is None else until_ns
+        starts, drains, done = self._starts, self._drains, self._done
+        while True:
+            while drains and drains[0][3].ver != drains[0][2]:
+                heapq.heappop(drains)  # stale prediction
+            td = drains[0][0] if drains else math.inf
+            ts = starts[0][0] if starts else math.inf
+            tc = done[0][0] if done else math.inf
+            t_int = td if td <= ts else ts
+            if t_int <= tc and t_int <= limit and t_int != math.inf:
+                if td <= ts:
+                    self._drain_batch(td)
+                else:
+                    self._start_batch(ts)
+                continue
+            if tc <= limit and tc != math.inf:
+                self._now = tc
+                out = []
+                while done and done[0][0] == tc:
+                    _, mid = heapq.heappop(done)
+                    self._inflight_ids.discard(mid)
+                    out.append(Completion(mid, tc))
+                return out
+            if until_ns is None:
+                if self._active:
+                    raise NetworkError("flow backend stalled: active flows with no rate", value=self._active)
+                return []
+            self._now = until_ns
+            return []
+
+    def stats(self) -> NetStats:
+        r = self.router
+        link_bytes = {r.link_name(l): b for l, b in enumerate(self._link_wire_bytes) if b}
+        util = 0.0
+        if self._first_start is not None and self._last_finish > self._first_start:
+            span = self._last_finish - self._first_start
+            util = max((b / (self._cap[l] * span) for l, b in enumerate(self._link_wire_bytes)), default=0.0)
+        c = self.counters
+        return NetStats(
+            messages=len(self._fct), bytes_delivered=self._bytes_delivered, fct_ns=dict(self._fct),
+            link_bytes=link_bytes,
+            extra={"max_link_utilization": util, "events": c.events, "refills": c.refills,
+                   "refilled_flows": c.refilled_flows, "link_bytes_are": "wire bytes (payload + headers)"})
+
+    def rates_gbps(self) -> dict[int, float]:
+        """Current wire rate of every active flow, by message id (for inspection and tests)."""
+        out = {}
+        for fs in self._on:
+            for f in fs.values():
+                out[f.msg.id] = f.rate * 8
+        return out
+
+    # ------------------------------------------------------------------ events
+    def _start_batch(self, t: int) -> None:
+        self.counters.events += 1
+        starts = self._starts
+        new: list[_Flow] = []
+        r = self.router
+        while starts and starts[0][0] == t:
+            _, seq, msg = heapq.heappop(starts)
+            self._start_of[msg.id] = t
+            if msg.src == msg.dst:
+                self._finish(msg, t, 0)
+                continue
+            nodes, links = r.route(msg.src, msg.dst, msg.flow_key)
+            s, d = nodes[0], nodes[-1]
+            if s in self._nic_tx:
+                links = [self._nic_tx[s]] + links
+            if d in self._nic_rx:
+                links = links + [self._nic_rx[d]]
+            f = _Flow(seq, msg, tuple(links), self._wire_bytes(msg.size_bytes), self._latency_ns(msg, nodes), t)
+            new.append(f)
+        if not new:
+            return
+        seeds: dict[int, _Flow] = {}
+        touched = set()
+        for f in new:
+            seeds[f.seq] = f
+            touched.update(f.links)
+        for l in sorted(touched):
+            for g in self._on[l].values():
+                if g.bneck in touched:
+                    seeds[g.seq] = g
+        for f in new:
+            for l in f.links:
+                self._on[l][f.seq] = f
+        self._active += len(new)
+        self._refill(seeds, float(t))
+
+    def _drain_batch(self, t0: float) -> None:
+        self.counters.events += 1
+        drains = self._drains
+        gone: list[_Flow] = []
+        while drains:
+            t, _, ver, f = drains[0]
+            if f.ver != ver:
+                heapq.heappop(drains)
+                continue
+            if t > t0 + _DRAIN_BATCH_NS:
+                break
+            heapq.heappop(drains)
+            gone.append(f)
+        freed = set()
+        for f in gone:
+            f.ver += 1
+            self._active -= 1
+            for l in f.links:
+                del self._on[l][f.seq]
+                if self._on[l]:
+                    self._load[l] -= f.rate
+                else:
+                    self._load[l] = 0.0  # resets float drift
+                freed.add(l)
+                if l < self._num_real:
+                    self._link_wire_bytes[l] += f.wire
+            self._finish(f.msg, math.ceil(f.drain_t - 1e-6), f.lat_ns)
+        seeds: dict[int, _Flow] = {}
+        for l in sorted(freed):
+            for g in self._on[l].values():
+                if g.bneck in freed:
+                    seeds[g.seq] = g
+        if seeds:
+            self._refill(seeds, t0)
+
+    def _finish(self, msg: Message, drain_ns: int, lat_ns: int) -> None:
+        fin = max(drain_ns, self._start_of[msg.id]) + lat_ns
+        heapq.heappush(self._done, (fin, msg.id))
+        self._fct[msg.id] = (self._start_of.pop(msg.id), fin)
+        self._bytes_delivered += msg.size_bytes
+        if fin > self._last_finish:
+            self._last_finish = fin
+
+    def _wire_bytes(self, size: int) -> int:
+        return size + -(-size // self._mtu) * self._hdr
+
+    def _latency_ns(self, msg: Message, nodes: list[int]) -> int:
+        """Propagation + switch pipeline + store-and-forward of the last packet after the first link."""
+        r = self.router
+        _, links = r.route(msg.src, msg.dst, msg.flow_key)
+        last_pkt = msg.size_bytes - (-(-msg.size_bytes // self._mtu) - 1) * self._mtu + self._hdr
+        prop = sum(r.link_delay_ns[l] for l in links)
+        sf = sum(last_pkt / self._cap[l] for l in links[1:])
+        return prop + (len(nodes) - 2) * self._hop_ns + math.ceil(sf - 1e-9)
+
+    # ------------------------------------------------------------------ max-min
+    def _refill(self, seeds: dict[int, _Flow], t: float) -> None:
+        """Recompute rates of ``seeds`` (growing the set until every flow has a bottleneck); commit at ``t``."""
+        S = seeds
+        cap, load, on = self._cap, self._load, self._on
+        c = self.counters
+        while True:
+            c.refills += 1
+            c.refilled_flows += len(S)
+            # --- progressive filling of S with every other flow held at its rate
+            s_on: dict[int, list[_Flow]] = {}
+            old_sum: dict[int, float] = {}
+            for f in S.values():
+                for l in f.links:
+                    lst = s_on.get(l)
+                    if lst is None:
+                        s_on[l] = [f]
+                        old_sum[l] = f.rate
+                    else:
+                        lst.append(f)
+                        old_sum[l] += f.rate
+            residual: dict[int, float] = {}
+            count: dict[int, int] = {}
+            heap = []
+            for l, lst in s_on.items():
+                res = cap[l] - (load[l] - old_sum[l])
+                if res < 0.0:
+                    res = 0.0
+                residual[l] = res
+                n = len(lst)
+                count[l] = n
+                heap.append((res / n, l))
+            heapq.heapify(heap)
+            new_rate: dict[int, float] = {}
+            new_bneck: dict[int, int] = {}
+            level: dict[int, float] = {}
+            while heap:
+                share, l = heapq.heappop(heap)
+                n = count[l]
+                if n == 0:
+                    continue
+                if residual[l] / n != share:
+                    continue  # stale; a fresh entry is in the heap
+                if share < 0.0:
+                    share = 0.0
+                level[l] = share
+                for f in s_on[l]:
+                    if f.seq in new_rate:
+                        continue
+                    new_rate[f.seq] = share
+                    new_bneck[f.seq] = l
+                    for m in f.links:
+                        if m != l:
+                            cm = count[m] - 1
+                            count[m] = cm
+                            rm = residual[m] - share
+                            residual[m] = rm
+                            if cm:
+                                heapq.heappush(heap, (rm / cm, m))
+                count[l] = 0
+            # --- is every flow bottlenecked? (a) S flows: outside flows on their bottleneck not faster
+            add: dict[int, _Flow] = {}
+            for l, lev in level.items():
+                lim = lev * (1 + _REL) + 1e-15
+                for g in on[l].values():
+                    if g.rate > lim and g.seq not in S:
+                        add[g.seq] = g
+            # (b) outside flows whose bottleneck link's flows changed rate
+            delta: dict[int, float] = {}
+            for l, lst in s_on.items():
+                delta[l] = sum(new_rate[f.seq] for f in lst) - old_sum[l]
+            maxrate: dict[int, float] = {}
+
+            def max_on(m: int) -> float:
+                v = maxrate.get(m)
+                if v is None:
+                    v = 0.0
+                    for h in on[m].values():
+                        x = new_rate.get(h.seq, h.rate) if m in s_on else h.rate
+                        if x > v:
+                            v = x
+                    maxrate[m] = v
+                return v
+
+            checked = set()
+            for l in s_on:
+                for g in on[l].values():
+                    sq = g.seq
+                    if sq in S or sq in add or sq in checked:
+                        continue
+                    checked.add(sq)
+                    if g.bneck >= 0 and g.bneck not in s_on:
+                        continue  # its bottleneck link saw no change
+                    ok = False
+                    for m in g.links:
+                        ld = load[m] + delta.get(m, 0.0)
+                        if ld >= cap[m] * (1 - _REL) and g.rate >= max_on(m) * (1 - _REL):
+                            g.bneck = m
+                            ok = True
+                            break
+                    if not ok:
+                        add[sq] = g
+            if not add:
+                break
+            S = dict(S)
+            S.update(add)
+        # --- commit
+        drains = self._drains
+        for f in S.values():
+            nr = new_rate[f.seq]
+            f.bneck = new_bneck[f.seq]
+            if nr == f.rate and f.drain_t != math.inf:
+                continue
+            if f.rate:
+                f.rem -= f.rate * (t - f.t_upd)
+            f.t_upd = t
+            for l in f.links:
+                load[l] += nr - f.rate
+            f.rate = nr
+            f.ver += 1
+            if nr > 0.0:
+                rem = f.rem if f.rem > 0.0 else 0.0
+                f.drain_t = t + rem / nr
+                heapq.heappush(drains, (f.drain_t, f.seq, f.ver, f))
+            else:
+                f.drain_t = math.inf

@@ -1,0 +1,79 @@
+// DCQCN (Zhu et al., SIGCOMM 2015) rate arithmetic, kept free of events so
+// that it can be unit-tested: the NIC owns the timers and calls in here.
+//
+// Reaction point per QP (see shared/network-reference.md, "DCQCN roles"):
+//  * CNP (at most one cut per rate-decrease interval): RT <- RC,
+//    RC <- max(min, RC (1 - alpha/2)), alpha <- (1-g) alpha + g, stages reset.
+//    The first CNP of a QP sets alpha = 1 before the cut.
+//  * Alpha timer: alpha <- (1-g) alpha for every alpha interval without a CNP.
+//    It is evaluated lazily (alpha (1-g)^k at the next CNP), which equals a
+//    timer restarted by each CNP, without an event per microsecond per QP.
+//  * Increase events (timer, optional byte counter), with T / BC the numbers of
+//    such events since the last cut (BC = T when the byte counter is off):
+//    max(T,BC) < F: fast recovery RC <- (RC+RT)/2; min(T,BC) > F: hyper
+//    increase RT += R_HAI; otherwise additive RT += R_AI; then RC <- (RC+RT)/2.
+//    RT and RC never exceed the line rate.
+#ifndef HETEROSIM_DCQCN_H
+#define HETEROSIM_DCQCN_H
+
+#include <cstdint>
+
+namespace ns3
+{
+
+struct DcqcnParams
+{
+    double g{1.0 / 256};
+    int64_t alphaIntervalNs{1000};
+    int64_t rateDecreaseIntervalNs{4000};
+    int64_t rateIncreaseIntervalNs{300000};
+    uint64_t byteCounterBytes{0}; //!< 0 = byte counter off
+    uint32_t fastRecoveryStages{1};
+    double rateAiBps{20e6};
+    double rateHaiBps{200e6};
+    double minRateBps{100e6};
+    double lineRateBps{100e9};
+};
+
+/// Reaction-point state of one queue pair.
+class DcqcnRp
+{
+  public:
+    enum Stage
+    {
+        FAST_RECOVERY = 0,
+        ADDITIVE = 1,
+        HYPER = 2,
+    };
+
+    void Init(const DcqcnParams* p, int64_t nowNs);
+    /// A CNP arrived; returns true when it cut the rate.
+    bool OnCnp(int64_t nowNs);
+    /// The rate-increase timer fired; returns the stage applied.
+    Stage OnIncreaseTimer();
+    /// @p bytes were sent; returns true if the byte counter fired (rate raised).
+    bool OnBytesSent(uint64_t bytes);
+    /// True while below line rate (the increase timer must run).
+    bool NeedsIncrease() const;
+
+    double rate{0};   //!< RC, bit/s
+    double target{0}; //!< RT, bit/s
+    double alpha{1};
+    uint32_t timerStage{0};
+    uint32_t byteStage{0};
+    uint64_t bytesSinceEvent{0};
+    int64_t lastCutNs{-1};
+    int64_t alphaRefNs{0};
+    bool cnpSeen{false};
+
+  private:
+    Stage Increase();
+    const DcqcnParams* m_p{nullptr};
+};
+
+/// RED-style marking probability for egress queue depth @p qBytes.
+double EcnMarkProbability(double qBytes, double kminBytes, double kmaxBytes, double pmax);
+
+} // namespace ns3
+
+#endif

@@ -1,0 +1,67 @@
+// RoCE-like transport header for the heterosim-rdma module.
+//
+// One fixed-layout header carries every packet kind (data, ACK, NACK, CNP,
+// PFC).  It is serialized as a packed struct so that a switch hop costs one
+// memcpy; the on-wire size of a packet is set by the sender (payload plus the
+// configured RoCEv2 header bytes), not by this struct.
+#ifndef HETEROSIM_RDMA_HEADER_H
+#define HETEROSIM_RDMA_HEADER_H
+
+#include "ns3/header.h"
+
+#include <cstdint>
+
+namespace ns3
+{
+
+class RdmaHeader : public Header
+{
+  public:
+    enum Kind : uint8_t
+    {
+        DATA = 0,
+        ACK = 1,
+        NACK = 2,
+        CNP = 3,
+        PFC = 4,
+    };
+
+    enum Flag : uint8_t
+    {
+        FLAG_ECT = 1,       //!< ECN-capable transport
+        FLAG_CE = 2,        //!< congestion experienced (set by a switch)
+        FLAG_LAST = 4,      //!< last packet of a message
+        FLAG_CNP = 8,       //!< ACK carries a congestion notification
+        FLAG_PAUSE = 16,    //!< PFC: pause (set) or resume (clear)
+    };
+
+#pragma pack(push, 1)
+    struct Fields
+    {
+        uint8_t kind;
+        uint8_t flags;
+        uint8_t priority;   //!< data/control class; for PFC the paused class
+        uint8_t pad;
+        uint32_t src;       //!< source host index
+        uint32_t dst;       //!< destination host index
+        uint32_t qp;        //!< sender QP id (unique per sender NIC)
+        uint32_t flowHash;  //!< ECMP entropy
+        uint32_t payload;   //!< payload bytes (data) / pause quanta in ns (PFC)
+        uint64_t seq;       //!< first payload byte (data) / next expected byte (ACK, NACK)
+        uint64_t msgId;     //!< message id (data packets with FLAG_LAST)
+    };
+#pragma pack(pop)
+
+    Fields f{};
+
+    static TypeId GetTypeId();
+    TypeId GetInstanceTypeId() const override;
+    uint32_t GetSerializedSize() const override;
+    void Serialize(Buffer::Iterator start) const override;
+    uint32_t Deserialize(Buffer::Iterator start) override;
+    void Print(std::ostream& os) const override;
+};
+
+} // namespace ns3
+
+#endif

@@ -1,0 +1,242 @@
+"""Path selection shared by the network backends: per-switch ECMP, or rail-pinned.
+
+Each undirected :class:`~netbackend.topo.Link` ``i`` becomes two directed links:
+``2*i`` (a -> b) and ``2*i + 1`` (b -> a). Paths are shortest in hop count.
+
+Like a real fabric, the choice is made hop by hop: at every node with several
+next hops that bring the packet closer to the destination, the switch hashes the
+flow (src, dst, flow_key) with its own seed and picks one. Per-switch seeds avoid
+hash polarisation, and nothing ever enumerates all paths, so a fabric with
+thousands of hosts costs one BFS per destination *switch* (a host with a single
+access link shares its switch's distance table).
+
+Hosts never forward: only switches are transit nodes.
+"""
+from __future__ import annotations
+
+import re
+from collections import deque
+
+from netbackend.errors import NetworkError
+from netbackend.topo import NetTopology
+
+_M64 = (1 << 64) - 1
+_RAIL_RE = re.compile(r"nic(\d+)$")
+
+
+def mix64(x: int) -> int:
+    """splitmix64 finaliser: a fast, well-spread, process-independent integer hash
+    (Python's ``hash(str)`` is salted per process, so it cannot make runs repeatable)."""
+    x = (x + 0x9E3779B97F4A7C15) & _M64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _M64
+    return x ^ (x >> 31)
+
+
+class Router:
+    """Shortest-path routing with deterministic ECMP (``mode="hash"``) or rail pinning.
+
+    ``rail`` mode: wherever there is a choice, NIC ``.../nic{k}`` always takes
+    option ``k mod n`` (hosts without a ``nic{k}`` suffix use their position in
+    ``topology.hosts``), so each rail's traffic stays on one plane/spine no matter
+    the flow key — what rail-optimised deployments pin by configuration.
+    """
+
+    def __init__(self, topology: NetTopology, mode: str = "hash", seed: int = 0):
+        if mode not in ("hash", "rail"):
+            raise NetworkError("ECMP mode must be 'hash' or 'rail'", field="network.ecmp", value=mode)
+        self.topology = topology
+        self.mode = mode
+        self.seed = int(seed)
+        names = list(topology.hosts) + list(topology.switches)
+        self.node_names: list[str] = names
+        self.node_index: dict[str, int] = {}
+        for i, n in enumerate(names):
+            if n in self.node_index:
+                raise NetworkError("node name used twice", field="topology.nodes", value=n)
+            self.node_index[n] = i
+        self.num_hosts = len(topology.hosts)
+        n_nodes = len(names)
+        # Directed links.
+        self.link_src: list[int] = []
+        self.link_dst: list[int] = []
+        self.link_capacity_Bps: list[float] = []
+        """Line rate per directed link in bytes/s."""
+        self.link_rate_gbps: list[float] = []
+        self.link_delay_ns: list[int] = []
+        # adjacency: node -> {neighbour: [directed link ids]} (parallel links allowed)
+        self._adj: list[dict[int, list[int]]] = [dict() for _ in range(n_nodes)]
+        for i, link in enumerate(topology.links):
+            for end in (link.a, link.b):
+                if end not in self.node_index:
+                    raise NetworkError("link end is neither a host nor a switch",
+                                       field=f"topology.links[{i}]", value=end)
+            if link.a == link.b:
+                raise NetworkError("link connects a node to itself", field=f"topology.links[{i}]", value=link.a)
+            if not link.rate_gbps > 0:
+                raise NetworkError("link rate must be > 0 Gb/s", field=f"topology.links[{i}].rate_gbps",
+                                   value=link.rate_gbps)
+            if link.delay_ns < 0:
+                raise NetworkError("link delay must be >= 0 ns", field=f"topology.links[{i}].delay_ns",
+                                   value=link.delay_ns)
+            a, b = self.node_index[link.a], self.node_index[link.b]
+            for u, v in ((a, b), (b, a)):
+                lid = len(self.link_src)
+                self.link_src.append(u)
+                self.link_dst.append(v)
+                self.link_rate_gbps.append(float(link.rate_gbps))
+                self.link_capacity_Bps.append(link.rate_gbps * 1e9 / 8)
+                self.link_delay_ns.append(int(link.delay_ns))
+                self._adj[u].setdefault(v, []).append(lid)
+        # Switch neighbours in a fixed order, for the per-hop choice.
+        self._switch_nbrs: list[list[int]] = [
+            sorted(v for v in self._adj[u] if v >= self.num_hosts) for u in range(n_nodes)]
+        self._switch_salt = [mix64(self.seed * 0x100000001B3 + i) for i in range(n_nodes)]
+        self._dist: dict[int, list[int]] = {}
+        self._path_cache: dict[tuple[int, int, int], tuple[list[int], list[int]]] = {}
+        self._rail = [self._rail_of(i, h) for i, h in enumerate(topology.hosts)]
+
+    # ------------------------------------------------------------------ helpers
+    @property
+    def num_links(self) -> int:
+        """Directed links."""
+        return len(self.link_src)
+
+    def link_name(self, lid: int) -> tuple[str, str]:
+        return self.node_names[self.link_src[lid]], self.node_names[self.link_dst[lid]]
+
+    @staticmethod
+    def _rail_of(index: int, name: str) -> int:
+        m = _RAIL_RE.search(name)
+        return int(m.group(1)) if m else index
+
+    def _host_idx(self, name: str, field: str) -> int:
+        i = self.node_index.get(name)
+        if i is None or i >= self.num_hosts:
+            raise NetworkError("unknown host", field=field, value=name)
+        return i
+
+    def _dist_table(self, target: int) -> list[int]:
+        """Hop distance from every node to ``target`` through switches only (-1 = unreachable)."""
+        d = self._dist.get(target)
+        if d is None:
+            d = [-1] * len(self.node_names)
+            d[target] = 0
+            q = deque([target])
+            nh = self.num_hosts
+            while q:
+                u = q.popleft()
+                if u < nh and u != target:
+                    continue  # hosts do not forward
+                du = d[u] + 1
+                for v in self._adj[u]:
+                    if d[v] < 0:
+                        d[v] = du
+                        q.append(v)
+            self._dist[target] = d
+        return d
+
+    def _anchor(self, dst: int) -> tuple[int, int]:
+        """(node whose distance table serves ``dst``, offset). A single-homed host uses its switch's."""
+        nbrs = self._adj[dst]
+        if len(nbrs) == 1:
+            (sw,) = nbrs
+            if sw >= self.num_hosts:
+                return sw, 1
+        return dst, 0
+
+    def _flow_hash(self, src: int, dst: int, flow_key: int) -> int:
+        return mix64(mix64(mix64(src ^ (self.seed << 20)) ^ dst) ^ (flow_key & _M64))
+
+    def _pick(self, options: list, at: int, fhash: int, src: int):
+        if len(options) == 1:
+            return options[0]
+        if self.mode == "rail":
+            return options[self._rail[src] % len(options)]
+        return options[mix64(fhash ^ self._switch_salt[at]) % len(options)]
+
+    # ------------------------------------------------------------------ public
+    def route(self, src: str, dst: str, flow_key: int = 0) -> tuple[list[int], list[int]]:
+        """(node indices src..dst, directed link ids) for one flow. Cached."""
+        s = self._host_idx(src, "message.src")
+        t = self._host_idx(dst, "message.dst")
+        key = (s, t, flow_key)
+        hit = self._path_cache.get(key)
+        if hit is not None:
+            return hit
+        nodes = [s]
+        links: list[int] = []
+        if s != t:
+            anchor, _ = self._anchor(t)
+            dist = self._dist_table(anchor)
+            if dist[s] < 0:
+                raise NetworkError(f"no path from {src} to {dst}", field="message.dst", value=dst)
+            fh = self._flow_hash(s, t, flow_key)
+            u = s
+            while u != t:
+                if t in self._adj[u]:
+                    v = t
+                else:
+                    # (with an anchor switch, distance to t is dist[.] + 1 for every node
+                    # but t, so "one step closer" means the same in both tables)
+                    want = dist[u] - 1
+                    cand = [v for v in self._switch_nbrs[u] if dist[v] == want]
+                    if not cand:
+                        raise NetworkError(f"no path from {src} to {dst}", field="message.dst", value=dst)
+                    v = self._pick(cand, u, fh, s)
+                links.append(self._pick(self._adj[u][v], u, fh ^ 0x5BD1E995, s))
+                nodes.append(v)
+                u = v
+        res = (nodes, links)
+        self._path_cache[key] = res
+        return res
+
+    def path(self, src: str, dst: str, flow_key: int = 0) -> list[str]:
+        """Node names src..dst of the path a flow takes."""
+        return [self.node_names[i] for i in self.route(src, dst, flow_key)[0]]
+
+    def links_of(self, path: list[str], flow_key: int = 0) -> list[int]:
+        """Directed link ids along ``path``; among parallel links, the one the flow hashes to."""
+        if len(path) >= 2 and self.topology.is_host(path[0]) and self.topology.is_host(path[-1]):
+            nodes, links = self.route(path[0], path[-1], flow_key)
+            if [self.node_names[i] for i in nodes] == list(path):
+                return list(links)
+        out = []
+        s = self.node_index[path[0]]
+        t = self.node_index[path[-1]]
+        fh = self._flow_hash(s, t, flow_key)
+        for a, b in zip(path, path[1:]):
+            u, v = self.node_index[a], self.node_index[b]
+            par = self._adj[u].get(v)
+            if not par:
+                raise NetworkError("no link between consecutive path nodes", field="path", value=(a, b))
+            out.append(self._pick(par, u, fh ^ 0x5BD1E995, s if s < self.num_hosts else 0))
+        return out
+
+    def equal_cost_paths(self, src: str, dst: str, limit: int = 1024) -> list[list[str]]:
+        """Every equal-cost shortest path (at most ``limit``), for inspection and tests."""
+        s = self._host_idx(src, "message.src")
+        t = self._host_idx(dst, "message.dst")
+        if s == t:
+            return [[src]]
+        anchor, _ = self._anchor(t)
+        dist = self._dist_table(anchor)
+        if dist[s] < 0:
+            return []
+        out: list[list[str]] = []
+
+        def walk(u: int, acc: list[int]) -> None:
+            if len(out) >= limit:
+                return
+            if u == t:
+                out.append([self.node_names[i] for i in acc])
+                return
+            if t in self._adj[u]:
+                walk(t, acc + [t])
+                return
+            for v in self._switch_nbrs[u]:
+                if dist[v] == dist[u] - 1:
+                    walk(v, acc + [v])
+
+        walk(s, [s])
+        return out

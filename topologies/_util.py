@@ -1,0 +1,66 @@
+"""Small helpers shared by the topology modules: YAML loading and one-line errors.
+
+``topologies`` sits below ``heterosim`` (it may not import it), so it carries its
+own tiny versions of the loader and the pydantic-error formatter.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from netbackend.errors import UserError
+
+
+class _Loader(yaml.SafeLoader):
+    pass
+
+
+# YAML 1.1 reads "1e9" as a string; accept it as a number like the scenario loader does.
+_FLOAT_RE = re.compile(r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+    |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
+    |\.[0-9_]+(?:[eE][-+][0-9]+)?
+    |[-+]?\.(?:inf|Inf|INF)
+    |\.(?:nan|NaN|NAN))$""", re.X)
+_Loader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT_RE, list("-+0123456789."))
+
+
+def read_yaml(path: str | Path) -> Any:
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise UserError(f"cannot read file ({exc.strerror})", file=str(path)) from None
+    try:
+        return yaml.load(text, Loader=_Loader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark else "?"
+        raise UserError(f"invalid YAML at {where}: {getattr(exc, 'problem', exc)}", file=str(path)) from None
+
+
+def user_error_from_validation(exc: ValidationError, file: str | None, prefix: str = "") -> UserError:
+    """First pydantic error as ``file: field.path = value: reason``."""
+    err = exc.errors()[0]
+    parts: list[str] = []
+    for p in err["loc"]:
+        p = str(p)
+        if p.startswith("function-"):
+            continue
+        if p.isdigit() and parts:
+            parts[-1] += f"[{p}]"
+        else:
+            parts.append(p)
+    field = ".".join(([prefix] if prefix else []) + parts) or (prefix or None)
+    msg = err["msg"].removeprefix("Value error, ")
+    value = err.get("input", ...)
+    if err["type"] == "extra_forbidden":
+        msg = "unknown field"
+    elif err["type"] == "missing":
+        value, msg = ..., "required field is missing"
+    if isinstance(value, (dict, list)) and err["type"] != "extra_forbidden":
+        value = ...
+    return UserError(msg, file=file, field=field, value=value)
