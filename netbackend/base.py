@@ -85,6 +85,15 @@ class NetworkBackend(ABC):
     def pending(self) -> int:
         """Messages sent and not yet completed."""
 
+    def next_completion_ns(self) -> int | None:
+        """When the next message would complete if nothing new were sent (None: idle).
+
+        Optional: the coordinator needs it only from the backend it uses for
+        intra-node transfers (flow-level); a packet-level backend cannot know it
+        without simulating.
+        """
+        raise NotImplementedError(f"{type(self).__name__} cannot predict its next completion")
+
     def stats(self) -> NetStats:
         return NetStats()
 

@@ -46,26 +46,27 @@ def uplinks_needed(ports: int, port_gbps: float, oversubscription: float, uplink
 
 def place(nodes: Sequence[NodeInfo], weight: Callable[[NodeInfo], int], capacity: int,
           file: str | None, what: str) -> dict[int, list[NodeInfo]]:
-    """Assign nodes to blocks of ``capacity``: hinted groups into their block, the rest packed in order."""
+    """Assign nodes to blocks of ``capacity``: hinted groups packed from their block on, the rest from 0."""
     blocks: dict[int, list[NodeInfo]] = {}
     used: dict[int, int] = {}
     for n in nodes:
         if weight(n) > capacity:
             raise UserError(f"node {n.name} needs {weight(n)} ports but a {what} has only {capacity}",
                             file=file, field=f"cluster.groups[{n.group_index}].node_type", value=n.spec.gpu)
-    for n in (n for n in nodes if n.pod is not None):
-        b = n.pod
-        if used.get(b, 0) + weight(n) > capacity:
-            raise UserError(f"group does not fit in {what} {b} (capacity {capacity} ports)",
-                            file=file, field=f"cluster.groups[{n.group_index}].pod", value=n.pod)
+    def put(n: NodeInfo, start: int) -> int:
+        b = start
+        while used.get(b, 0) + weight(n) > capacity:
+            b += 1
         blocks.setdefault(b, []).append(n)
         used[b] = used.get(b, 0) + weight(n)
+        return b
+
+    cursors: dict[int, int] = {}  # per hinted group: where its next node goes
+    for n in (n for n in nodes if n.pod is not None):
+        cursors[n.group_index] = put(n, cursors.get(n.group_index, n.pod))
     cursor = 0
     for n in (n for n in nodes if n.pod is None):
-        while used.get(cursor, 0) + weight(n) > capacity:
-            cursor += 1
-        blocks.setdefault(cursor, []).append(n)
-        used[cursor] = used.get(cursor, 0) + weight(n)
+        cursor = put(n, cursor)
     return dict(sorted(blocks.items()))
 
 

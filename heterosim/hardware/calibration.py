@@ -41,7 +41,8 @@ def _ew(nbytes: float, flops: float = 0.0) -> Kernel:
 
 def layer_kernels(L: LayerShape, mb: int, seq: int, tp: int, *, flash: bool = True, causal: bool = True,
                   phase: str = "fwd") -> list[Kernel]:
-    """Kernels of one layer's forward (``phase='fwd'``) or backward (``'bwd'``) on one TP rank."""
+    """Kernels of one layer's forward (``phase='fwd'``), backward (``'bwd'``) or attention core
+    (``'attn_core'``, what selective recomputation re-runs) on one TP rank."""
     h, d = L.hidden, L.hidden // L.heads
     heads_l, kv_l = L.heads // tp, max(L.kv_heads // tp, 1)
     tok, tok_sp = mb * seq, mb * seq // tp
@@ -56,6 +57,11 @@ def layer_kernels(L: LayerShape, mb: int, seq: int, tp: int, *, flash: bool = Tr
     attn_flops = 4.0 * mb * heads_l * seq * seq * d * (0.5 if causal and flash else 1.0)
     attn_io = float(tok * (qkv_n + heads_l * d) * ACT_BYTES)
     score_bytes = float(mb * heads_l * seq * seq * ACT_BYTES)
+    if phase == "attn_core":  # what selective recomputation re-runs in backward
+        if flash:
+            return [("attention", attn_flops, attn_io, (seq, seq, d))]
+        return [_gemm(seq, seq, d, mb * heads_l), _ew(2 * score_bytes, 5 * score_bytes / ACT_BYTES),
+                _ew(2.5 * score_bytes), _gemm(seq, d, seq, mb * heads_l)]
     if phase == "fwd":
         if flash:
             attn = [("attention", attn_flops, attn_io, (seq, seq, d))]

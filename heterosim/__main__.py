@@ -1,0 +1,3 @@
+from heterosim.cli import main
+
+main()

@@ -1,0 +1,186 @@
+"""run_sweep: expand, check every point's scenario, run the unfinished ones, tabulate, plot."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from heterosim.errors import ConfigError, UserError
+from heterosim.sweep.config import SweepConfig, load_sweep
+from heterosim.sweep.executors import EXECUTORS, run_local, run_ray
+from heterosim.sweep.expand import Point, expand
+from heterosim.sweep.results import collect_rows, plot_summary, write_tables
+from heterosim.sweep.worker import ERROR, SUMMARY, Outcome, PointTask, RunFn, run_scenario, write_error, write_point
+
+#: Loader errors that mean the parameter path itself is wrong (fatal for the whole sweep).
+_PATH_ERRORS = {"unknown field", "index out of range", "path does not name a mapping", "empty override path"}
+
+
+@dataclass
+class SweepResult:
+    """What a sweep left behind, and how each point ended."""
+
+    config: SweepConfig
+    out_dir: Path
+    points: list[Point]
+    rows: list[dict[str, Any]]
+    """One per point, as in results.csv."""
+    table: Path
+    parquet: Path | None = None
+    plot: Path | None = None
+    ran: list[str] = field(default_factory=list)
+    """Ids of the points run by this call (the others were finished before, or invalid)."""
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return dict(Counter(r["status"] for r in self.rows))
+
+    @property
+    def ok(self) -> bool:
+        return all(r["status"] == "ok" for r in self.rows)
+
+
+def resolve_out(cfg: SweepConfig, sweep_file: str | None, out: str | Path | None) -> Path:
+    """--out, else the sweep's ``out`` (relative to the working directory, like a scenario's), else results/sweeps/NAME."""
+    if out is not None:
+        return Path(out)
+    if cfg.out:
+        return Path(cfg.out)
+    name = cfg.name or (Path(sweep_file).stem if sweep_file else "sweep")
+    return Path("results/sweeps") / name
+
+
+def run_sweep(sweep: str | Path | SweepConfig, *, jobs: int = 1, executor: str = "local",
+              address: str | None = None, out: str | Path | None = None, run_fn: RunFn | None = None,
+              timeout_s: float | None = None, progress: bool = False, validate: bool = True,
+              base_dir: str | Path | None = None) -> SweepResult:
+    """Run every point of a sweep that has no summary.json yet; write results.csv/.parquet and summary.png.
+
+    ``sweep``: a SWEEP.yaml path or a model (then its ``scenario`` is relative to ``base_dir``, default cwd).
+    ``jobs``: points at once (0 = one per CPU). ``run_fn(task) -> summary dict`` replaces the real
+    simulation (tests); it must be picklable (a module-level function) since it runs in a child process.
+    ``timeout_s`` overrides the sweep file's. Failed points are recorded, never raised; bad sweep files
+    and parameter paths that name no scenario field raise :class:`UserError`.
+    """
+    if isinstance(sweep, SweepConfig):
+        cfg, sweep_file, base = sweep.check(), None, Path(base_dir or Path.cwd()).resolve()
+    else:
+        sweep_file = str(sweep)
+        cfg, base = load_sweep(sweep)
+    if executor not in EXECUTORS:
+        raise UserError(f"unknown executor (choose {' | '.join(EXECUTORS)})", field="--executor", value=executor)
+    if jobs < 0:
+        raise UserError("must be >= 0 (0 = one per CPU)", field="--jobs", value=jobs)
+    jobs = jobs or os.cpu_count() or 1
+    timeout = timeout_s if timeout_s is not None else cfg.timeout_s
+    if timeout is not None and timeout <= 0:
+        raise UserError("must be > 0 seconds", field="--timeout", value=timeout)
+    scenario = (base / cfg.scenario).resolve()
+    if not scenario.is_file():
+        raise ConfigError("scenario file not found", file=sweep_file, field="scenario", value=str(cfg.scenario))
+    out_dir = resolve_out(cfg, sweep_file, out).resolve()
+    points_dir = out_dir / "points"
+    points = expand(cfg)
+
+    invalid = _check_points(points, scenario, sweep_file) if validate else {}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    _write_manifest(out_dir, cfg, sweep_file, scenario, points)
+
+    todo: list[PointTask] = []
+    for p in points:
+        d = points_dir / p.id
+        task = PointTask(p.id, str(scenario), dict(p.params), str(d), cfg.backend,
+                         str(out_dir / "logs" / f"{p.id}.log"), dict(p.params))
+        if (d / SUMMARY).exists() and not (d / ERROR).exists():
+            continue  # finished by an earlier invocation
+        if d.exists():
+            shutil.rmtree(d)
+        if p.id in invalid:
+            write_error(d, "invalid", invalid[p.id])
+            write_point(d, task, Outcome("invalid", invalid[p.id]))
+            continue
+        todo.append(task)
+
+    fn = run_fn or run_scenario
+    with _Progress(len(points), len(points) - len(todo), enabled=progress, label=cfg.name or Path(sweep_file or "sweep").stem) as bar:
+        def on_done(task: PointTask, outcome: Outcome) -> None:
+            write_point(task.out_dir, task, outcome)
+            bar.advance(outcome.status)
+
+        if todo:
+            if executor == "local":
+                run_local(todo, fn, jobs=jobs, timeout_s=timeout, on_done=on_done)
+            else:
+                run_ray(todo, fn, jobs=jobs, timeout_s=timeout, on_done=on_done, address=address)
+
+    rows = collect_rows(points, points_dir, cfg.metrics)
+    written = write_tables(rows, out_dir)
+    title = f"{cfg.name or Path(sweep_file or 'sweep').stem} ({scenario.name})"
+    plot = plot_summary(rows, list(cfg.parameters), cfg.metrics, out_dir / "summary.png", title=title)
+    return SweepResult(cfg, out_dir, points, rows, written[0], written[1] if len(written) > 1 else None, plot,
+                       [t.point_id for t in todo])
+
+
+def _check_points(points: list[Point], scenario: Path, sweep_file: str | None) -> dict[str, str]:
+    """Load every point's scenario now: a wrong path stops the sweep, a bad value marks its point invalid."""
+    from heterosim.config.loader import load_scenario
+
+    load_scenario(scenario)  # the base scenario itself must be valid (error names its file)
+    invalid: dict[str, str] = {}
+    for p in points:
+        try:
+            load_scenario(scenario, dict(p.params))
+        except UserError as err:
+            if err.reason in _PATH_ERRORS:
+                param = next((k for k in p.params if err.field and (k == err.field or k.startswith(err.field + ".")
+                                                                     or err.field.startswith(k))), err.field)
+                raise ConfigError(f"{err.reason} in {scenario.name}", file=sweep_file,
+                                  field=f"parameters.{param}", value=p.params.get(param, err.value)) from None
+            invalid[p.id] = str(err)
+    return invalid
+
+
+def _write_manifest(out_dir: Path, cfg: SweepConfig, sweep_file: str | None, scenario: Path,
+                    points: list[Point]) -> None:
+    data = {"sweep_file": sweep_file, "scenario": str(scenario), "config": cfg.model_dump(),
+            "points": [{"id": p.id, "params": p.params} for p in points]}
+    tmp = out_dir / "sweep.json.tmp"
+    tmp.write_text(json.dumps(data, indent=2, default=str))
+    tmp.replace(out_dir / "sweep.json")
+
+
+class _Progress:
+    """A rich progress bar with ETA over points (finished earlier ones count as done)."""
+
+    def __init__(self, total: int, done: int, *, enabled: bool, label: str) -> None:
+        self.total, self.done, self.enabled, self.label = total, done, enabled, label
+        self.counts: Counter = Counter()
+        self._prog = None
+
+    def __enter__(self):
+        if self.enabled:
+            from rich.console import Console
+            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                                       TimeRemainingColumn)
+
+            self._prog = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                  TextColumn("{task.fields[state]}"), TimeElapsedColumn(), TextColumn("ETA"),
+                                  TimeRemainingColumn(), console=Console(stderr=True), transient=False)
+            self._prog.__enter__()
+            self._task = self._prog.add_task(f"sweep {self.label}", total=self.total, completed=self.done,
+                                             state=f"({self.done} done before)" if self.done else "")
+        return self
+
+    def advance(self, status: str) -> None:
+        self.counts[status] += 1
+        if self._prog is not None:
+            state = " ".join(f"{k}:{v}" for k, v in sorted(self.counts.items()))
+            self._prog.update(self._task, advance=1, state=state)
+
+    def __exit__(self, *exc) -> None:
+        if self._prog is not None:
+            self._prog.__exit__(*exc)

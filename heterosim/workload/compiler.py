@@ -1,0 +1,398 @@
+"""Scenario -> IR: one program per distinct (pipeline stage, micro-batch count).
+
+Per micro-batch, layer and pass the program holds fused compute ops (op_class
+``layer``, the real kernels in ``Op.kernels``) cut at communication points:
+forward ``[attention] -> TP -> [MLP] -> TP``, backward mirrored. Pipeline
+send/recv, DP gradient buckets, the optimizer step and ZeRO-1 parameter
+all-gathers complete the iteration.
+
+Communication patterns (Megatron-LM, Shoeybi et al. 2019; Korthikanti et al. 2022):
+TP all-reduce after attention and MLP in forward and before them in backward;
+with sequence parallelism each becomes all-gather (before the block) and
+reduce-scatter (after), same bytes. The vocab-parallel embedding ends with an
+all-reduce (reduce-scatter with SP), the vocab-parallel loss all-reduces
+max/sum/target logit (3 * b*s fp32). Context parallelism all-gathers K,V before
+attention and reduce-scatters their gradients. MoE routes with two all-to-alls
+over the ``ep`` group per pass. Pipeline receives carry no dependencies (posted
+early, like Megatron's overlapped p2p); a stage's compute waits for the receive.
+"""
+from __future__ import annotations
+
+from heterosim.errors import PlanError
+from heterosim.workload.costs import (LayerShapes, embedding_params, head_params, layer_params,
+                                      model_flops_per_iteration, total_params, bwd_kernels)
+from heterosim.workload.ir import IR, Op, Program
+from heterosim.workload.memory import memory_for_plan
+from heterosim.workload.plan import Plan, resolve_plan
+from heterosim.workload.schedules import schedule_for
+
+GRAD_BYTES = 4
+"""Gradients are accumulated and reduced in fp32 (Megatron's default for bf16 training)."""
+OPTIMIZER_BYTES_PER_PARAM = 30
+"""Adam step HBM traffic: read fp32 master, m, v, grad (16 B); write master, m, v (12 B) and the bf16 param (2 B)."""
+OPTIMIZER_FLOPS_PER_PARAM = 12
+
+
+class _Prog:
+    """Op builder for one program (ids are list positions). Data dependencies travel as
+    tuples of op ids ("handles")."""
+
+    __slots__ = ("ops", "tp_overlap", "pending_tp", "plan", "shapes", "kern")
+
+    def __init__(self, plan: Plan, shapes: LayerShapes, kern: dict, tp_overlap: bool) -> None:
+        self.ops: list[Op] = []
+        self.plan, self.shapes, self.kern, self.tp_overlap = plan, shapes, kern, tp_overlap
+        self.pending_tp: int | None = None
+
+    def compute(self, name: str, key: str, deps: tuple, phase: str, mb: int, layer: int, chunk: int) -> tuple:
+        flops, nbytes, kernels = self.kern[key]
+        i = len(self.ops)
+        self.ops.append(Op(id=i, kind="compute", name=name, phase=phase, deps=deps, stream="compute",
+                           microbatch=mb, layer=layer, chunk=chunk, op_class="layer",
+                           flops=flops, bytes=nbytes, kernels=kernels))
+        return (i,)
+
+    def comm(self, name: str, collective: str, group: str, size: int, tag: str, deps: tuple, phase: str,
+             mb: int = -1, layer: int = -1, chunk: int = 0, stream: str | None = None, kind: str | None = None,
+             peer: int = 0) -> tuple:
+        i = len(self.ops)
+        self.ops.append(Op(id=i, kind="comm", name=name, phase=phase, deps=deps, stream=stream or group,
+                           microbatch=mb, layer=layer, chunk=chunk, collective=collective,
+                           group="" if peer else group, size_bytes=int(size), peer_offset=peer, tag=tag,
+                           comm_kind=kind or group))
+        return (i,)
+
+    def last_compute(self) -> int:
+        for op in reversed(self.ops):
+            if op.kind == "compute":
+                return op.id
+        return -1
+
+    def tp(self, name: str, collective: str, size: int, tag: str, deps: tuple, phase: str, mb: int,
+           layer: int, chunk: int) -> tuple:
+        """A TP collective on ``deps``' output. Blocking: the next compute waits for it. With
+        tp_comm_overlap the next compute waits only for the producer and the TP op one step earlier
+        (one collective in flight behind the GEMMs)."""
+        c = self.comm(name, collective, "tp", size, tag, deps, phase, mb, layer, chunk)
+        if not self.tp_overlap:
+            return c
+        prev, self.pending_tp = self.pending_tp, c[0]
+        return deps if prev is None else deps + (prev,)
+
+
+def _fused(kernels: list) -> tuple:
+    """(total flops, total bytes, kernels tuple) of a fused op, computed once and shared."""
+    return (sum(k[1] for k in kernels), sum(k[2] for k in kernels), tuple(kernels))
+
+
+def _kernel_table(sh: LayerShapes, moe: bool, recompute: str) -> dict:
+    eb = sh.gemm_eb
+    attn_fwd = sh.attn_all()
+    core = sh.attn_core() + sh.attn_out()
+    t: dict[str, tuple] = {
+        "attn_fwd": _fused(attn_fwd),
+        "qkv_fwd": _fused(sh.attn_qkv()),
+        "core_fwd": _fused(core),
+        "attn_bwd": _fused(bwd_kernels(attn_fwd, eb)),
+        "core_bwd": _fused(bwd_kernels(core, eb)),
+        "qkv_bwd": _fused(bwd_kernels(sh.attn_qkv(), eb)),
+        "embed_fwd": _fused(sh.embedding()),
+        "embed_bwd": _fused(bwd_kernels(sh.embedding(), eb)),
+        "head_fwd": _fused(sh.head()),
+        "head_bwd": _fused(bwd_kernels(sh.head(), eb)),
+    }
+    if recompute == "selective":
+        # Korthikanti et al. 2022: the attention core is recomputed just before its backward
+        t["attn_bwd"] = _fused(sh.attn_core() + bwd_kernels(attn_fwd, eb))
+        t["core_bwd"] = _fused(sh.attn_core() + bwd_kernels(core, eb))
+    if moe:
+        t["router_fwd"] = _fused(sh.moe_router())
+        t["experts_fwd"] = _fused(sh.moe_experts())
+        t["router_bwd"] = _fused(bwd_kernels(sh.moe_router(), eb))
+        t["experts_bwd"] = _fused(bwd_kernels(sh.moe_experts(), eb))
+    else:
+        t["mlp_fwd"] = _fused(sh.mlp())
+        t["mlp_bwd"] = _fused(bwd_kernels(sh.mlp(), eb))
+    return t
+
+
+class _Emitter:
+    """Emits the ops of one layer / embedding / head pass into a _Prog."""
+
+    def __init__(self, prog: _Prog, moe: bool) -> None:
+        self.p = prog
+        self.moe = moe
+        pl, sh = prog.plan, prog.shapes
+        self.has_tp = pl.tp > 1
+        self.has_cp = pl.cp > 1
+        self.sp = pl.sp
+        self.hid = sh.hidden_bytes(full=True)  # all-reduce buffer = all-gather output = reduce-scatter input
+        self.kv = sh.kv_bytes() * pl.cp  # all-gather output
+        self.a2a = sh.a2a_bytes()
+
+    def pre_tp(self, tag, deps, phase, mb, layer, chunk) -> tuple:
+        """SP: all-gather of the sharded hidden state before a block (nothing otherwise)."""
+        if self.has_tp and self.sp:
+            return self.p.tp("tp_allgather", "allgather", self.hid, tag, deps, phase, mb, layer, chunk)
+        return deps
+
+    def post_tp(self, tag, deps, phase, mb, layer, chunk) -> tuple:
+        """All-reduce (reduce-scatter with SP) of a block's output."""
+        if not self.has_tp:
+            return deps
+        coll = "reducescatter" if self.sp else "allreduce"
+        return self.p.tp(f"tp_{coll}", coll, self.hid, tag, deps, phase, mb, layer, chunk)
+
+    def layer_fwd(self, deps: tuple, mb: int, layer: int, chunk: int, recompute: bool = False) -> tuple:
+        p = self.p
+        ph, pre, t = ("bwd", "recompute_", "rc") if recompute else ("fwd", "", "f")
+        tg = f"tp:{t}:mb{mb}:L{layer}"
+        h = self.pre_tp(tg + ":0", deps, ph, mb, layer, chunk)
+        if self.has_cp:
+            a = p.compute(pre + "attn_qkv", "qkv_fwd", h, ph, mb, layer, chunk)
+            c = p.comm("cp_allgather_kv", "allgather", "cp", self.kv, f"cp:{t}:mb{mb}:L{layer}", a, ph, mb,
+                       layer, chunk)
+            a = p.compute(pre + "attn_core", "core_fwd", c + a, ph, mb, layer, chunk)
+        else:
+            a = p.compute(pre + "attn", "attn_fwd", h, ph, mb, layer, chunk)
+        h = self.post_tp(tg + ":1", a, ph, mb, layer, chunk)
+        h = self.pre_tp(tg + ":2", h, ph, mb, layer, chunk)
+        if self.moe:
+            r = p.compute(pre + "moe_router", "router_fwd", h, ph, mb, layer, chunk)
+            d = p.comm("ep_dispatch", "alltoall", "ep", self.a2a, f"ep:{t}:mb{mb}:L{layer}:0", r, ph, mb, layer,
+                       chunk)
+            e = p.compute(pre + "moe_experts", "experts_fwd", d, ph, mb, layer, chunk)
+            m = p.comm("ep_combine", "alltoall", "ep", self.a2a, f"ep:{t}:mb{mb}:L{layer}:1", e, ph, mb, layer,
+                       chunk)
+        else:
+            m = p.compute(pre + "mlp", "mlp_fwd", h, ph, mb, layer, chunk)
+        return self.post_tp(tg + ":3", m, ph, mb, layer, chunk)
+
+    def layer_bwd(self, deps: tuple, mb: int, layer: int, chunk: int) -> tuple:
+        p = self.p
+        tg = f"tp:b:mb{mb}:L{layer}"
+        ph = "bwd"
+        # backward of the MLP's closing reduce-scatter is an all-gather (identity for all-reduce)
+        h = self.pre_tp(tg + ":0", deps, ph, mb, layer, chunk)
+        if self.moe:
+            d = p.comm("ep_combine_bwd", "alltoall", "ep", self.a2a, f"ep:b:mb{mb}:L{layer}:0", h, ph, mb, layer,
+                       chunk)
+            e = p.compute("moe_experts_bwd", "experts_bwd", d, ph, mb, layer, chunk)
+            c = p.comm("ep_dispatch_bwd", "alltoall", "ep", self.a2a, f"ep:b:mb{mb}:L{layer}:1", e, ph, mb, layer,
+                       chunk)
+            m = p.compute("moe_router_bwd", "router_bwd", c, ph, mb, layer, chunk)
+        else:
+            m = p.compute("mlp_bwd", "mlp_bwd", h, ph, mb, layer, chunk)
+        h = self.post_tp(tg + ":1", m, ph, mb, layer, chunk)
+        h = self.pre_tp(tg + ":2", h, ph, mb, layer, chunk)
+        if self.has_cp:
+            a = p.compute("attn_core_bwd", "core_bwd", h, ph, mb, layer, chunk)
+            c = p.comm("cp_reducescatter_dkv", "reducescatter", "cp", self.kv, f"cp:b:mb{mb}:L{layer}", a, ph, mb,
+                       layer, chunk)
+            a = p.compute("attn_qkv_bwd", "qkv_bwd", c + a, ph, mb, layer, chunk)
+        else:
+            a = p.compute("attn_bwd", "attn_bwd", h, ph, mb, layer, chunk)
+        return self.post_tp(tg + ":3", a, ph, mb, layer, chunk)
+
+
+def _build_program(pid: int, stage: int, m: int, plan: Plan, shapes: LayerShapes, kern: dict, scenario,
+                   loss_bytes: int, pp_bytes: int, grad_items: dict) -> Program:
+    moe = scenario.model.is_moe
+    prog = _Prog(plan, shapes, kern, scenario.parallelism.tp_comm_overlap and plan.tp > 1)
+    em = _Emitter(prog, moe)
+    pp, last_vs = plan.pp, plan.num_vstages - 1
+    steps = schedule_for(plan.schedule, pp, m, stage, plan.chunks)
+    grad_ready: dict = {}  # layer / "head" / "embed" -> op producing its grads (last micro-batch wins)
+    loss_op: dict[int, tuple] = {}
+    full_rc = plan.recompute == "full"
+    has_tp = plan.tp > 1
+    for phase, mb, chunk in steps:
+        vs = chunk * pp + stage
+        layers = plan.vstage_layers[vs]
+        if phase == "fwd":
+            if vs > 0:
+                dep = prog.comm("pp_recv_act", "recv", "pp", pp_bytes, f"pp:f:mb{mb}:vs{vs - 1}", (), "fwd",
+                                mb, -1, chunk, stream="pp_recv", kind="pp", peer=-1)
+            else:
+                e = prog.compute("embedding", "embed_fwd", (), "fwd", mb, -1, chunk)
+                dep = em.post_tp(f"tp:f:mb{mb}:embed", e, "fwd", mb, -1, chunk)
+            for layer in layers:
+                dep = em.layer_fwd(dep, mb, layer, chunk)
+            if vs == last_vs:
+                hd = em.pre_tp(f"tp:f:mb{mb}:head", dep, "fwd", mb, -1, chunk)
+                hd = prog.compute("lm_head_loss", "head_fwd", hd, "fwd", mb, -1, chunk)
+                if has_tp:
+                    hd = prog.comm("tp_loss_allreduce", "allreduce", "tp", loss_bytes, f"tp:f:mb{mb}:loss", hd,
+                                   "fwd", mb, -1, chunk)
+                loss_op[mb] = hd
+            else:
+                prog.comm("pp_send_act", "send", "pp", pp_bytes, f"pp:f:mb{mb}:vs{vs}", dep, "fwd", mb, -1,
+                          chunk, stream="pp_send", kind="pp", peer=+1)
+        else:
+            if vs == last_vs:
+                hb = prog.compute("lm_head_loss_bwd", "head_bwd", loss_op.pop(mb), "bwd", mb, -1, chunk)
+                grad_ready["head"] = hb[0]
+                # the head's input was all-gathered (SP) or copied (no SP) into the TP region
+                dep = em.post_tp(f"tp:b:mb{mb}:head", hb, "bwd", mb, -1, chunk)
+            else:
+                dep = prog.comm("pp_recv_grad", "recv", "pp", pp_bytes, f"pp:b:mb{mb}:vs{vs}", (), "bwd", mb, -1,
+                                chunk, stream="pp_recv", kind="pp", peer=+1)
+            for layer in reversed(layers):
+                if full_rc:
+                    # Megatron's full recompute: re-run this layer's forward from its checkpointed input when
+                    # its gradient arrives, then run its backward
+                    dep = em.layer_fwd(dep, mb, layer, chunk, recompute=True)
+                dep = em.layer_bwd(dep, mb, layer, chunk)
+                grad_ready[layer] = prog.last_compute()
+            if vs == 0:
+                e = prog.compute("embedding_bwd", "embed_bwd", dep, "bwd", mb, -1, chunk)
+                grad_ready["embed"] = e[0]
+            else:
+                prog.comm("pp_send_grad", "send", "pp", pp_bytes, f"pp:b:mb{mb}:vs{vs - 1}", dep,
+                          "bwd", mb, -1, chunk, stream="pp_send", kind="pp", peer=-1)
+    _emit_grad_sync(prog, plan, scenario, stage, grad_items, grad_ready)
+    return Program(id=pid, ops=prog.ops, stage=stage, label=f"stage{stage}/mb{m}")
+
+
+def _emit_grad_sync(prog: _Prog, plan: Plan, scenario, stage: int, grad_items: dict, grad_ready: dict) -> None:
+    """Bucketed DP gradient reduction, tied-embedding sync, optimizer, ZeRO-1 all-gather."""
+    par = scenario.parallelism
+    ops = prog.ops
+    last_op = len(ops) - 1
+    dp_dense = plan.dp * plan.cp
+    dp_expert = dp_dense // plan.ep
+    dense_group = "dp_cp" if plan.cp > 1 else "dp"
+    pbytes = 4 if scenario.training.precision == "fp32" else 2
+    zero = plan.zero_stage == 1
+    bucket_bytes = par.grad_bucket_bytes
+    reduce_ops: list[int] = []
+    gathers: list[tuple[str, str, int, str]] = []
+    # per chunk, grads in production order (reverse layers; head first, embedding last)
+    for chunk in range(plan.chunks):
+        items: list[tuple[float, float, int]] = []  # (dense params, expert params, producer op)
+        for key, dense, expert in grad_items[(stage, chunk)]:
+            prod = grad_ready[key] if par.overlap_grad_reduce else last_op
+            items.append((dense, expert, prod))
+        for kind_idx, (group, size) in enumerate(((dense_group, dp_dense), ("edp", dp_expert))):
+            if size <= 1:
+                continue
+            acc, prod, k = 0.0, -1, 0
+            for it in items:
+                n = it[kind_idx]
+                if n <= 0:
+                    continue
+                acc += n
+                prod = max(prod, it[2])
+                if acc * GRAD_BYTES >= bucket_bytes:
+                    reduce_ops.append(_bucket(prog, group, zero, acc, chunk, k, prod))
+                    gathers.append((group, f"{group}:c{chunk}:bucket{k}", int(acc * pbytes), str(chunk)))
+                    acc, prod, k = 0.0, -1, k + 1
+            if acc > 0:
+                reduce_ops.append(_bucket(prog, group, zero, acc, chunk, k, prod))
+                gathers.append((group, f"{group}:c{chunk}:bucket{k}", int(acc * pbytes), str(chunk)))
+    deps = tuple(reduce_ops) if reduce_ops else (last_op,)
+    model = scenario.model
+    if plan.pp > 1 and model.tie_embeddings and stage in (0, plan.pp - 1):
+        n = model.vocab_size // plan.tp * model.hidden_size
+        deps = prog.comm("embedding_grad_allreduce", "allreduce", "embd", n * GRAD_BYTES, "embd:grad", deps, "opt",
+                         stream="dp", kind="dp")
+    # optimizer over this rank's (sharded, with ZeRO-1) parameters
+    dense = sum(x[1] for c in range(plan.chunks) for x in grad_items[(stage, c)])
+    expert = sum(x[2] for c in range(plan.chunks) for x in grad_items[(stage, c)])
+    shard = dense / (dp_dense if zero else 1) + expert / (dp_expert if zero else 1)
+    opt = len(ops)
+    ops.append(Op(id=opt, kind="compute", name="optimizer_step", phase="opt", deps=deps, stream="compute",
+                  op_class="optimizer", flops=OPTIMIZER_FLOPS_PER_PARAM * shard,
+                  bytes=OPTIMIZER_BYTES_PER_PARAM * shard,
+                  kernels=(("optimizer", OPTIMIZER_FLOPS_PER_PARAM * shard, OPTIMIZER_BYTES_PER_PARAM * shard, None),)))
+    if zero:
+        for group, tag, nbytes, chunk in gathers:
+            prog.comm("zero_param_allgather", "allgather", group, nbytes, tag.replace("bucket", "params"), (opt,),
+                      "opt", chunk=int(chunk), stream="dp", kind="dp")
+
+
+def _bucket(prog: _Prog, group: str, zero: bool, params: float, chunk: int, k: int, prod: int) -> int:
+    coll = "reducescatter" if zero else "allreduce"
+    return prog.comm(f"grad_{coll}", coll, group, int(params * GRAD_BYTES), f"{group}:c{chunk}:bucket{k}",
+                     (prod,) if prod >= 0 else (), "bwd", chunk=chunk, stream="dp", kind="dp")[0]
+
+
+def _grad_items(plan: Plan, model) -> dict:
+    """Per (stage, chunk): [(key, dense params, expert params)] in the order backward produces them."""
+    lp = layer_params(model, plan.tp, plan.ep)
+    out = {}
+    last_vs = plan.num_vstages - 1
+    for stage in range(plan.pp):
+        for chunk in range(plan.chunks):
+            vs = chunk * plan.pp + stage
+            items = []
+            if vs == last_vs:
+                hp = head_params(model, plan.tp, plan.pp)
+                items.append(("head", hp, 0.0))
+            for layer in reversed(plan.vstage_layers[vs]):
+                items.append((layer, lp.dense, lp.expert))
+            if vs == 0:
+                items.append(("embed", embedding_params(model, plan.tp), 0.0))
+            out[(stage, chunk)] = items
+    return out
+
+
+def compile_workload(scenario, world_size: int, rank_devices: list[str] | None = None,
+                     file: str | None = None) -> IR:
+    """Build the IR of one training iteration for ``world_size`` GPUs.
+
+    ``rank_devices`` (device catalog names per rank) only labels the memory
+    breakdown; the plan's memory fit is checked by :func:`heterosim.workload.memory.check_plan`."""
+    plan = resolve_plan(scenario, world_size, file)
+    if rank_devices is not None and len(rank_devices) != world_size:
+        raise PlanError(f"{len(rank_devices)} device names for {world_size} ranks", field="cluster",
+                        value=len(rank_devices))
+    model, tr = scenario.model, scenario.training
+    shapes = LayerShapes.of(model, plan, tr.precision)
+    kern = _kernel_table(shapes, model.is_moe, plan.recompute)
+    loss_bytes = 3 * shapes.tokens * 4
+    pp_bytes = shapes.hidden_bytes()
+    grad_items = _grad_items(plan, model)
+    layout = plan.layout
+    programs: list[Program] = []
+    key_to_pid: dict[tuple[int, int], int] = {}
+    rank_program = [0] * world_size
+    for r in range(world_size):
+        c = layout.coords(r)
+        key = (c["pp"], plan.microbatches[c["dp"]])
+        pid = key_to_pid.get(key)
+        if pid is None:
+            pid = len(programs)
+            key_to_pid[key] = pid
+            programs.append(_build_program(pid, key[0], key[1], plan, shapes, kern, scenario, loss_bytes, pp_bytes,
+                                           grad_items))
+        rank_program[r] = pid
+    ir = IR(world_size=world_size, programs=programs, rank_program=rank_program, groups=layout.groups())
+    mem = memory_for_plan(scenario, plan)
+    per_rank_mem = [0] * world_size
+    for r in range(world_size):
+        c = layout.coords(r)
+        per_rank_mem[r] = int(mem[(c["pp"], plan.microbatches[c["dp"]])]["total"])
+    mbs = plan.microbatches
+    ir.meta = {
+        "model_flops_per_iteration": model_flops_per_iteration(model, tr.global_batch_size, tr.seq_length),
+        "hardware_flops": ir.total_flops(),
+        "tokens_per_iteration": tr.global_batch_size * tr.seq_length,
+        "microbatches": max(mbs),
+        "microbatches_per_replica": list(mbs),
+        "layers_per_stage": [plan.stage_layer_count(s) for s in range(plan.pp)],
+        "layers_per_virtual_stage": [len(x) for x in plan.vstage_layers],
+        "schedule": plan.schedule,
+        "virtual_stages": plan.chunks,
+        "memory_bytes": per_rank_mem,
+        "memory_breakdown": {f"stage{s}/mb{m}": {k: int(v) for k, v in d.items()} for (s, m), d in mem.items()},
+        "dp": plan.dp, "tp": plan.tp, "pp": plan.pp, "cp": plan.cp, "ep": plan.ep,
+        "sequence_parallel": plan.sp, "recompute": plan.recompute, "zero_stage": plan.zero_stage,
+        "precision": tr.precision,
+        "total_params": total_params(model),
+        "global_batch_size": tr.global_batch_size, "micro_batch_size": tr.micro_batch_size,
+        "seq_length": tr.seq_length,
+    }
+    if rank_devices is not None:
+        ir.meta["rank_devices"] = list(rank_devices)
+    return ir

@@ -1,0 +1,252 @@
+"""Kernels, FLOPs, bytes and parameter counts of one transformer layer on one rank.
+
+FLOP counts follow Narayanan et al. 2021 (SC'21, "Efficient Large-Scale Language
+Model Training on GPU Clusters", Sec. 5.1): a GEMM of (m,n,k) is 2mnk, attention
+scores and context are 2*b*s^2*h each (the full s^2, no causal halving, as
+Megatron counts), the backward pass is two GEMMs per forward GEMM. Elementwise
+kernels (layer norm, dropout, activation, softmax-like) carry small FLOP counts
+but are timed by their HBM bytes.
+
+A kernel is ``(op_class, flops, bytes, gemm_mnk_or_None)`` (see ``Op.kernels``).
+Parameter counts per layer: GPT-style models (``activation: gelu``) have biases,
+LayerNorm (2h per norm) and learned position embeddings; LLaMA-style
+(``swiglu``) have no biases, RMSNorm (h) and rotary positions.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+Kernel = tuple  # (op_class, flops, bytes, mnk | None)
+
+GEMM_ELEM_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
+"""Bytes per GEMM operand element (fp8 GEMMs read 1-byte inputs; outputs written in bf16 are ignored)."""
+ACT_ELEM_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 2}
+"""Bytes per activation element moved by elementwise kernels and pipeline/TP messages."""
+
+# Elementwise FLOPs per element (approximate; these kernels are memory-bound)
+_LN_FLOPS = 8
+_GELU_FLOPS = 8
+_SWIGLU_FLOPS = 5
+_DROPOUT_RESIDUAL_FLOPS = 3
+_CE_FLOPS = 5
+
+
+def gemm(m: int, n: int, k: int, eb: int) -> Kernel:
+    return ("gemm", 2.0 * m * n * k, float(eb * (m * k + k * n + m * n)), (m, n, k))
+
+
+def gemm_bwd(kern: Kernel, eb: int) -> list[Kernel]:
+    """Data-gradient and weight-gradient GEMMs of a forward GEMM."""
+    m, n, k = kern[3]
+    return [gemm(m, k, n, eb), gemm(k, n, m, eb)]
+
+
+def elementwise(flops: float, nbytes: float) -> Kernel:
+    return ("elementwise", float(flops), float(nbytes), None)
+
+
+def bwd_kernels(kernels: list[Kernel], eb: int) -> list[Kernel]:
+    """Backward of a kernel list, in reverse order (2x FLOPs and bytes for non-GEMMs)."""
+    out: list[Kernel] = []
+    for kern in reversed(kernels):
+        if kern[0] == "gemm":
+            out.extend(gemm_bwd(kern, eb))
+        else:
+            out.append((kern[0], 2.0 * kern[1], 2.0 * kern[2], kern[3]))
+    return out
+
+
+@dataclass(slots=True)
+class LayerShapes:
+    """Per-rank sizes of one micro-batch through one layer."""
+
+    b: int
+    s: int
+    """Full sequence length (keys attended to)."""
+    sl: int
+    """Local sequence length (s / cp)."""
+    h: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    ffn: int
+    vocab: int
+    tp: int
+    sp: bool
+    swiglu: bool
+    num_experts: int
+    top_k: int
+    moe_ffn: int
+    ep: int
+    gemm_eb: int
+    act_eb: int
+
+    @classmethod
+    def of(cls, model, plan, precision: str) -> "LayerShapes":
+        return cls(b=plan.micro_batch, s=plan.seq, sl=plan.seq_local, h=model.hidden_size,
+                   heads=model.num_attention_heads, kv_heads=model.kv_heads, head_dim=model.head_dim,
+                   ffn=model.ffn_hidden_size, vocab=model.vocab_size, tp=plan.tp, sp=plan.sp,
+                   swiglu=model.activation == "swiglu", num_experts=model.num_experts, top_k=model.moe_top_k,
+                   moe_ffn=model.moe_ffn_hidden_size or model.ffn_hidden_size, ep=plan.ep,
+                   gemm_eb=GEMM_ELEM_BYTES[precision], act_eb=ACT_ELEM_BYTES[precision])
+
+    @property
+    def tokens(self) -> int:
+        """Tokens entering GEMMs on this rank (replicated across TP)."""
+        return self.b * self.sl
+
+    @property
+    def tokens_ew(self) -> int:
+        """Tokens in elementwise kernels (sharded across TP with sequence parallelism)."""
+        return self.b * self.sl // self.tp if self.sp else self.b * self.sl
+
+    @property
+    def kv_dim_local(self) -> int:
+        """K (or V) width on one TP rank; KV heads are replicated when tp > kv heads."""
+        return max(self.kv_heads // self.tp, 1) * self.head_dim
+
+    @property
+    def q_dim_local(self) -> int:
+        return self.h // self.tp
+
+    # ---- kernels -------------------------------------------------------------------------------------------
+    def _ln(self) -> Kernel:
+        n = self.tokens_ew * self.h
+        return elementwise(_LN_FLOPS * n, 2 * self.act_eb * n)
+
+    def _dropout_residual(self) -> Kernel:
+        n = self.tokens_ew * self.h
+        return elementwise(_DROPOUT_RESIDUAL_FLOPS * n, 3 * self.act_eb * n + n)  # + 1-byte mask
+
+    def attn_qkv(self) -> list[Kernel]:
+        """LayerNorm + fused QKV projection (before the context-parallel KV exchange)."""
+        T = self.tokens
+        return [self._ln(), gemm(T, self.q_dim_local + 2 * self.kv_dim_local, self.h, self.gemm_eb)]
+
+    def attn_core(self) -> list[Kernel]:
+        """Scores, softmax and context over all s keys (flash-attention style bytes)."""
+        flops = 4.0 * self.b * self.sl * self.s * self.q_dim_local
+        nbytes = self.act_eb * (2 * self.tokens * self.q_dim_local + 2 * self.b * self.s * self.kv_dim_local)
+        return [("attention", flops, float(nbytes), (self.sl, self.s, self.head_dim))]
+
+    def attn_out(self) -> list[Kernel]:
+        return [gemm(self.tokens, self.h, self.q_dim_local, self.gemm_eb), self._dropout_residual()]
+
+    def attn_all(self) -> list[Kernel]:
+        return self.attn_qkv() + self.attn_core() + self.attn_out()
+
+    def mlp(self) -> list[Kernel]:
+        T, f = self.tokens, self.ffn // self.tp
+        n_in = 2 * f if self.swiglu else f
+        act = elementwise((_SWIGLU_FLOPS if self.swiglu else _GELU_FLOPS) * T * f,
+                          self.act_eb * T * (n_in + f))
+        return [self._ln(), gemm(T, n_in, self.h, self.gemm_eb), act, gemm(T, self.h, f, self.gemm_eb),
+                self._dropout_residual()]
+
+    def moe_router(self) -> list[Kernel]:
+        T = self.tokens
+        permute = elementwise(0, 2 * self.act_eb * T * self.top_k * self.h)
+        return [self._ln(), gemm(T, self.num_experts, self.h, self.gemm_eb), permute]
+
+    def moe_experts(self) -> list[Kernel]:
+        """Local experts' grouped GEMMs; tokens are assumed evenly routed."""
+        T, f = self.tokens * self.top_k, self.moe_ffn // self.tp
+        per_expert = max(T * self.ep // self.num_experts, 1)
+        n_local = self.num_experts // self.ep
+        n_in = 2 * f if self.swiglu else f
+        g1 = gemm(per_expert, n_in, self.h, self.gemm_eb)
+        g2 = gemm(per_expert, self.h, f, self.gemm_eb)
+        act = elementwise((_SWIGLU_FLOPS if self.swiglu else _GELU_FLOPS) * T * f, self.act_eb * T * (n_in + f))
+        # scale the per-expert GEMM to all local experts (flops/bytes) but keep its shape for efficiency
+        g1 = ("gemm", g1[1] * n_local, g1[2] * n_local, g1[3])
+        g2 = ("gemm", g2[1] * n_local, g2[2] * n_local, g2[3])
+        unpermute = elementwise(T * self.h, 2 * self.act_eb * T * self.h)
+        return [g1, act, g2, unpermute, self._dropout_residual()]
+
+    def embedding(self) -> list[Kernel]:
+        n = self.tokens * self.h
+        return [("embedding", float(n), float(2 * self.act_eb * n), None), self._dropout_residual()]
+
+    def head(self) -> list[Kernel]:
+        """Final norm, vocab-parallel LM head and cross-entropy."""
+        T, v = self.tokens, self.vocab // self.tp
+        ce = elementwise(_CE_FLOPS * T * v, 2 * 4 * T * v)  # fp32 logits read and written
+        return [self._ln(), gemm(T, v, self.h, self.gemm_eb), ce]
+
+    # ---- message sizes -------------------------------------------------------------------------------------
+    def hidden_bytes(self, full: bool = False) -> int:
+        """One micro-batch's hidden state (b*s_local*h) on this rank; TP-sharded with SP unless ``full``."""
+        T = self.tokens if full or not self.sp else self.tokens_ew
+        return T * self.h * self.act_eb
+
+    def kv_bytes(self) -> int:
+        """Local K and V of one micro-batch (what context parallelism exchanges)."""
+        return 2 * self.tokens * self.kv_dim_local * self.act_eb
+
+    def a2a_bytes(self) -> int:
+        """Bytes one rank sends in one MoE dispatch (or combine) all-to-all."""
+        return self.tokens_ew * self.top_k * self.h * self.act_eb
+
+
+# ---- parameters ------------------------------------------------------------------------------------------
+
+@dataclass(slots=True)
+class LayerParams:
+    """Parameters of one layer on one rank: TP-sharded + replicated, dense and expert."""
+
+    dense: float
+    expert: float
+
+
+def layer_params(model, tp: int, ep: int) -> LayerParams:
+    h, f = model.hidden_size, model.ffn_hidden_size
+    gpt = model.activation == "gelu"
+    nmat = 3 if model.activation == "swiglu" else 2
+    kv_local = max(model.kv_heads // tp, 1) * model.head_dim
+    norm = 2 * h if gpt else h
+    qkv_cols = h // tp + 2 * kv_local
+    attn = h * qkv_cols + (h // tp) * h + (qkv_cols + h if gpt else 0) + norm
+    if not model.is_moe:
+        mlp = nmat * h * (f // tp) + ((f // tp) * (nmat - 1) + h if gpt else 0) + norm
+        return LayerParams(dense=float(attn + mlp), expert=0.0)
+    fe = (model.moe_ffn_hidden_size or f) // tp
+    expert = nmat * h * fe + ((nmat - 1) * fe + h if gpt else 0)
+    router = h * model.num_experts
+    return LayerParams(dense=float(attn + router + norm), expert=float(expert * model.num_experts // ep))
+
+
+def embedding_params(model, tp: int) -> float:
+    """Input embedding on the first stage (vocab-parallel) plus learned positions for GPT-style."""
+    pos = model.max_seq_length * model.hidden_size if model.activation == "gelu" else 0
+    return float(model.vocab_size // tp * model.hidden_size + pos)
+
+
+def head_params(model, tp: int, pp: int) -> float:
+    """Final norm and LM head on the last stage (a tied head is a copy when pp > 1)."""
+    norm = 2 * model.hidden_size if model.activation == "gelu" else model.hidden_size
+    if model.tie_embeddings and pp == 1:
+        return float(norm)
+    return float(norm + model.vocab_size // tp * model.hidden_size)
+
+
+def total_params(model) -> float:
+    """Unique parameters of the whole model (no sharding, no tied copy)."""
+    lp = layer_params(model, 1, 1)
+    head = head_params(model, 1, 1)
+    return model.num_layers * (lp.dense + lp.expert) + embedding_params(model, 1) + head
+
+
+def model_flops_per_iteration(model, global_batch: int, seq: int) -> float:
+    """Model FLOPs of one iteration as Megatron counts them: forward + backward (3 passes), no recompute.
+
+    For a GPT-style model this equals 72*B*s*l*h^2*(1 + s/(6h) + V/(12*l*h)) (Narayanan et al. 2021)."""
+    h, kv = model.hidden_size, model.kv_heads * model.head_dim
+    nmat = 3 if model.activation == "swiglu" else 2
+    attn = 2 * (h * (h + 2 * kv) + h * h) + 4 * seq * h
+    if model.is_moe:
+        fe = model.moe_ffn_hidden_size or model.ffn_hidden_size
+        mlp = 2 * h * model.num_experts + model.moe_top_k * 2 * nmat * h * fe
+    else:
+        mlp = 2 * nmat * h * model.ffn_hidden_size
+    per_token = model.num_layers * (attn + mlp) + 2 * h * model.vocab_size
+    return 3.0 * global_batch * seq * per_token

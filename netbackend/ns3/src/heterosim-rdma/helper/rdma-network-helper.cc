@@ -1,0 +1,425 @@
+#include "rdma-network-helper.h"
+
+#include "ns3/double.h"
+#include "ns3/log.h"
+#include "ns3/simulator.h"
+#include "ns3/uinteger.h"
+
+#include <algorithm>
+#include <deque>
+#include <sstream>
+
+namespace ns3
+{
+
+NS_LOG_COMPONENT_DEFINE("RdmaNetworkHelper");
+NS_OBJECT_ENSURE_REGISTERED(RdmaNetworkHelper);
+
+TypeId
+RdmaNetworkHelper::GetTypeId()
+{
+    static TypeId tid =
+        TypeId("ns3::RdmaNetworkHelper")
+            .SetParent<Object>()
+            .SetGroupName("HeterosimRdma")
+            .AddConstructor<RdmaNetworkHelper>()
+            .AddAttribute("QueueSampleInterval",
+                          "Sample every switch egress queue this often.",
+                          TimeValue(MicroSeconds(10)),
+                          MakeTimeAccessor(&RdmaNetworkHelper::m_sampleInterval),
+                          MakeTimeChecker())
+            .AddAttribute("StallLimit",
+                          "Stop with a deadlock/stall status after this long without delivery.",
+                          TimeValue(MilliSeconds(50)),
+                          MakeTimeAccessor(&RdmaNetworkHelper::m_stallLimit),
+                          MakeTimeChecker())
+            .AddAttribute("WallLimit",
+                          "Stop after this many wall-clock seconds inside Run.",
+                          DoubleValue(3600),
+                          MakeDoubleAccessor(&RdmaNetworkHelper::m_wallLimitS),
+                          MakeDoubleChecker<double>(0))
+            .AddAttribute("MaxQueueSamples",
+                          "Cap on stored queue samples (non-empty queues only).",
+                          UintegerValue(2000000),
+                          MakeUintegerAccessor(&RdmaNetworkHelper::m_maxSamples),
+                          MakeUintegerChecker<uint64_t>())
+            .AddAttribute("Seed",
+                          "Seeds per-switch ECMP hashes and ECN random streams.",
+                          UintegerValue(0),
+                          MakeUintegerAccessor(&RdmaNetworkHelper::m_seed),
+                          MakeUintegerChecker<uint32_t>());
+    return tid;
+}
+
+RdmaNetworkHelper::RdmaNetworkHelper() = default;
+RdmaNetworkHelper::~RdmaNetworkHelper() = default;
+
+std::vector<std::vector<std::vector<uint16_t>>>
+RdmaNetworkHelper::ComputeRoutes(uint32_t nHosts, uint32_t nSwitches,
+                                 const std::vector<std::vector<std::pair<uint32_t, uint16_t>>>& adj)
+{
+    const uint32_t n = nHosts + nSwitches;
+    std::vector<std::vector<std::vector<uint16_t>>> routes(
+        nSwitches, std::vector<std::vector<uint16_t>>(nHosts));
+    std::vector<int32_t> dist(n);
+    std::deque<uint32_t> frontier;
+    for (uint32_t h = 0; h < nHosts; ++h)
+    {
+        // BFS from host h; paths never transit another host.
+        std::fill(dist.begin(), dist.end(), -1);
+        dist[h] = 0;
+        frontier.assign(1, h);
+        while (!frontier.empty())
+        {
+            const uint32_t u = frontier.front();
+            frontier.pop_front();
+            if (u < nHosts && u != h)
+            {
+                continue;
+            }
+            for (const auto& [v, port] : adj[u])
+            {
+                if (dist[v] < 0)
+                {
+                    dist[v] = dist[u] + 1;
+                    frontier.push_back(v);
+                }
+            }
+        }
+        for (uint32_t s = 0; s < nSwitches; ++s)
+        {
+            const uint32_t u = nHosts + s;
+            if (dist[u] < 0)
+            {
+                continue;
+            }
+            for (const auto& [v, port] : adj[u])
+            {
+                if (dist[v] == dist[u] - 1 && (v >= nHosts || v == h))
+                {
+                    routes[s][h].push_back(port);
+                }
+            }
+        }
+    }
+    return routes;
+}
+
+void
+RdmaNetworkHelper::Build(const std::vector<std::string>& hosts,
+                         const std::vector<std::string>& switches,
+                         const std::vector<uint32_t>& linkA,
+                         const std::vector<uint32_t>& linkB,
+                         const std::vector<double>& rateBps,
+                         const std::vector<int64_t>& delayNs,
+                         const std::vector<double>& kminBytes,
+                         const std::vector<double>& kmaxBytes,
+                         const std::vector<double>& pmax,
+                         const std::vector<uint64_t>& headroomBytes)
+{
+    m_nHosts = hosts.size();
+    m_names = hosts;
+    m_names.insert(m_names.end(), switches.begin(), switches.end());
+    const uint32_t nSw = switches.size();
+    std::vector<Ptr<Node>> hostNodes;
+    for (uint32_t h = 0; h < m_nHosts; ++h)
+    {
+        hostNodes.push_back(CreateObject<Node>());
+        m_nics.push_back(CreateObject<RdmaNic>());
+        hostNodes.back()->AggregateObject(m_nics.back());
+    }
+    for (uint32_t s = 0; s < nSw; ++s)
+    {
+        Ptr<RdmaSwitchNode> sw = CreateObject<RdmaSwitchNode>();
+        sw->SetAttribute("EcmpSeed", UintegerValue(RdmaMix32(m_seed * 7919U + s + 1)));
+        sw->SetCounters(&m_counters);
+        sw->AssignStreams(static_cast<int64_t>(s));
+        m_switches.push_back(sw);
+    }
+    std::vector<std::vector<std::pair<uint32_t, uint16_t>>> adj(m_nHosts + nSw);
+    std::vector<bool> hostWired(m_nHosts, false);
+    for (std::size_t i = 0; i < linkA.size(); ++i)
+    {
+        Ptr<RdmaChannel> ch = CreateObject<RdmaChannel>();
+        ch->SetAttribute("Delay", TimeValue(NanoSeconds(delayNs[i])));
+        const uint32_t ends[2] = {linkA[i], linkB[i]};
+        for (int e = 0; e < 2; ++e)
+        {
+            const uint32_t node = ends[e];
+            const uint32_t peer = ends[1 - e];
+            Ptr<RdmaNetDevice> dev = CreateObject<RdmaNetDevice>();
+            dev->SetDataRate(DataRate(static_cast<uint64_t>(rateBps[i])));
+            PortRef ref{-1, node, 0, peer};
+            if (node < m_nHosts)
+            {
+                NS_ABORT_MSG_IF(hostWired[node], "host " << m_names[node] << " has two links");
+                hostWired[node] = true;
+                hostNodes[node]->AddDevice(dev);
+                dev->Attach(ch);
+            }
+            else
+            {
+                Ptr<RdmaSwitchNode> sw = m_switches[node - m_nHosts];
+                dev->Attach(ch);
+                const uint32_t local = sw->AddPort(dev);
+                sw->SetPortEcn(local, kminBytes[i], kmaxBytes[i], pmax[i]);
+                sw->SetPortHeadroom(local, headroomBytes[i]);
+                ref.sw = node - m_nHosts;
+                ref.local = local;
+                adj[node].emplace_back(peer, static_cast<uint16_t>(local));
+            }
+            if (node < m_nHosts)
+            {
+                adj[node].emplace_back(peer, 0);
+            }
+            m_portRefs.push_back(ref);
+            m_portDevs.push_back(dev);
+        }
+    }
+    for (uint32_t h = 0; h < m_nHosts; ++h)
+    {
+        Ptr<RdmaNetDevice> dev = hostNodes[h]->GetNDevices() > 0
+                                     ? DynamicCast<RdmaNetDevice>(hostNodes[h]->GetDevice(0))
+                                     : CreateObject<RdmaNetDevice>();
+        m_nics[h]->Setup(h, dev, &m_counters, this);
+    }
+    auto routes = ComputeRoutes(m_nHosts, nSw, adj);
+    for (uint32_t s = 0; s < nSw; ++s)
+    {
+        m_switches[s]->SetRoutes(std::move(routes[s]));
+    }
+    m_lastSampled.assign(m_portRefs.size(), 0);
+}
+
+void
+RdmaNetworkHelper::AddMessage(uint64_t id, uint32_t src, uint32_t dst, uint64_t bytes,
+                              int64_t startNs, uint64_t flowKey)
+{
+    m_pending++;
+    const int64_t now = Simulator::Now().GetNanoSeconds();
+    Simulator::Schedule(NanoSeconds(std::max<int64_t>(0, startNs - now)),
+                        &RdmaNetworkHelper::Post, this, id, src, dst, bytes, flowKey);
+    ArmPeriodic();
+}
+
+void
+RdmaNetworkHelper::Post(uint64_t id, uint32_t src, uint32_t dst, uint64_t bytes, uint64_t flowKey)
+{
+    if (bytes == 0 || src == dst)
+    {
+        // Nothing crosses the fabric: done when posted.
+        Complete(id);
+        return;
+    }
+    m_nics[src]->PostMessage(id, dst, bytes, flowKey);
+}
+
+void
+RdmaNetworkHelper::MessageDelivered(uint64_t msgId)
+{
+    Complete(msgId);
+}
+
+void
+RdmaNetworkHelper::Complete(uint64_t id)
+{
+    const int64_t now = Simulator::Now().GetNanoSeconds();
+    m_completions.emplace_back(id, now);
+    m_pending--;
+    m_lastProgressNs = now;
+    if (m_stopAt != now)
+    {
+        // Stop after every event already queued for this instant, so that all
+        // completions at the same time come back together.
+        m_stopAt = now;
+        Simulator::Stop(Time(0));
+    }
+}
+
+void
+RdmaNetworkHelper::ArmPeriodic()
+{
+    if (!m_watchdog.IsPending())
+    {
+        m_lastDelivered = m_counters.deliveredBytes;
+        m_lastProgressNs = Simulator::Now().GetNanoSeconds();
+        const Time period = std::max(m_stallLimit / 8, MicroSeconds(1));
+        m_watchdog = Simulator::Schedule(period, &RdmaNetworkHelper::Watchdog, this);
+    }
+    if (!m_sampler.IsPending() && !m_sampleInterval.IsZero())
+    {
+        m_sampler = Simulator::Schedule(m_sampleInterval, &RdmaNetworkHelper::Sample, this);
+    }
+}
+
+void
+RdmaNetworkHelper::Watchdog()
+{
+    const int64_t now = Simulator::Now().GetNanoSeconds();
+    if (m_counters.deliveredBytes != m_lastDelivered)
+    {
+        m_lastDelivered = m_counters.deliveredBytes;
+        m_lastProgressNs = now;
+    }
+    const double wall =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - m_runStart).count();
+    if (m_wallLimitS > 0 && m_runWall + wall > m_wallLimitS)
+    {
+        m_status = WALL_LIMIT;
+        m_statusDetail = "network simulation exceeded its wall-clock limit";
+        Simulator::Stop();
+        return;
+    }
+    if (m_pending > 0 && now - m_lastProgressNs >= m_stallLimit.GetNanoSeconds())
+    {
+        std::ostringstream os;
+        bool any = false;
+        for (uint32_t i = 0; i < m_portRefs.size(); ++i)
+        {
+            const PortRef& r = m_portRefs[i];
+            uint32_t prio = 0;
+            const bool paused = r.sw >= 0 ? m_switches[r.sw]->IsPortPaused(r.local, &prio)
+                                          : m_nics[r.node]->IsPaused();
+            if (paused)
+            {
+                os << (any ? ", " : "") << m_names[r.node] << "->" << m_names[r.peer];
+                any = true;
+            }
+        }
+        m_status = any ? DEADLOCK : STALLED;
+        m_statusDetail = any ? "PFC-paused ports: " + os.str() : "no paused port";
+        Simulator::Stop();
+        return;
+    }
+    if (m_pending > 0)
+    {
+        m_watchdog = Simulator::Schedule(std::max(m_stallLimit / 8, MicroSeconds(1)),
+                                         &RdmaNetworkHelper::Watchdog, this);
+    }
+}
+
+void
+RdmaNetworkHelper::Sample()
+{
+    const int64_t now = Simulator::Now().GetNanoSeconds();
+    for (uint32_t i = 0; i < m_portRefs.size(); ++i)
+    {
+        const PortRef& r = m_portRefs[i];
+        if (r.sw < 0)
+        {
+            continue;
+        }
+        const uint64_t q = m_switches[r.sw]->GetQueueBytes(r.local);
+        if ((q > 0 || m_lastSampled[i] > 0) && m_samples.size() / 3 < m_maxSamples)
+        {
+            m_samples.push_back(now);
+            m_samples.push_back(i);
+            m_samples.push_back(static_cast<int64_t>(q));
+        }
+        m_lastSampled[i] = q;
+    }
+    for (auto& sw : m_switches)
+    {
+        sw->SampleQueues();
+    }
+    if (m_pending > 0)
+    {
+        m_sampler = Simulator::Schedule(m_sampleInterval, &RdmaNetworkHelper::Sample, this);
+    }
+}
+
+RdmaNetworkHelper::Status
+RdmaNetworkHelper::Run(int64_t untilNs)
+{
+    m_status = OK;
+    m_statusDetail.clear();
+    EventId stop;
+    const int64_t now = Simulator::Now().GetNanoSeconds();
+    if (untilNs >= 0)
+    {
+        stop = Simulator::Stop(NanoSeconds(std::max<int64_t>(0, untilNs - now)));
+    }
+    m_runStart = std::chrono::steady_clock::now();
+    Simulator::Run();
+    m_runWall += std::chrono::duration<double>(std::chrono::steady_clock::now() - m_runStart).count();
+    stop.Cancel();
+    if (m_status != OK && m_pending > 0)
+    {
+        // keep the watchdog armed for a caller that decides to go on
+        ArmPeriodic();
+    }
+    return m_status;
+}
+
+std::vector<std::pair<uint64_t, int64_t>>
+RdmaNetworkHelper::DrainCompletions()
+{
+    std::vector<std::pair<uint64_t, int64_t>> out;
+    out.swap(m_completions);
+    return out;
+}
+
+const RdmaPortStats&
+RdmaNetworkHelper::GetPortStats(uint32_t port) const
+{
+    const PortRef& r = m_portRefs[port];
+    return r.sw >= 0 ? m_switches[r.sw]->GetPortStats(r.local) : m_nics[r.node]->GetPortStats();
+}
+
+uint64_t
+RdmaNetworkHelper::GetPortTxBytes(uint32_t port) const
+{
+    return m_portDevs[port]->GetTxBytes();
+}
+
+uint64_t
+RdmaNetworkHelper::GetPortTxPackets(uint32_t port) const
+{
+    return m_portDevs[port]->GetTxPackets();
+}
+
+uint64_t
+RdmaNetworkHelper::GetPortQueueBytes(uint32_t port) const
+{
+    const PortRef& r = m_portRefs[port];
+    return r.sw >= 0 ? m_switches[r.sw]->GetQueueBytes(r.local) : 0;
+}
+
+std::string
+RdmaNetworkHelper::GetPortName(uint32_t port) const
+{
+    const PortRef& r = m_portRefs[port];
+    return m_names[r.node] + "->" + m_names[r.peer];
+}
+
+void
+RdmaNetworkHelper::FlushPausedTime()
+{
+    for (auto& sw : m_switches)
+    {
+        sw->FlushPausedTime();
+    }
+    for (auto& nic : m_nics)
+    {
+        nic->FlushPausedTime();
+    }
+}
+
+uint64_t
+RdmaNetworkHelper::GetMessageRxBytes(uint32_t dstHost, uint64_t msgId) const
+{
+    return m_nics[dstHost]->GetMessageRxBytes(msgId);
+}
+
+void
+RdmaNetworkHelper::DoDispose()
+{
+    m_watchdog.Cancel();
+    m_sampler.Cancel();
+    m_nics.clear();
+    m_switches.clear();
+    m_portDevs.clear();
+    Object::DoDispose();
+}
+
+} // namespace ns3

@@ -1,0 +1,129 @@
+// Builds an RDMA fabric (NICs, switches, links, ECMP routes) from plain arrays
+// and runs it: messages in, completions out, statistics recorded in C++.
+#ifndef HETEROSIM_RDMA_NETWORK_HELPER_H
+#define HETEROSIM_RDMA_NETWORK_HELPER_H
+
+#include "ns3/object.h"
+#include "ns3/event-id.h"
+#include "ns3/nstime.h"
+#include "ns3/rdma-nic.h"
+#include "ns3/rdma-stats.h"
+#include "ns3/rdma-switch.h"
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace ns3
+{
+
+class RdmaNetworkHelper : public Object, public RdmaDeliverySink
+{
+  public:
+    enum Status
+    {
+        OK = 0,
+        DEADLOCK = 1,
+        STALLED = 2,
+        WALL_LIMIT = 3,
+    };
+
+    static TypeId GetTypeId();
+    RdmaNetworkHelper();
+    ~RdmaNetworkHelper() override;
+
+    /// Nodes 0..H-1 are hosts, H..H+S-1 switches; link i joins nodes a[i] and
+    /// b[i]; port 2i transmits a->b, port 2i+1 transmits b->a.  ECN and
+    /// headroom apply to switch egress/ingress ports of each link.
+    void Build(const std::vector<std::string>& hosts,
+               const std::vector<std::string>& switches,
+               const std::vector<uint32_t>& linkA,
+               const std::vector<uint32_t>& linkB,
+               const std::vector<double>& rateBps,
+               const std::vector<int64_t>& delayNs,
+               const std::vector<double>& kminBytes,
+               const std::vector<double>& kmaxBytes,
+               const std::vector<double>& pmax,
+               const std::vector<uint64_t>& headroomBytes);
+
+    void AddMessage(uint64_t id, uint32_t src, uint32_t dst, uint64_t bytes, int64_t startNs,
+                    uint64_t flowKey);
+    /// Run until the next completion time or @p untilNs (< 0: no limit).
+    Status Run(int64_t untilNs);
+    uint64_t Pending() const { return m_pending; }
+    std::vector<std::pair<uint64_t, int64_t>> DrainCompletions();
+    const std::string& StatusDetail() const { return m_statusDetail; }
+
+    // statistics
+    uint32_t GetNPorts() const { return m_portRefs.size(); }
+    const RdmaPortStats& GetPortStats(uint32_t port) const;
+    uint64_t GetPortTxBytes(uint32_t port) const;
+    uint64_t GetPortTxPackets(uint32_t port) const;
+    uint64_t GetPortQueueBytes(uint32_t port) const;
+    std::string GetPortName(uint32_t port) const;
+    void FlushPausedTime();
+    const RdmaCounters& GetCounters() const { return m_counters; }
+    const std::vector<int64_t>& GetQueueSamples() const { return m_samples; }
+    uint64_t GetMessageRxBytes(uint32_t dstHost, uint64_t msgId) const;
+    Ptr<RdmaNic> GetNic(uint32_t host) const { return m_nics[host]; }
+    Ptr<RdmaSwitchNode> GetSwitch(uint32_t i) const { return m_switches[i]; }
+    double GetRunWallSeconds() const { return m_runWall; }
+
+    /// Equal-cost next hops: result[s][h] = ports of switch s towards host h.
+    static std::vector<std::vector<std::vector<uint16_t>>> ComputeRoutes(
+        uint32_t nHosts, uint32_t nSwitches,
+        const std::vector<std::vector<std::pair<uint32_t, uint16_t>>>& adjacency);
+
+    // RdmaDeliverySink
+    void MessageDelivered(uint64_t msgId) override;
+
+  protected:
+    void DoDispose() override;
+
+  private:
+    struct PortRef
+    {
+        int32_t sw;     //!< switch index, or -1 for a host NIC
+        uint32_t node;  //!< node index (host or H + switch)
+        uint32_t local; //!< port index on that switch
+        uint32_t peer;  //!< node index at the other end
+    };
+
+    void Post(uint64_t id, uint32_t src, uint32_t dst, uint64_t bytes, uint64_t flowKey);
+    void Complete(uint64_t id);
+    void ArmPeriodic();
+    void Watchdog();
+    void Sample();
+
+    std::vector<std::string> m_names;
+    uint32_t m_nHosts{0};
+    std::vector<Ptr<RdmaNic>> m_nics;
+    std::vector<Ptr<RdmaSwitchNode>> m_switches;
+    std::vector<PortRef> m_portRefs;
+    std::vector<Ptr<RdmaNetDevice>> m_portDevs;
+    RdmaCounters m_counters;
+    uint64_t m_pending{0};
+    std::vector<std::pair<uint64_t, int64_t>> m_completions;
+    int64_t m_stopAt{-1};
+    Status m_status{OK};
+    std::string m_statusDetail;
+    EventId m_watchdog;
+    EventId m_sampler;
+    uint64_t m_lastDelivered{0};
+    int64_t m_lastProgressNs{0};
+    std::vector<int64_t> m_samples; //!< flattened (time ns, port, bytes)
+    std::vector<uint64_t> m_lastSampled;
+    double m_runWall{0};
+    std::chrono::steady_clock::time_point m_runStart;
+
+    // attributes
+    Time m_sampleInterval;
+    Time m_stallLimit;
+    double m_wallLimitS;
+    uint64_t m_maxSamples;
+    uint32_t m_seed;
+};
+
+} // namespace ns3
+
+#endif

@@ -1,0 +1,656 @@
+#include "rdma-nic.h"
+
+#include "rdma-switch.h"
+
+#include "ns3/boolean.h"
+#include "ns3/double.h"
+#include "ns3/enum.h"
+#include "ns3/log.h"
+#include "ns3/simulator.h"
+#include "ns3/uinteger.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace ns3
+{
+
+NS_LOG_COMPONENT_DEFINE("RdmaNic");
+NS_OBJECT_ENSURE_REGISTERED(RdmaNic);
+
+TypeId
+RdmaNic::GetTypeId()
+{
+    static TypeId tid =
+        TypeId("ns3::RdmaNic")
+            .SetParent<Object>()
+            .SetGroupName("HeterosimRdma")
+            .AddConstructor<RdmaNic>()
+            .AddAttribute("Payload",
+                          "Payload bytes per data packet (MTU).",
+                          UintegerValue(4096),
+                          MakeUintegerAccessor(&RdmaNic::m_payload),
+                          MakeUintegerChecker<uint32_t>(256, 9000))
+            .AddAttribute("HeaderBytes",
+                          "Per-packet wire overhead of data packets (RoCEv2 headers).",
+                          UintegerValue(78),
+                          MakeUintegerAccessor(&RdmaNic::m_headerBytes),
+                          MakeUintegerChecker<uint32_t>())
+            .AddAttribute("ControlPacketBytes",
+                          "Wire size of ACK/NACK/CNP packets.",
+                          UintegerValue(64),
+                          MakeUintegerAccessor(&RdmaNic::m_ctrlBytes),
+                          MakeUintegerChecker<uint32_t>(sizeof(RdmaHeader::Fields), 1500))
+            .AddAttribute("AckInterval",
+                          "Acknowledge every N data packets (and each message's last packet).",
+                          UintegerValue(1),
+                          MakeUintegerAccessor(&RdmaNic::m_ackInterval),
+                          MakeUintegerChecker<uint32_t>(1))
+            .AddAttribute("QpPerPair",
+                          "Reuse one QP per (destination, flow key) instead of one per message.",
+                          BooleanValue(false),
+                          MakeBooleanAccessor(&RdmaNic::m_qpPerPair),
+                          MakeBooleanChecker())
+            .AddAttribute("CongestionControl",
+                          "DCQCN, or none (line rate, PFC only).",
+                          EnumValue(CC_DCQCN),
+                          MakeEnumAccessor<CcMode>(&RdmaNic::m_cc),
+                          MakeEnumChecker(CC_NONE, "none", CC_DCQCN, "dcqcn"))
+            .AddAttribute("CnpMode",
+                          "Separate CNP packets at most once per interval, or a flag on the next ACK.",
+                          EnumValue(CNP_INTERVAL),
+                          MakeEnumAccessor<CnpMode>(&RdmaNic::m_cnpMode),
+                          MakeEnumChecker(CNP_INTERVAL, "interval", CNP_ACK_PIGGYBACK, "ack_piggyback"))
+            .AddAttribute("CnpInterval",
+                          "Notification point: at most one CNP per QP per interval.",
+                          TimeValue(MicroSeconds(50)),
+                          MakeTimeAccessor(&RdmaNic::m_cnpInterval),
+                          MakeTimeChecker())
+            .AddAttribute("RetransmitTimeout",
+                          "Go back to the last acknowledged byte after this long without progress; 0 = off.",
+                          TimeValue(MilliSeconds(1)),
+                          MakeTimeAccessor(&RdmaNic::m_rto),
+                          MakeTimeChecker())
+            .AddAttribute("DataPriority",
+                          "Traffic class of data packets (0 is reserved for control).",
+                          UintegerValue(1),
+                          MakeUintegerAccessor(&RdmaNic::m_dataPrio),
+                          MakeUintegerChecker<uint8_t>(1, 7))
+            .AddAttribute("TrackMessageBytes",
+                          "Count delivered bytes per message at the receiver (for rate tests).",
+                          BooleanValue(false),
+                          MakeBooleanAccessor(&RdmaNic::m_trackMsgBytes),
+                          MakeBooleanChecker())
+            .AddAttribute("RateSampleQps",
+                          "Record every DCQCN rate change of the first N QPs of this NIC.",
+                          UintegerValue(0),
+                          MakeUintegerAccessor(&RdmaNic::m_rateSampleQps),
+                          MakeUintegerChecker<uint32_t>())
+            .AddAttribute("DcqcnG",
+                          "Alpha EWMA gain g.",
+                          DoubleValue(1.0 / 256),
+                          MakeDoubleAccessor(&RdmaNic::m_g),
+                          MakeDoubleChecker<double>(0, 1))
+            .AddAttribute("DcqcnAlphaInterval",
+                          "Alpha decays once per interval without CNP.",
+                          TimeValue(MicroSeconds(1)),
+                          MakeTimeAccessor(&RdmaNic::m_alphaInterval),
+                          MakeTimeChecker())
+            .AddAttribute("DcqcnRateDecreaseInterval",
+                          "At most one rate cut per interval.",
+                          TimeValue(MicroSeconds(4)),
+                          MakeTimeAccessor(&RdmaNic::m_rateDecreaseInterval),
+                          MakeTimeChecker())
+            .AddAttribute("DcqcnRateIncreaseInterval",
+                          "Rate-increase timer period.",
+                          TimeValue(MicroSeconds(300)),
+                          MakeTimeAccessor(&RdmaNic::m_rateIncreaseInterval),
+                          MakeTimeChecker())
+            .AddAttribute("DcqcnByteCounter",
+                          "Rate-increase byte counter; 0 = off.",
+                          UintegerValue(0),
+                          MakeUintegerAccessor(&RdmaNic::m_byteCounter),
+                          MakeUintegerChecker<uint64_t>())
+            .AddAttribute("DcqcnFastRecoveryStages",
+                          "F: fast-recovery stages before additive increase.",
+                          UintegerValue(1),
+                          MakeUintegerAccessor(&RdmaNic::m_fastRecovery),
+                          MakeUintegerChecker<uint32_t>())
+            .AddAttribute("DcqcnRateAi",
+                          "Additive increase step R_AI.",
+                          DataRateValue(DataRate("20Mbps")),
+                          MakeDataRateAccessor(&RdmaNic::m_rateAi),
+                          MakeDataRateChecker())
+            .AddAttribute("DcqcnRateHai",
+                          "Hyper-additive increase step R_HAI.",
+                          DataRateValue(DataRate("200Mbps")),
+                          MakeDataRateAccessor(&RdmaNic::m_rateHai),
+                          MakeDataRateChecker())
+            .AddAttribute("DcqcnMinRate",
+                          "Floor of the current rate.",
+                          DataRateValue(DataRate("100Mbps")),
+                          MakeDataRateAccessor(&RdmaNic::m_minRate),
+                          MakeDataRateChecker());
+    return tid;
+}
+
+RdmaNic::RdmaNic() = default;
+RdmaNic::~RdmaNic() = default;
+
+void
+RdmaNic::Setup(uint32_t hostIndex, Ptr<RdmaNetDevice> dev, RdmaCounters* counters,
+               RdmaDeliverySink* sink)
+{
+    m_host = hostIndex;
+    m_dev = dev;
+    m_counters = counters;
+    m_sink = sink;
+    dev->SetOwner(this, 0);
+    m_dcqcn.g = m_g;
+    m_dcqcn.alphaIntervalNs = std::max<int64_t>(1, m_alphaInterval.GetNanoSeconds());
+    m_dcqcn.rateDecreaseIntervalNs = m_rateDecreaseInterval.GetNanoSeconds();
+    m_dcqcn.rateIncreaseIntervalNs = std::max<int64_t>(1, m_rateIncreaseInterval.GetNanoSeconds());
+    m_dcqcn.byteCounterBytes = m_byteCounter;
+    m_dcqcn.fastRecoveryStages = m_fastRecovery;
+    m_dcqcn.rateAiBps = static_cast<double>(m_rateAi.GetBitRate());
+    m_dcqcn.rateHaiBps = static_cast<double>(m_rateHai.GetBitRate());
+    m_dcqcn.minRateBps = static_cast<double>(m_minRate.GetBitRate());
+    m_dcqcn.lineRateBps = static_cast<double>(dev->GetDataRate().GetBitRate());
+    m_headerBytes = std::max<uint32_t>(m_headerBytes, sizeof(RdmaHeader::Fields));
+}
+
+uint32_t
+RdmaNic::PostMessage(uint64_t msgId, uint32_t dstHost, uint64_t bytes, uint64_t flowKey)
+{
+    const int64_t now = Simulator::Now().GetNanoSeconds();
+    SendQp* qp = nullptr;
+    const auto key = std::make_pair(dstHost, flowKey);
+    if (m_qpPerPair)
+    {
+        auto it = m_pairQps.find(key);
+        if (it != m_pairQps.end())
+        {
+            qp = &m_qps[it->second];
+        }
+    }
+    if (qp == nullptr)
+    {
+        const uint32_t id = m_nextQpId++;
+        qp = &m_qps[id];
+        qp->id = id;
+        qp->dst = dstHost;
+        // Same (src, dst, key): same path, as Message.flow_key promises.
+        qp->flowHash = RdmaMix32(m_host * 0x9e3779b1U ^ RdmaMix32(dstHost + 0x7f4a7c15U) ^
+                                 RdmaMix32(static_cast<uint32_t>(flowKey) ^
+                                           static_cast<uint32_t>(flowKey >> 32) * 0x85ebca6bU));
+        qp->perMessage = !m_qpPerPair;
+        qp->pairKey = key;
+        qp->cc.Init(&m_dcqcn, now);
+        qp->nextSendNs = static_cast<double>(now);
+        if (m_qpPerPair)
+        {
+            m_pairQps[key] = id;
+        }
+        RecordRate(*qp);
+    }
+    qp->streamEnd += bytes;
+    qp->msgs.push_back(MsgRec{msgId, qp->streamEnd});
+    MakeReady(*qp);
+    TryTransmit();
+    return qp->id;
+}
+
+void
+RdmaNic::MakeReady(SendQp& qp)
+{
+    if (!qp.inReady && qp.sndNxt < qp.streamEnd)
+    {
+        qp.inReady = true;
+        m_ready.push_back(qp.id);
+    }
+}
+
+void
+RdmaNic::TryTransmit()
+{
+    if (m_dev->IsBusy())
+    {
+        return;
+    }
+    if (!m_ctrl.empty())
+    {
+        Ptr<Packet> p = m_ctrl.front();
+        m_ctrl.pop_front();
+        m_dev->Transmit(p);
+        return;
+    }
+    if (m_dataPaused || m_ready.empty())
+    {
+        return;
+    }
+    const double now = static_cast<double>(Simulator::Now().GetNanoSeconds());
+    double minNext = std::numeric_limits<double>::infinity();
+    for (std::size_t n = m_ready.size(); n > 0; --n)
+    {
+        const uint32_t id = m_ready.front();
+        m_ready.pop_front();
+        auto it = m_qps.find(id);
+        if (it == m_qps.end())
+        {
+            continue;
+        }
+        SendQp& qp = it->second;
+        if (qp.sndNxt >= qp.streamEnd)
+        {
+            qp.inReady = false;
+            continue;
+        }
+        // Half a nanosecond of slack absorbs rounding of the paced send time.
+        if (qp.nextSendNs > now + 0.5)
+        {
+            minNext = std::min(minNext, qp.nextSendNs);
+            m_ready.push_back(id);
+            continue;
+        }
+        SendData(qp);
+        if (qp.sndNxt < qp.streamEnd)
+        {
+            m_ready.push_back(id);
+        }
+        else
+        {
+            qp.inReady = false;
+        }
+        return;
+    }
+    if (minNext < std::numeric_limits<double>::infinity())
+    {
+        const int64_t at = static_cast<int64_t>(std::ceil(minNext - 0.5));
+        if (!m_wake.IsPending() || m_wakeAt > at)
+        {
+            m_wake.Cancel();
+            m_wakeAt = at;
+            m_wake = Simulator::Schedule(NanoSeconds(std::max<int64_t>(0, at - static_cast<int64_t>(now))),
+                                         &RdmaNic::Wake, this);
+        }
+    }
+}
+
+void
+RdmaNic::Wake()
+{
+    m_wakeAt = -1;
+    TryTransmit();
+}
+
+void
+RdmaNic::SendData(SendQp& qp)
+{
+    // The message holding sndNxt: the first unacknowledged one ending past it.
+    auto msg = std::upper_bound(qp.msgs.begin(), qp.msgs.end(), qp.sndNxt,
+                                [](uint64_t off, const MsgRec& m) { return off < m.end; });
+    NS_ASSERT(msg != qp.msgs.end());
+    const uint32_t payload = static_cast<uint32_t>(std::min<uint64_t>(m_payload, msg->end - qp.sndNxt));
+    RdmaHeader h;
+    h.f.kind = RdmaHeader::DATA;
+    h.f.flags = m_cc == CC_DCQCN ? RdmaHeader::FLAG_ECT : 0;
+    h.f.priority = m_dataPrio;
+    h.f.src = m_host;
+    h.f.dst = qp.dst;
+    h.f.qp = qp.id;
+    h.f.flowHash = qp.flowHash;
+    h.f.payload = payload;
+    h.f.seq = qp.sndNxt;
+    h.f.msgId = msg->id;
+    if (qp.sndNxt + payload == msg->end)
+    {
+        h.f.flags |= RdmaHeader::FLAG_LAST;
+    }
+    const uint32_t wire = payload + m_headerBytes;
+    Ptr<Packet> p = Create<Packet>(wire - h.GetSerializedSize());
+    p->AddHeader(h);
+    if (qp.sndNxt < qp.sndMax)
+    {
+        m_counters->retransmittedPackets++;
+    }
+    qp.sndNxt += payload;
+    qp.sndMax = std::max(qp.sndMax, qp.sndNxt);
+    m_counters->dataPacketsSent++;
+    const double now = static_cast<double>(Simulator::Now().GetNanoSeconds());
+    const double rate = m_cc == CC_DCQCN ? qp.cc.rate : m_dcqcn.lineRateBps;
+    qp.nextSendNs = std::max(qp.nextSendNs, now) + wire * 8e9 / rate;
+    m_dev->Transmit(p);
+    if (m_cc == CC_DCQCN && qp.cc.OnBytesSent(wire))
+    {
+        RecordRate(qp);
+    }
+    ArmRto(qp);
+}
+
+void
+RdmaNic::SendControl(uint8_t kind, uint32_t dst, uint32_t qpId, uint64_t seq, uint8_t flags)
+{
+    RdmaHeader h;
+    h.f.kind = kind;
+    h.f.flags = flags;
+    h.f.priority = 0;
+    h.f.src = m_host;
+    h.f.dst = dst;
+    h.f.qp = qpId;
+    h.f.seq = seq;
+    // Reverse path entropy: reuse the data direction's host pair and QP.
+    h.f.flowHash = RdmaMix32(dst * 0x9e3779b1U ^ m_host ^ qpId * 0x85ebca6bU);
+    Ptr<Packet> p = Create<Packet>(m_ctrlBytes - h.GetSerializedSize());
+    p->AddHeader(h);
+    m_ctrl.push_back(p);
+    TryTransmit();
+}
+
+void
+RdmaNic::PortReceive(uint32_t, Ptr<Packet> p)
+{
+    RdmaHeader h;
+    p->PeekHeader(h);
+    switch (h.f.kind)
+    {
+    case RdmaHeader::DATA:
+        OnData(h);
+        break;
+    case RdmaHeader::ACK:
+    case RdmaHeader::NACK:
+        OnAck(h);
+        break;
+    case RdmaHeader::CNP: {
+        auto it = m_qps.find(h.f.qp);
+        m_counters->cnpsReceived++;
+        if (it != m_qps.end())
+        {
+            OnCnp(it->second);
+        }
+        break;
+    }
+    case RdmaHeader::PFC: {
+        if (h.f.priority != m_dataPrio)
+        {
+            break;
+        }
+        const int64_t now = Simulator::Now().GetNanoSeconds();
+        if (h.f.flags & RdmaHeader::FLAG_PAUSE)
+        {
+            m_stats.pfcPauseRecv++;
+            if (!m_dataPaused)
+            {
+                m_dataPaused = true;
+                m_pausedSince = now;
+            }
+            if (h.f.payload > 0)
+            {
+                const uint32_t gen = ++m_pauseGen;
+                Simulator::Schedule(NanoSeconds(h.f.payload), [this, gen]() {
+                    if (gen == m_pauseGen && m_dataPaused)
+                    {
+                        m_dataPaused = false;
+                        m_stats.pausedNs += Simulator::Now().GetNanoSeconds() - m_pausedSince;
+                        TryTransmit();
+                    }
+                });
+            }
+        }
+        else
+        {
+            m_stats.pfcResumeRecv++;
+            if (m_dataPaused)
+            {
+                m_dataPaused = false;
+                m_stats.pausedNs += now - m_pausedSince;
+                TryTransmit();
+            }
+        }
+        break;
+    }
+    default:
+        break;
+    }
+}
+
+void
+RdmaNic::OnData(const RdmaHeader& h)
+{
+    const uint64_t key = (static_cast<uint64_t>(h.f.src) << 32) | h.f.qp;
+    RecvQp& rq = m_rx[key];
+    const int64_t now = Simulator::Now().GetNanoSeconds();
+    if (h.f.flags & RdmaHeader::FLAG_CE)
+    {
+        m_counters->ceReceived++;
+        if (m_cc == CC_DCQCN)
+        {
+            if (m_cnpMode == CNP_ACK_PIGGYBACK)
+            {
+                rq.cnpPending = true;
+            }
+            else if (rq.lastCnpNs < 0 || now - rq.lastCnpNs >= m_cnpInterval.GetNanoSeconds())
+            {
+                rq.lastCnpNs = now;
+                m_counters->cnpsSent++;
+                SendControl(RdmaHeader::CNP, h.f.src, h.f.qp, 0, 0);
+            }
+        }
+    }
+    if (h.f.seq == rq.expected)
+    {
+        rq.expected += h.f.payload;
+        rq.nackSent = false;
+        rq.unacked++;
+        m_counters->deliveredBytes += h.f.payload;
+        const bool last = h.f.flags & RdmaHeader::FLAG_LAST;
+        if (m_trackMsgBytes)
+        {
+            if (last)
+            {
+                m_msgRxBytes.erase(h.f.msgId);
+            }
+            else
+            {
+                m_msgRxBytes[h.f.msgId] += h.f.payload;
+            }
+        }
+        if (last || rq.unacked >= m_ackInterval || rq.cnpPending)
+        {
+            uint8_t flags = 0;
+            if (rq.cnpPending)
+            {
+                flags |= RdmaHeader::FLAG_CNP;
+                rq.cnpPending = false;
+                m_counters->cnpsSent++;
+            }
+            rq.unacked = 0;
+            m_counters->acksSent++;
+            SendControl(RdmaHeader::ACK, h.f.src, h.f.qp, rq.expected, flags);
+        }
+        if (last)
+        {
+            m_sink->MessageDelivered(h.f.msgId);
+        }
+    }
+    else if (h.f.seq > rq.expected)
+    {
+        if (!rq.nackSent)
+        {
+            rq.nackSent = true;
+            m_counters->nacksSent++;
+            SendControl(RdmaHeader::NACK, h.f.src, h.f.qp, rq.expected, 0);
+        }
+    }
+    else
+    {
+        m_counters->acksSent++;
+        SendControl(RdmaHeader::ACK, h.f.src, h.f.qp, rq.expected, 0);
+    }
+}
+
+void
+RdmaNic::OnAck(const RdmaHeader& h)
+{
+    auto it = m_qps.find(h.f.qp);
+    if (it == m_qps.end())
+    {
+        return;
+    }
+    SendQp& qp = it->second;
+    if (h.f.flags & RdmaHeader::FLAG_CNP)
+    {
+        m_counters->cnpsReceived++;
+        OnCnp(qp);
+    }
+    if (h.f.seq > qp.sndUna)
+    {
+        qp.sndUna = std::min(h.f.seq, qp.streamEnd);
+        while (!qp.msgs.empty() && qp.msgs.front().end <= qp.sndUna)
+        {
+            qp.msgs.pop_front();
+        }
+    }
+    if (h.f.kind == RdmaHeader::NACK && h.f.seq < qp.sndNxt)
+    {
+        qp.sndNxt = std::max(h.f.seq, qp.sndUna);
+        MakeReady(qp);
+        TryTransmit();
+    }
+    if (qp.sndUna >= qp.streamEnd && qp.perMessage)
+    {
+        RetireQp(qp.id);
+    }
+}
+
+void
+RdmaNic::RetireQp(uint32_t qpId)
+{
+    auto it = m_qps.find(qpId);
+    if (it == m_qps.end())
+    {
+        return;
+    }
+    it->second.incTimer.Cancel();
+    it->second.rtoTimer.Cancel();
+    m_qps.erase(it); // a stale id left in m_ready is skipped there
+}
+
+void
+RdmaNic::OnCnp(SendQp& qp)
+{
+    if (m_cc != CC_DCQCN)
+    {
+        return;
+    }
+    if (qp.cc.OnCnp(Simulator::Now().GetNanoSeconds()))
+    {
+        m_counters->rateCuts++;
+        RecordRate(qp);
+        qp.incTimer.Cancel();
+        qp.incTimer = Simulator::Schedule(m_rateIncreaseInterval, &RdmaNic::OnIncreaseTimer, this, qp.id);
+    }
+}
+
+void
+RdmaNic::OnIncreaseTimer(uint32_t qpId)
+{
+    auto it = m_qps.find(qpId);
+    if (it == m_qps.end())
+    {
+        return;
+    }
+    SendQp& qp = it->second;
+    qp.cc.OnIncreaseTimer();
+    RecordRate(qp);
+    if (qp.cc.NeedsIncrease())
+    {
+        qp.incTimer = Simulator::Schedule(m_rateIncreaseInterval, &RdmaNic::OnIncreaseTimer, this, qpId);
+    }
+}
+
+void
+RdmaNic::ArmRto(SendQp& qp)
+{
+    if (m_rto.IsZero() || qp.rtoTimer.IsPending())
+    {
+        return;
+    }
+    qp.rtoUna = qp.sndUna;
+    qp.rtoTimer = Simulator::Schedule(m_rto, &RdmaNic::OnRto, this, qp.id);
+}
+
+void
+RdmaNic::OnRto(uint32_t qpId)
+{
+    auto it = m_qps.find(qpId);
+    if (it == m_qps.end())
+    {
+        return;
+    }
+    SendQp& qp = it->second;
+    if (qp.sndUna >= qp.streamEnd)
+    {
+        return;
+    }
+    if (qp.sndUna == qp.rtoUna && qp.sndNxt > qp.sndUna && !m_dataPaused)
+    {
+        m_counters->timeouts++;
+        qp.sndNxt = qp.sndUna;
+        MakeReady(qp);
+        TryTransmit();
+    }
+    ArmRto(qp);
+}
+
+void
+RdmaNic::RecordRate(const SendQp& qp)
+{
+    if (qp.id <= m_rateSampleQps)
+    {
+        m_rateSamples.push_back(
+            RateSample{Simulator::Now().GetNanoSeconds(), qp.id, m_cc == CC_DCQCN ? qp.cc.rate : m_dcqcn.lineRateBps});
+    }
+}
+
+void
+RdmaNic::PortTxDone(uint32_t)
+{
+    TryTransmit();
+}
+
+uint64_t
+RdmaNic::GetMessageRxBytes(uint64_t msgId) const
+{
+    auto it = m_msgRxBytes.find(msgId);
+    return it == m_msgRxBytes.end() ? 0 : it->second;
+}
+
+void
+RdmaNic::FlushPausedTime()
+{
+    if (m_dataPaused)
+    {
+        const int64_t now = Simulator::Now().GetNanoSeconds();
+        m_stats.pausedNs += now - m_pausedSince;
+        m_pausedSince = now;
+    }
+}
+
+void
+RdmaNic::DoDispose()
+{
+    m_wake.Cancel();
+    for (auto& [id, qp] : m_qps)
+    {
+        qp.incTimer.Cancel();
+        qp.rtoTimer.Cancel();
+    }
+    m_qps.clear();
+    m_ctrl.clear();
+    m_dev = nullptr;
+    m_sink = nullptr;
+    Object::DoDispose();
+}
+
+} // namespace ns3

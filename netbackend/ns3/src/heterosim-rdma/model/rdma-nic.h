@@ -1,0 +1,177 @@
+// Host RDMA NIC: reliable-connection queue pairs over one port.
+//
+// Sender: per-QP pacing at the DCQCN rate (or line rate with CC off), MTU-sized
+// packets that never span messages, go-back-N on NACK (and an optional
+// retransmission timeout for lossy fabrics), round-robin among ready QPs.
+// Receiver: cumulative ACK every N packets (and on each message's last
+// packet), NACK on a sequence gap, CNPs for CE-marked packets at most once per
+// interval per QP, or piggy-backed on the next ACK.  Control packets (ACK,
+// NACK, CNP) leave before any data (strict priority).
+#ifndef HETEROSIM_RDMA_NIC_H
+#define HETEROSIM_RDMA_NIC_H
+
+#include "dcqcn.h"
+#include "rdma-header.h"
+#include "rdma-net-device.h"
+#include "rdma-stats.h"
+
+#include "ns3/data-rate.h"
+#include "ns3/event-id.h"
+#include "ns3/object.h"
+
+#include <deque>
+#include <map>
+#include <unordered_map>
+#include <vector>
+
+namespace ns3
+{
+
+class RdmaNic : public Object, public RdmaPortOwner
+{
+  public:
+    enum CcMode
+    {
+        CC_NONE = 0,
+        CC_DCQCN = 1,
+    };
+
+    enum CnpMode
+    {
+        CNP_INTERVAL = 0,
+        CNP_ACK_PIGGYBACK = 1,
+    };
+
+    struct RateSample
+    {
+        int64_t timeNs;
+        uint32_t qp;
+        double rateBps;
+    };
+
+    static TypeId GetTypeId();
+    RdmaNic();
+    ~RdmaNic() override;
+
+    void Setup(uint32_t hostIndex, Ptr<RdmaNetDevice> dev, RdmaCounters* counters,
+               RdmaDeliverySink* sink);
+    /// Post a message now; returns the QP id it was placed on.
+    uint32_t PostMessage(uint64_t msgId, uint32_t dstHost, uint64_t bytes, uint64_t flowKey);
+
+    Ptr<RdmaNetDevice> GetDevice() const { return m_dev; }
+    const RdmaPortStats& GetPortStats() const { return m_stats; }
+    void FlushPausedTime();
+    bool IsPaused() const { return m_dataPaused; }
+    uint32_t GetActiveQps() const { return m_qps.size(); }
+    /// Delivered payload bytes of a message still in progress at this receiver
+    /// (needs TrackMessageBytes); 0 if unknown or finished.
+    uint64_t GetMessageRxBytes(uint64_t msgId) const;
+    const std::vector<RateSample>& GetRateSamples() const { return m_rateSamples; }
+    const DcqcnParams& GetDcqcnParams() const { return m_dcqcn; }
+
+    // RdmaPortOwner
+    void PortReceive(uint32_t port, Ptr<Packet> p) override;
+    void PortTxDone(uint32_t port) override;
+
+  protected:
+    void DoDispose() override;
+
+  private:
+    struct MsgRec
+    {
+        uint64_t id;
+        uint64_t end; //!< stream offset one past the message's last byte
+    };
+
+    struct SendQp
+    {
+        uint32_t id{0};
+        uint32_t dst{0};
+        uint32_t flowHash{0};
+        bool perMessage{true};
+        bool inReady{false};
+        uint64_t sndNxt{0};
+        uint64_t sndUna{0};
+        uint64_t sndMax{0}; //!< highest offset ever sent (retransmission accounting)
+        uint64_t streamEnd{0};
+        std::deque<MsgRec> msgs; //!< messages not yet fully acknowledged
+        DcqcnRp cc;
+        double nextSendNs{0};
+        EventId incTimer;
+        EventId rtoTimer;
+        uint64_t rtoUna{0};
+        std::pair<uint32_t, uint64_t> pairKey{0, 0};
+    };
+
+    struct RecvQp
+    {
+        uint64_t expected{0};
+        int64_t lastCnpNs{-1};
+        uint32_t unacked{0};
+        bool nackSent{false};
+        bool cnpPending{false};
+    };
+
+    void TryTransmit();
+    void SendData(SendQp& qp);
+    void SendControl(uint8_t kind, uint32_t dst, uint32_t qp, uint64_t seq, uint8_t flags);
+    void MakeReady(SendQp& qp);
+    void OnData(const RdmaHeader& h);
+    void OnAck(const RdmaHeader& h);
+    void OnCnp(SendQp& qp);
+    void OnIncreaseTimer(uint32_t qpId);
+    void OnRto(uint32_t qpId);
+    void ArmRto(SendQp& qp);
+    void Wake();
+    void RetireQp(uint32_t qpId);
+    void RecordRate(const SendQp& qp);
+
+    Ptr<RdmaNetDevice> m_dev;
+    uint32_t m_host{0};
+    RdmaCounters* m_counters{nullptr};
+    RdmaDeliverySink* m_sink{nullptr};
+    RdmaPortStats m_stats;
+
+    std::unordered_map<uint32_t, SendQp> m_qps;
+    std::map<std::pair<uint32_t, uint64_t>, uint32_t> m_pairQps;
+    std::unordered_map<uint64_t, RecvQp> m_rx;
+    std::unordered_map<uint64_t, uint64_t> m_msgRxBytes;
+    std::deque<Ptr<Packet>> m_ctrl;
+    std::deque<uint32_t> m_ready;
+    uint32_t m_nextQpId{1};
+    bool m_dataPaused{false};
+    int64_t m_pausedSince{0};
+    uint32_t m_pauseGen{0};
+    EventId m_wake;
+    int64_t m_wakeAt{-1};
+    std::vector<RateSample> m_rateSamples;
+
+    // attributes
+    uint32_t m_payload;
+    uint32_t m_headerBytes;
+    uint32_t m_ctrlBytes;
+    uint32_t m_ackInterval;
+    bool m_qpPerPair;
+    CcMode m_cc;
+    CnpMode m_cnpMode;
+    Time m_cnpInterval;
+    Time m_rto;
+    uint8_t m_dataPrio;
+    bool m_trackMsgBytes;
+    uint32_t m_rateSampleQps;
+    // DCQCN attributes (mirrored into m_dcqcn at initialization)
+    double m_g;
+    Time m_alphaInterval;
+    Time m_rateDecreaseInterval;
+    Time m_rateIncreaseInterval;
+    uint64_t m_byteCounter;
+    uint32_t m_fastRecovery;
+    DataRate m_rateAi;
+    DataRate m_rateHai;
+    DataRate m_minRate;
+    DcqcnParams m_dcqcn;
+};
+
+} // namespace ns3
+
+#endif

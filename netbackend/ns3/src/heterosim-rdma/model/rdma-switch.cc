@@ -1,0 +1,501 @@
+#include "rdma-switch.h"
+
+#include "dcqcn.h"
+
+#include "ns3/boolean.h"
+#include "ns3/log.h"
+#include "ns3/simulator.h"
+#include "ns3/uinteger.h"
+
+#include <algorithm>
+
+namespace ns3
+{
+
+NS_LOG_COMPONENT_DEFINE("RdmaSwitchNode");
+NS_OBJECT_ENSURE_REGISTERED(RdmaSwitchNode);
+
+TypeId
+RdmaSwitchNode::GetTypeId()
+{
+    static TypeId tid =
+        TypeId("ns3::RdmaSwitchNode")
+            .SetParent<Node>()
+            .SetGroupName("HeterosimRdma")
+            .AddConstructor<RdmaSwitchNode>()
+            .AddAttribute("NumPriorities",
+                          "Egress priority classes per port (class 0 = control, never paused).",
+                          UintegerValue(2),
+                          MakeUintegerAccessor(&RdmaSwitchNode::m_nPrio),
+                          MakeUintegerChecker<uint32_t>(2, 8))
+            .AddAttribute("BufferSize",
+                          "Shared packet buffer of the switch, bytes.",
+                          UintegerValue(32 * 1000 * 1000),
+                          MakeUintegerAccessor(&RdmaSwitchNode::m_bufferBytes),
+                          MakeUintegerChecker<uint64_t>())
+            .AddAttribute("PfcEnabled",
+                          "Lossless mode: PAUSE upstream instead of dropping.",
+                          BooleanValue(true),
+                          MakeBooleanAccessor(&RdmaSwitchNode::m_pfcEnabled),
+                          MakeBooleanChecker())
+            .AddAttribute("PfcDynamic",
+                          "Dynamic PFC threshold (free shared buffer >> shift) instead of static.",
+                          BooleanValue(true),
+                          MakeBooleanAccessor(&RdmaSwitchNode::m_pfcDynamic),
+                          MakeBooleanChecker())
+            .AddAttribute("PfcShift",
+                          "Dynamic threshold = free shared buffer / 2^shift.",
+                          UintegerValue(3),
+                          MakeUintegerAccessor(&RdmaSwitchNode::m_pfcShift),
+                          MakeUintegerChecker<uint32_t>(0, 20))
+            .AddAttribute("PfcStaticThreshold",
+                          "Static PFC threshold on shared bytes per ingress class.",
+                          UintegerValue(256 * 1024),
+                          MakeUintegerAccessor(&RdmaSwitchNode::m_pfcStaticBytes),
+                          MakeUintegerChecker<uint64_t>())
+            .AddAttribute("PfcResumeOffset",
+                          "RESUME when the ingress class is this far below the threshold.",
+                          UintegerValue(3 * 1024),
+                          MakeUintegerAccessor(&RdmaSwitchNode::m_resumeOffsetBytes),
+                          MakeUintegerChecker<uint64_t>())
+            .AddAttribute("PfcPauseQuanta",
+                          "Pause duration carried by PAUSE frames; 0 = until RESUME.",
+                          TimeValue(Time(0)),
+                          MakeTimeAccessor(&RdmaSwitchNode::m_pauseQuanta),
+                          MakeTimeChecker())
+            .AddAttribute("ReservedPerQueue",
+                          "Guaranteed bytes per ingress port/class.",
+                          UintegerValue(4 * 1024),
+                          MakeUintegerAccessor(&RdmaSwitchNode::m_reservedBytes),
+                          MakeUintegerChecker<uint64_t>())
+            .AddAttribute("EcnEnabled",
+                          "RED ECN marking at dequeue.",
+                          BooleanValue(true),
+                          MakeBooleanAccessor(&RdmaSwitchNode::m_ecnEnabled),
+                          MakeBooleanChecker())
+            .AddAttribute("EcmpSeed",
+                          "Per-switch seed mixed into the flow hash.",
+                          UintegerValue(0),
+                          MakeUintegerAccessor(&RdmaSwitchNode::m_ecmpSeed),
+                          MakeUintegerChecker<uint32_t>())
+            .AddAttribute("EcmpByKey",
+                          "Pick among equal-cost ports by the flow key alone (rail pinning).",
+                          BooleanValue(false),
+                          MakeBooleanAccessor(&RdmaSwitchNode::m_ecmpByKey),
+                          MakeBooleanChecker())
+            .AddAttribute("PfcFrameBytes",
+                          "Wire size of a PFC frame.",
+                          UintegerValue(64),
+                          MakeUintegerAccessor(&RdmaSwitchNode::m_pfcFrameBytes),
+                          MakeUintegerChecker<uint32_t>(sizeof(RdmaHeader::Fields), 1500));
+    return tid;
+}
+
+RdmaSwitchNode::RdmaSwitchNode()
+{
+    m_rng = CreateObject<UniformRandomVariable>();
+}
+
+RdmaSwitchNode::~RdmaSwitchNode() = default;
+
+int64_t
+RdmaSwitchNode::AssignStreams(int64_t stream)
+{
+    m_rng->SetStream(stream);
+    return 1;
+}
+
+uint32_t
+RdmaSwitchNode::AddPort(Ptr<RdmaNetDevice> dev)
+{
+    Port port;
+    port.dev = dev;
+    port.q.resize(m_nPrio);
+    port.qBytes.assign(m_nPrio, 0);
+    port.txPaused.assign(m_nPrio, 0);
+    port.pausedSince.assign(m_nPrio, 0);
+    port.pauseGen.assign(m_nPrio, 0);
+    port.ingBytes.assign(m_nPrio, 0);
+    port.hdrmBytes.assign(m_nPrio, 0);
+    port.rxPaused.assign(m_nPrio, 0);
+    const uint32_t idx = m_ports.size();
+    m_ports.push_back(std::move(port));
+    AddDevice(dev);
+    dev->SetOwner(this, idx);
+    return idx;
+}
+
+void
+RdmaSwitchNode::SetPortEcn(uint32_t port, double kminBytes, double kmaxBytes, double pmax)
+{
+    m_ports[port].kmin = kminBytes;
+    m_ports[port].kmax = kmaxBytes;
+    m_ports[port].pmax = pmax;
+}
+
+void
+RdmaSwitchNode::SetPortHeadroom(uint32_t port, uint64_t bytes)
+{
+    m_totalHeadroom -= m_ports[port].headroom;
+    m_ports[port].headroom = bytes;
+    m_totalHeadroom += bytes;
+}
+
+void
+RdmaSwitchNode::SetRoutes(std::vector<std::vector<uint16_t>> routes)
+{
+    m_routes = std::move(routes);
+}
+
+uint64_t
+RdmaSwitchNode::Shared(const Port& in, uint8_t prio) const
+{
+    return in.ingBytes[prio] > m_reservedBytes ? in.ingBytes[prio] - m_reservedBytes : 0;
+}
+
+uint64_t
+RdmaSwitchNode::GetPfcThreshold() const
+{
+    if (!m_pfcDynamic)
+    {
+        return m_pfcStaticBytes;
+    }
+    const uint64_t committed =
+        m_totalHeadroom + m_reservedBytes * m_ports.size() + m_sharedUsed;
+    const uint64_t free = m_bufferBytes > committed ? m_bufferBytes - committed : 0;
+    return free >> m_pfcShift;
+}
+
+uint32_t
+RdmaSwitchNode::SelectEgress(const RdmaHeader& h) const
+{
+    if (h.f.dst >= m_routes.size())
+    {
+        return UINT32_MAX;
+    }
+    const auto& ports = m_routes[h.f.dst];
+    if (ports.empty())
+    {
+        return UINT32_MAX;
+    }
+    if (ports.size() == 1)
+    {
+        return ports[0];
+    }
+    const uint32_t h32 = m_ecmpByKey ? h.f.flowHash : RdmaMix32(h.f.flowHash ^ m_ecmpSeed);
+    return ports[h32 % ports.size()];
+}
+
+void
+RdmaSwitchNode::AddIngress(Port& in, uint8_t prio, uint32_t size)
+{
+    const uint64_t before = Shared(in, prio);
+    in.ingBytes[prio] += size;
+    m_sharedUsed += Shared(in, prio) - before;
+}
+
+void
+RdmaSwitchNode::PortReceive(uint32_t inPort, Ptr<Packet> p)
+{
+    RdmaHeader h;
+    p->PeekHeader(h);
+    if (h.f.kind == RdmaHeader::PFC)
+    {
+        HandlePfc(inPort, h);
+        return;
+    }
+    const uint32_t out = SelectEgress(h);
+    Port& in = m_ports[inPort];
+    if (out == UINT32_MAX)
+    {
+        in.stats.drops++;
+        if (m_counters)
+        {
+            m_counters->unroutable++;
+        }
+        return;
+    }
+    const uint8_t prio = std::min<uint8_t>(h.f.priority, m_nPrio - 1);
+    const uint32_t size = p->GetSize();
+    if (prio != 0)
+    {
+        if (m_pfcEnabled)
+        {
+            const uint64_t thr = GetPfcThreshold();
+            const uint64_t ing = in.ingBytes[prio] + size;
+            const uint64_t newShared = ing > m_reservedBytes ? ing - m_reservedBytes : 0;
+            if (in.hdrmBytes[prio] > 0 || newShared > thr)
+            {
+                if (in.hdrmBytes[prio] + size > in.headroom)
+                {
+                    in.stats.drops++; // headroom too small for the link: reported as a drop
+                    return;
+                }
+                in.hdrmBytes[prio] += size;
+            }
+            else
+            {
+                AddIngress(in, prio, size);
+            }
+            m_totalBytes += size;
+            if (!in.rxPaused[prio] && (in.hdrmBytes[prio] > 0 || Shared(in, prio) >= thr))
+            {
+                in.rxPaused[prio] = 1;
+                SendPfc(inPort, prio, true);
+            }
+        }
+        else
+        {
+            const uint64_t limit = m_bufferBytes;
+            if (m_totalBytes + size > limit)
+            {
+                m_ports[out].stats.drops++;
+                return;
+            }
+            AddIngress(in, prio, size);
+            m_totalBytes += size;
+        }
+    }
+    Port& eg = m_ports[out];
+    eg.q[prio].push_back(Entry{p, size, static_cast<uint16_t>(inPort)});
+    eg.qBytes[prio] += size;
+    if (prio != 0)
+    {
+        uint64_t depth = 0;
+        for (uint32_t c = 1; c < m_nPrio; ++c)
+        {
+            depth += eg.qBytes[c];
+        }
+        eg.stats.maxQueueBytes = std::max(eg.stats.maxQueueBytes, depth);
+    }
+    if (!eg.dev->IsBusy())
+    {
+        TryTransmit(out);
+    }
+}
+
+void
+RdmaSwitchNode::ReleaseIngress(uint32_t port, uint8_t prio, uint32_t size)
+{
+    Port& in = m_ports[port];
+    m_totalBytes -= size;
+    if (in.hdrmBytes[prio] > 0)
+    {
+        const uint32_t fromHdrm = std::min<uint64_t>(in.hdrmBytes[prio], size);
+        in.hdrmBytes[prio] -= fromHdrm;
+        size -= fromHdrm;
+    }
+    if (size > 0)
+    {
+        const uint64_t before = Shared(in, prio);
+        in.ingBytes[prio] -= std::min<uint64_t>(in.ingBytes[prio], size);
+        m_sharedUsed -= before - Shared(in, prio);
+    }
+    if (m_pfcEnabled && in.rxPaused[prio] && in.hdrmBytes[prio] == 0 &&
+        Shared(in, prio) + m_resumeOffsetBytes <= GetPfcThreshold())
+    {
+        in.rxPaused[prio] = 0;
+        SendPfc(port, prio, false);
+    }
+}
+
+void
+RdmaSwitchNode::TryTransmit(uint32_t portIdx)
+{
+    Port& port = m_ports[portIdx];
+    if (port.dev->IsBusy())
+    {
+        return;
+    }
+    for (uint32_t c = 0; c < m_nPrio; ++c)
+    {
+        if (port.q[c].empty() || (c != 0 && port.txPaused[c]))
+        {
+            continue;
+        }
+        Entry e = std::move(port.q[c].front());
+        port.q[c].pop_front();
+        port.qBytes[c] -= e.size;
+        if (c != 0)
+        {
+            ReleaseIngress(e.inPort, c, e.size);
+            if (m_ecnEnabled)
+            {
+                const double prob =
+                    EcnMarkProbability(port.qBytes[c], port.kmin, port.kmax, port.pmax);
+                if (prob > 0 && (prob >= 1 || m_rng->GetValue() < prob))
+                {
+                    RdmaHeader h;
+                    e.p->RemoveHeader(h);
+                    if (h.f.flags & RdmaHeader::FLAG_ECT)
+                    {
+                        h.f.flags |= RdmaHeader::FLAG_CE;
+                        port.stats.ecnMarks++;
+                    }
+                    e.p->AddHeader(h);
+                }
+            }
+        }
+        port.dev->Transmit(e.p);
+        return;
+    }
+}
+
+void
+RdmaSwitchNode::PortTxDone(uint32_t port)
+{
+    TryTransmit(port);
+}
+
+void
+RdmaSwitchNode::SendPfc(uint32_t portIdx, uint8_t prio, bool pause)
+{
+    Port& port = m_ports[portIdx];
+    RdmaHeader h;
+    h.f.kind = RdmaHeader::PFC;
+    h.f.priority = prio;
+    h.f.flags = pause ? RdmaHeader::FLAG_PAUSE : 0;
+    h.f.payload = static_cast<uint32_t>(m_pauseQuanta.GetNanoSeconds());
+    Ptr<Packet> p = Create<Packet>(m_pfcFrameBytes - h.GetSerializedSize());
+    p->AddHeader(h);
+    // PFC frames jump the control queue: they must not wait behind ACKs.
+    port.q[0].push_front(Entry{p, p->GetSize(), static_cast<uint16_t>(portIdx)});
+    port.qBytes[0] += p->GetSize();
+    if (pause)
+    {
+        port.stats.pfcPauseSent++;
+        if (!m_pauseQuanta.IsZero())
+        {
+            Simulator::Schedule(m_pauseQuanta / 2, &RdmaSwitchNode::RefreshPause, this, portIdx, prio);
+        }
+    }
+    else
+    {
+        port.stats.pfcResumeSent++;
+    }
+    TryTransmit(portIdx);
+}
+
+void
+RdmaSwitchNode::RefreshPause(uint32_t port, uint8_t prio)
+{
+    if (m_ports[port].rxPaused[prio])
+    {
+        SendPfc(port, prio, true);
+    }
+}
+
+void
+RdmaSwitchNode::HandlePfc(uint32_t portIdx, const RdmaHeader& h)
+{
+    Port& port = m_ports[portIdx];
+    const uint8_t prio = std::min<uint8_t>(h.f.priority, m_nPrio - 1);
+    if (prio == 0)
+    {
+        return;
+    }
+    const int64_t now = Simulator::Now().GetNanoSeconds();
+    if (h.f.flags & RdmaHeader::FLAG_PAUSE)
+    {
+        port.stats.pfcPauseRecv++;
+        if (!port.txPaused[prio])
+        {
+            port.txPaused[prio] = 1;
+            port.pausedSince[prio] = now;
+        }
+        if (h.f.payload > 0)
+        {
+            const uint32_t gen = ++port.pauseGen[prio];
+            Simulator::Schedule(NanoSeconds(h.f.payload),
+                                &RdmaSwitchNode::PauseExpired, this, portIdx, prio, gen);
+        }
+    }
+    else
+    {
+        port.stats.pfcResumeRecv++;
+        PauseExpired(portIdx, prio, port.pauseGen[prio]);
+    }
+}
+
+void
+RdmaSwitchNode::PauseExpired(uint32_t portIdx, uint8_t prio, uint32_t gen)
+{
+    Port& port = m_ports[portIdx];
+    if (gen != port.pauseGen[prio] || !port.txPaused[prio])
+    {
+        return;
+    }
+    port.txPaused[prio] = 0;
+    port.stats.pausedNs += Simulator::Now().GetNanoSeconds() - port.pausedSince[prio];
+    TryTransmit(portIdx);
+}
+
+void
+RdmaSwitchNode::FlushPausedTime()
+{
+    const int64_t now = Simulator::Now().GetNanoSeconds();
+    for (auto& port : m_ports)
+    {
+        for (uint32_t c = 1; c < m_nPrio; ++c)
+        {
+            if (port.txPaused[c])
+            {
+                port.stats.pausedNs += now - port.pausedSince[c];
+                port.pausedSince[c] = now;
+            }
+        }
+    }
+}
+
+uint64_t
+RdmaSwitchNode::GetQueueBytes(uint32_t portIdx) const
+{
+    uint64_t total = 0;
+    for (uint32_t c = 1; c < m_nPrio; ++c)
+    {
+        total += m_ports[portIdx].qBytes[c];
+    }
+    return total;
+}
+
+bool
+RdmaSwitchNode::IsPortPaused(uint32_t portIdx, uint32_t* prio) const
+{
+    for (uint32_t c = 1; c < m_nPrio; ++c)
+    {
+        if (m_ports[portIdx].txPaused[c])
+        {
+            if (prio)
+            {
+                *prio = c;
+            }
+            return true;
+        }
+    }
+    return false;
+}
+
+void
+RdmaSwitchNode::SampleQueues()
+{
+    for (uint32_t i = 0; i < m_ports.size(); ++i)
+    {
+        m_ports[i].stats.queueSampleSum += GetQueueBytes(i);
+        m_ports[i].stats.queueSamples++;
+    }
+}
+
+void
+RdmaSwitchNode::DoDispose()
+{
+    for (auto& port : m_ports)
+    {
+        port.q.clear();
+        port.dev = nullptr;
+    }
+    m_ports.clear();
+    m_rng = nullptr;
+    Node::DoDispose();
+}
+
+} // namespace ns3

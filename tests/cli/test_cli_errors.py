@@ -1,0 +1,67 @@
+"""Bad input through the real CLI: one line on stderr, exit 2, no traceback, nothing written."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+GOOD = """
+name: t
+model: gpt3-1.7b
+parallelism: {tp: 2, pp: 2}
+training: {global_batch_size: 16, micro_batch_size: 1, seq_length: 2048}
+cluster:
+  groups: [{name: h100, node_type: dgx-h100, num_nodes: 1}]
+"""
+
+
+def cli(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "heterosim", *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=300)
+
+
+def check_one_line_error(proc, *needles):
+    assert proc.returncode == 2, proc.stderr + proc.stdout
+    assert "Traceback" not in proc.stderr
+    lines = [l for l in proc.stderr.strip().splitlines() if l.strip()]
+    assert len(lines) == 1, proc.stderr
+    for n in needles:
+        assert n in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("old,new,needles", [
+    ("tp: 2", "tp: 2, colour: red", ["parallelism.colour"]),
+    ("tp: 2", "tp: 5", ["parallelism.tp", "5"]),
+    ("pp: 2", "pp: 5", ["parallelism.pp", "5"]),
+    ("num_nodes: 1", "num_nodes: 3", ["GPU"]),
+    ("global_batch_size: 16", "global_batch_size: -1", ["training.global_batch_size", "-1"]),
+    ("model: gpt3-1.7b", "model: gpt3-175b", ["GiB"]),
+    ("node_type: dgx-h100", "node_type: dgx-zz", ["node_type", "dgx-zz"]),
+])
+def test_validate_errors(tmp_path, old, new, needles):
+    path = tmp_path / "bad.yaml"
+    path.write_text(textwrap.dedent(GOOD).replace(old, new))
+    check_one_line_error(cli("validate", str(path)), str(path), *needles)
+
+
+def test_validate_ok(tmp_path):
+    path = tmp_path / "good.yaml"
+    path.write_text(textwrap.dedent(GOOD))
+    proc = cli("validate", str(path))
+    assert proc.returncode == 0, proc.stderr
+    assert "ok" in proc.stdout
+
+
+def test_run_unknown_backend_writes_nothing(tmp_path):
+    path = tmp_path / "good.yaml"
+    path.write_text(textwrap.dedent(GOOD))
+    out = tmp_path / "res"
+    check_one_line_error(cli("run", str(path), "--backend", "carrier-pigeon", "--out", str(out)), "carrier-pigeon")
+    assert not out.exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".res")]
+
+
+def test_missing_file():
+    check_one_line_error(cli("validate", "/nonexistent/x.yaml"), "/nonexistent/x.yaml")

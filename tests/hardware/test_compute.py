@@ -1,0 +1,179 @@
+"""Compute model: roofline behaviour, shape-dependent GEMM efficiency, fused ops, memoization, CSV path."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from heterosim.hardware import ComputeModel, get_device
+from heterosim.hardware.compute import load_efficiency
+from heterosim.workload.ir import Op
+from netbackend.errors import UserError
+
+A100 = get_device("A100-80")
+H100 = get_device("H100-SXM")
+
+
+def gemm_op(m, n, k, **kw):
+    return Op(id=0, kind="compute", name="g", op_class="gemm", flops=2.0 * m * n * k, gemm_mnk=(m, n, k), **kw)
+
+
+@pytest.fixture(scope="module")
+def cm():
+    return ComputeModel()
+
+
+def test_gemm_efficiency_rises_with_size_and_saturates(cm):
+    effs = [cm.gemm_efficiency(x, x, x, A100, "bf16") for x in (256, 1024, 4096, 16384)]
+    assert effs == sorted(effs)
+    assert effs[0] < 0.5 and 0.7 < effs[-1] < 0.9
+    assert effs[-1] - effs[-2] < 0.1  # saturating
+
+
+def test_large_gemm_time_is_compute_bound(cm):
+    t = cm.op_time_ns(gemm_op(8192, 8192, 8192), A100, "bf16")
+    ideal = 2 * 8192 ** 3 / 312e12 * 1e9
+    assert 1.1 * ideal < t < 1.6 * ideal
+
+
+def test_skinny_gemm_is_memory_bound(cm):
+    # m = 1 (decode-like): 2 * n * k flops but n * k * 2 bytes of weights
+    op = gemm_op(1, 8192, 8192)
+    t = cm.op_time_ns(op, A100, "bf16")
+    assert t > 8192 * 8192 * 2 / (A100.hbm_GBps * 1e9) * 1e9  # at least the weight read at peak BW
+
+
+def test_precision_speedups(cm):
+    big = gemm_op(8192, 8192, 8192)
+    bf16, fp8 = cm.op_time_ns(big, H100, "bf16"), cm.op_time_ns(big, H100, "fp8")
+    assert 1.2 < bf16 / fp8 < 2.0
+    # fp8 on A100 falls back to bf16 (same time, no fp8 cast cost)
+    assert cm.op_time_ns(big, A100, "fp8") == cm.op_time_ns(big, A100, "bf16")
+    assert cm.op_time_ns(big, A100, "fp32") > 10 * cm.op_time_ns(big, A100, "bf16")
+    # newer GPU is faster
+    assert cm.op_time_ns(big, H100, "bf16") < cm.op_time_ns(big, A100, "bf16")
+
+
+def test_elementwise_is_bandwidth_bound_plus_launch(cm):
+    nbytes = 1e9
+    op = Op(id=0, kind="compute", name="ln", op_class="elementwise", flops=1e9, bytes=nbytes)
+    t = cm.op_time_ns(op, A100, "bf16")
+    t_bw = nbytes / (A100.hbm_GBps * 1e9) * 1e9
+    assert t_bw < t < 1.4 * t_bw
+    tiny = Op(id=0, kind="compute", name="ln", op_class="elementwise", flops=10, bytes=100)
+    assert cm.op_time_ns(tiny, A100, "bf16") == pytest.approx(A100.launch_overhead_ns, abs=5)
+    h200 = get_device("H200")
+    assert cm.op_time_ns(op, h200, "bf16") < cm.op_time_ns(op, H100, "bf16")  # more HBM bandwidth
+
+
+@pytest.mark.parametrize("cls", ["attention", "embedding", "optimizer", "layer"])
+def test_other_classes_positive_and_scale(cm, cls):
+    small = Op(id=0, kind="compute", name="x", op_class=cls, flops=1e12, bytes=1e8)
+    big = Op(id=0, kind="compute", name="x", op_class=cls, flops=4e12, bytes=4e8)
+    assert 0 < cm.op_time_ns(small, H100, "bf16") < cm.op_time_ns(big, H100, "bf16")
+
+
+def test_fused_op_is_sum_of_kernels(cm):
+    kernels = (("gemm", 2.0 * 2048 * 4608 * 12288, 0.0, (2048, 4608, 12288)),
+               ("attention", 1e11, 5e7, (2048, 2048, 128)),
+               ("elementwise", 1e8, 1e8, None))
+    fused = Op(id=0, kind="compute", name="layer", op_class="layer", flops=sum(k[1] for k in kernels),
+               bytes=sum(k[2] for k in kernels), kernels=kernels)
+    expect = sum(cm.kernel_time_ns(*k, A100, "bf16") for k in kernels)
+    assert cm.op_time_ns(fused, A100, "bf16") == round(expect)
+    assert isinstance(cm.op_time_ns(fused, A100, "bf16"), int)
+
+
+def test_memoized_and_fast(cm):
+    op = gemm_op(4096, 4096, 4096)
+    cm.op_time_ns(op, H100, "bf16")
+    n0 = cm.cache_info()["entries"]
+    t0 = time.perf_counter()
+    for _ in range(100_000):
+        cm.op_time_ns(op, H100, "bf16")
+    dt = time.perf_counter() - t0
+    assert cm.cache_info()["entries"] == n0
+    assert dt < 1.0, f"{dt / 1e5 * 1e9:.0f} ns per cached call"
+
+
+def test_unknown_class_and_precision_are_user_errors(cm):
+    with pytest.raises(UserError, match="op_class = 'conv'"):
+        cm.op_time_ns(Op(id=0, kind="compute", name="x", op_class="conv", flops=1.0), A100, "bf16")
+    with pytest.raises(UserError, match="precision = 'int4'"):
+        cm.op_time_ns(gemm_op(64, 64, 64), A100, "int4")
+
+
+def test_every_device_has_curves(cm):
+    from heterosim.hardware import device_names
+    fams = load_efficiency()
+    for name in device_names():
+        d = get_device(name)
+        assert d.family in fams
+        t = cm.op_time_ns(gemm_op(4096, 4096, 4096), d, "bf16")
+        assert 4096 ** 3 * 2 / d.peak_flops("bf16") * 1e9 < t
+
+
+def test_efficiency_file_typo_is_error(tmp_path):
+    p = tmp_path / "e.yaml"
+    p.write_text("defaults:\n  gemm: {e_max: {bf16: 0.8}, x_half: 1}\nfamilies:\n  x:\n    gemm: {xhalf: 2}\n")
+    with pytest.raises(UserError, match="families.x.gemm.xhalf"):
+        load_efficiency(p)
+
+
+# ------------------------------------------------------------------ measured ("sampling-based") path
+
+CSV_HEADER = "op_class,device,precision,m,n,k,flops,bytes,time_us\n"
+
+
+def test_csv_overrides_curve_and_interpolates(tmp_path):
+    p = tmp_path / "m.csv"
+    # two GEMMs measured at 100 and 200 TFLOP/s achieved
+    f1, f2 = 2.0 * 1024 ** 3, 2.0 * 4096 ** 3
+    p.write_text(CSV_HEADER + f"gemm,A100-80,bf16,1024,1024,1024,,,{f1 / 100e12 * 1e6}\n"
+                 f"gemm,A100-80,bf16,4096,4096,4096,,,{f2 / 200e12 * 1e6}\n"
+                 "elementwise,A100-80,bf16,,,,0,1000000,1\n"
+                 "elementwise,A100-80,bf16,,,,0,100000000,50\n")
+    cm = ComputeModel(measurements=p)
+    base = ComputeModel()
+    # exact shape: the measured time
+    assert cm.op_time_ns(gemm_op(4096, 4096, 4096), A100, "bf16") == round(f2 / 200e12 * 1e9)
+    # between: achieved rate interpolated in log(flops) -> strictly between 100 and 200 TF/s
+    mid = gemm_op(2048, 2048, 2048)
+    rate = mid.flops / (cm.op_time_ns(mid, A100, "bf16") * 1e-9)
+    assert 100e12 < rate < 200e12
+    assert rate == pytest.approx(150e12, rel=0.01)  # log-midpoint of 1024^3 and 4096^3
+    assert cm.op_time_ns(mid, A100, "bf16") != base.op_time_ns(mid, A100, "bf16")
+    # beyond the range: rate held at the end value
+    huge = gemm_op(16384, 16384, 16384)
+    assert huge.flops / (cm.op_time_ns(huge, A100, "bf16") * 1e-9) == pytest.approx(200e12, rel=1e-3)
+    # bandwidth curve for elementwise: 1e6 B/us = 1 TB/s and 2 TB/s -> between at 1e7 bytes
+    ew = Op(id=0, kind="compute", name="e", op_class="elementwise", flops=0.0, bytes=1e7)
+    bw = 1e7 / (cm.op_time_ns(ew, A100, "bf16") * 1e-9)
+    assert 1e12 < bw < 2e12 and bw == pytest.approx(1.5e12, rel=0.01)
+    # other device / precision / class: analytical curve untouched
+    for dev, prec in ((H100, "bf16"), (A100, "fp32")):
+        assert cm.op_time_ns(mid, dev, prec) == base.op_time_ns(mid, dev, prec)
+    att = Op(id=0, kind="compute", name="a", op_class="attention", flops=1e11, bytes=1e7)
+    assert cm.op_time_ns(att, A100, "bf16") == base.op_time_ns(att, A100, "bf16")
+
+
+@pytest.mark.parametrize("row,field", [
+    ("gemm,A100-99,bf16,1,1,1,,,1", "line 2.device = 'A100-99'"),
+    ("gemm,A100-80,bf12,1,1,1,,,1", "line 2.precision"),
+    ("gemm,A100-80,bf16,1,1,1,,,0", "line 2.time_us"),
+    ("gemm,A100-80,bf16,1,x,1,,,1", "line 2.n = 'x'"),
+    ("conv,A100-80,bf16,1,1,1,,,1", "line 2.op_class"),
+])
+def test_csv_errors_name_file_line_and_field(tmp_path, row, field):
+    p = tmp_path / "m.csv"
+    p.write_text(CSV_HEADER + row + "\n")
+    with pytest.raises(UserError) as ei:
+        ComputeModel(measurements=p)
+    assert str(p) in str(ei.value) and field in str(ei.value)
+
+
+def test_csv_missing_column(tmp_path):
+    p = tmp_path / "m.csv"
+    p.write_text("op_class,device\n")
+    with pytest.raises(UserError, match="precision"):
+        ComputeModel(measurements=p)
