@@ -140,6 +140,8 @@ class FlowBackend(NetworkBackend):
         """Sum of committed rates per link."""
         self._on: list[dict[int, _Flow]] = [dict() for _ in cap]
         """Active flows per link, by seq (insertion-ordered, so runs repeat exactly)."""
+        self._bn: list[dict[int, _Flow]] = [dict() for _ in cap]
+        """Active flows per link whose bottleneck it is (only those can change when the link does)."""
         self._now = 0
         self._seq = 0
         self._starts: list[tuple[int, int, Message]] = []
@@ -261,9 +263,7 @@ class FlowBackend(NetworkBackend):
             seeds[f.seq] = f
             touched.update(f.links)
         for l in sorted(touched):
-            for g in self._on[l].values():
-                if g.bneck in touched:
-                    seeds[g.seq] = g
+            seeds.update(self._bn[l])
         for f in new:
             for l in f.links:
                 self._on[l][f.seq] = f
@@ -287,6 +287,8 @@ class FlowBackend(NetworkBackend):
         for f in gone:
             f.ver += 1
             self._active -= 1
+            if f.bneck >= 0:
+                del self._bn[f.bneck][f.seq]
             for l in f.links:
                 del self._on[l][f.seq]
                 if self._on[l]:
@@ -299,9 +301,7 @@ class FlowBackend(NetworkBackend):
             self._finish(f.msg, math.ceil(f.drain_t - 1e-6), f.lat_ns)
         seeds: dict[int, _Flow] = {}
         for l in sorted(freed):
-            for g in self._on[l].values():
-                if g.bneck in freed:
-                    seeds[g.seq] = g
+            seeds.update(self._bn[l])
         if seeds:
             self._refill(seeds, t0)
 
@@ -328,8 +328,8 @@ class FlowBackend(NetworkBackend):
     # ------------------------------------------------------------------ max-min
     def _refill(self, seeds: dict[int, _Flow], t: float) -> None:
         """Recompute rates of ``seeds`` (growing the set until every flow has a bottleneck); commit at ``t``."""
-        S = seeds
-        cap, load, on = self._cap, self._load, self._on
+        S = dict(seeds)
+        cap, load, on, bn = self._cap, self._load, self._on, self._bn
         c = self.counters
         while True:
             c.refills += 1
@@ -360,7 +360,6 @@ class FlowBackend(NetworkBackend):
             heapq.heapify(heap)
             new_rate: dict[int, float] = {}
             new_bneck: dict[int, int] = {}
-            level: dict[int, float] = {}
             while heap:
                 share, l = heapq.heappop(heap)
                 n = count[l]
@@ -370,7 +369,30 @@ class FlowBackend(NetworkBackend):
                     continue  # stale; a fresh entry is in the heap
                 if share < 0.0:
                     share = 0.0
-                level[l] = share
+                # An outside flow faster than this level on the link would deny the S flows
+                # freezing here their bottleneck: it joins S now. Levels only rise, so none of
+                # its links has frozen yet and the filling simply goes on.
+                lim = share * (1 + _REL) + 1e-15
+                pulled = [g for g in on[l].values() if g.rate > lim and g.seq not in S]
+                if pulled:
+                    for g in pulled:
+                        S[g.seq] = g
+                        r = g.rate
+                        for m in g.links:
+                            lst = s_on.get(m)
+                            if lst is None:
+                                s_on[m] = [g]
+                                old_sum[m] = r
+                                res = cap[m] - (load[m] - r)
+                                residual[m] = res if res > 0.0 else 0.0
+                                count[m] = 1
+                            else:
+                                lst.append(g)
+                                old_sum[m] += r
+                                residual[m] += r
+                                count[m] += 1
+                            heapq.heappush(heap, (residual[m] / count[m], m))
+                    continue
                 for f in s_on[l]:
                     if f.seq in new_rate:
                         continue
@@ -385,13 +407,9 @@ class FlowBackend(NetworkBackend):
                             if cm:
                                 heapq.heappush(heap, (rm / cm, m))
                 count[l] = 0
-            # --- is every flow bottlenecked? (a) S flows: outside flows on their bottleneck not faster
+            # --- does every outside flow next to S still have a bottleneck? (S flows have one:
+            # the link they froze on, saturated, where no flow is faster.)
             add: dict[int, _Flow] = {}
-            for l, lev in level.items():
-                lim = lev * (1 + _REL) + 1e-15
-                for g in on[l].values():
-                    if g.rate > lim and g.seq not in S:
-                        add[g.seq] = g
             # (b) outside flows whose bottleneck link's flows changed rate
             delta: dict[int, float] = {}
             for l, lst in s_on.items():
@@ -409,33 +427,37 @@ class FlowBackend(NetworkBackend):
                     maxrate[m] = v
                 return v
 
-            checked = set()
+            moves = []
             for l in s_on:
-                for g in on[l].values():
+                for g in bn[l].values():
                     sq = g.seq
-                    if sq in S or sq in add or sq in checked:
+                    if sq in S or sq in add:
                         continue
-                    checked.add(sq)
-                    if g.bneck >= 0 and g.bneck not in s_on:
-                        continue  # its bottleneck link saw no change
-                    ok = False
                     for m in g.links:
                         ld = load[m] + delta.get(m, 0.0)
                         if ld >= cap[m] * (1 - _REL) and g.rate >= max_on(m) * (1 - _REL):
-                            g.bneck = m
-                            ok = True
+                            if m != l:
+                                moves.append((g, m))
                             break
-                    if not ok:
+                    else:
                         add[sq] = g
+            for g, m in moves:
+                del bn[g.bneck][g.seq]
+                g.bneck = m
+                bn[m][g.seq] = g
             if not add:
                 break
-            S = dict(S)
             S.update(add)
         # --- commit
         drains = self._drains
         for f in S.values():
             nr = new_rate[f.seq]
-            f.bneck = new_bneck[f.seq]
+            nb = new_bneck[f.seq]
+            if nb != f.bneck:
+                if f.bneck >= 0:
+                    del bn[f.bneck][f.seq]
+                f.bneck = nb
+                bn[nb][f.seq] = f
             if nr == f.rate and f.drain_t != math.inf:
                 continue
             if f.rate:

@@ -42,14 +42,18 @@ def read_yaml(path: str | Path) -> Any:
         raise UserError(f"invalid YAML at {where}: {getattr(exc, 'problem', exc)}", file=str(path)) from None
 
 
+_FABRIC_TAGS = {"leaf_spine", "fat_tree", "rail_optimized", "links"}
+
+
 def user_error_from_validation(exc: ValidationError, file: str | None, prefix: str = "") -> UserError:
     """First pydantic error as ``file: field.path = value: reason``."""
     err = exc.errors()[0]
     parts: list[str] = []
     for p in err["loc"]:
         p = str(p)
-        if p.startswith("function-"):
-            continue
+        if p.startswith("function-") or (p in _FABRIC_TAGS and (parts[-1:] == ["fabric"] or prefix == "fabric"
+                                                                and not parts)):
+            continue  # discriminator tag pydantic inserts after a union field
         if p.isdigit() and parts:
             parts[-1] += f"[{p}]"
         else:

@@ -99,6 +99,26 @@ def split(total: int, parts: int) -> list[int]:
     return [q + 1 if i < r else q for i in range(parts)]
 
 
+def _prefix(segs: list[int]) -> list[int]:
+    out = [0]
+    for x in segs:
+        out.append(out[-1] + x)
+    return out
+
+
+def _circ_sum(pre: list[int], hi: int, length: int) -> int:
+    """Sum of segments hi, hi-1, ..., hi-length+1 (mod n): ring steps merged into one transfer."""
+    n = len(pre) - 1
+    whole, length = divmod(length, n)  # allreduce merges up to 2(n-1) steps: wraps at most twice
+    total = whole * pre[n]
+    if length == 0:
+        return total
+    lo = (hi - length + 1) % n
+    if lo + length <= n:
+        return total + pre[lo + length] - pre[lo]
+    return total + pre[n] - pre[lo] + pre[lo + length - n]
+
+
 class _Builder:
     """Appends transfers, resolving link kind and endpoints from the system."""
 
@@ -108,7 +128,8 @@ class _Builder:
         self.inflation = INFLATION[protocol]
         pi = _PROTO_IDX[protocol]
         self.family = family
-        self.hw_ns = {link: int(round(v[family][pi] * 1000)) for link, v in HW_LAT_US.items()}
+        rows = "tree" if family == "tree" else "ring"  # NVLS's inter-node part is a ring
+        self.hw_ns = {link: int(round(v[rows][pi] * 1000)) for link, v in HW_LAT_US.items()}
         self.hw_ns["nvls"] = int(NVLS_HW_LAT_US * 1000)
         self.base_ns = int(round((NVLS_BASE_LAT_US if family == "nvls" else BASE_LAT_US[family][pi]) * 1000))
 
@@ -155,8 +176,8 @@ def _aligned(layout: list[list[int]], system) -> bool:
 def ring_order(ranks: Sequence[int], system, channel: int = 0) -> list[int]:
     """Rail-aligned ring for one channel: whole nodes in turn, inter-node hops on one local index."""
     layout = _layout(ranks, system)
-    if len(layout) == 1:
-        return list(layout[0])
+    if len(layout) == 1:  # odd channels run the other way round: uses both directions of mesh links
+        return list(layout[0]) if channel % 2 == 0 else [layout[0][0], *reversed(layout[0][1:])]
     if not _aligned(layout, system) or len(layout[0]) == 1:
         return [r for rs in layout for r in rs]
     m = len(layout[0])
@@ -212,12 +233,13 @@ def _ring_loops(b: _Builder, orders: list[list[int]], per_channel: list[int], K:
         last_in: dict[int, int] = {}
         for k, ck in enumerate(split(per_channel[c], K)):
             segs = split(ck, n)
+            pre = _prefix(segs)
             prev_blk: list[int | None] = [None] * n
             for s0 in range(0, nsteps, g):
                 blk = range(s0, min(s0 + g, nsteps))
                 cur: list[int | None] = [None] * n
                 for p in range(n):
-                    size = sum(segs[(p - s) % n] for s in blk)
+                    size = _circ_sum(pre, p - blk[0], len(blk))
                     deps = [prev_own[p], prev_blk[(p - 1) % n]]
                     if s0 == 0 and start_deps is not None:
                         deps += start_deps(order[p], k)
@@ -293,72 +315,76 @@ def _tree(b: _Builder, layout: list[list[int]], per_channel: list[int], K: int) 
 
 
 def _hier(b: _Builder, layout: list[list[int]], size: int, C: int, K: int, g: int, use_nvls: bool) -> None:
-    """Intra reduce (ring RS or NVLS) -> inter-node ring allreduce per position -> intra gather."""
+    """Intra reduce (ring RS or NVLS) -> inter-node ring allreduce per position -> intra gather.
+
+    ``g`` merges up to g consecutive ring steps (intra and inter) into one transfer.
+    NVLS transfers are merged per GPU: one GPU->switch transfer carries all its
+    slices, one switch->GPU multicast transfer delivers all slices.
+    """
     N, m = len(layout), len(layout[0])
     nodes = [b.sys.gpus[rs[0]].node for rs in layout]
     own: dict[tuple, int] = {}
+    gi = max(1, min(g, m - 1))
 
     def send(a, z, sz, deps, c, step, k, key, node=None, steps=1):
         tid = b.add(a, z, sz, [own.get(key), *deps], c, step, k == 0, node=node, steps=steps)
         own[key] = tid
         return tid
 
+    def intra_ring(rs, segs, c, k, phase, first_deps, offset):
+        """m-1 ring steps on one node; step s at p sends segs[(p - s - offset) % m]. Returns arrival per p."""
+        prev: list[int | None] = [None] * m
+        for s0 in range(0, m - 1, gi):
+            blk = range(s0, min(s0 + gi, m - 1))
+            cur: list[int | None] = [None] * m
+            for p in range(m):
+                deps = [prev[(p - 1) % m]] + (first_deps(p) if s0 == 0 else [])
+                cur[p] = send(rs[p], rs[(p + 1) % m], sum(segs[(p - s - offset) % m] for s in blk), deps,
+                              c, (300 if phase == "ag" else 0) + s0, k, (phase, rs[p], c), steps=len(blk))
+            prev = cur
+        return [prev[(p - 1) % m] for p in range(m)]
+
     for k, piece in enumerate(split(size, K)):
         for c, data in enumerate(split(piece, C)):
             segs = split(data, m)  # position p owns segment p after the intra reduce
             ready: dict[tuple[int, int], list] = {}  # (node i, position p) -> deps of "segment p reduced here"
             for i, rs in enumerate(layout):
-                if use_nvls:
+                if use_nvls:  # every GPU sends its whole buffer to the switch; the switch returns slice p to p
+                    ups = [send(rs[q], NVSWITCH, data, [], c, 0, k, ("ld", rs[q], c), nodes[i]) for q in range(m)]
                     for p in range(m):
-                        ups = [send(rs[q], NVSWITCH, segs[p], [], c, 0, k, ("ld", rs[q], p, c), nodes[i])
-                               for q in range(m)]
-                        ready[(i, p)] = [send(NVSWITCH, rs[p], segs[p], ups, c, 1, k, ("ldr", rs[p], p, c),
-                                              nodes[i])]
-                    continue
-                prev: list[int | None] = [None] * m
-                for s in range(m - 1):
-                    cur: list[int | None] = [None] * m
+                        ready[(i, p)] = [send(NVSWITCH, rs[p], segs[p], ups, c, 1, k, ("ldr", rs[p], c), nodes[i])]
+                else:  # reduce-scatter: after m-1 steps position p holds segment p
+                    arrived = intra_ring(rs, segs, c, k, "rs", lambda p: [], 1)
                     for p in range(m):
-                        cur[p] = send(rs[p], rs[(p + 1) % m], segs[(p - s - 1) % m], [prev[(p - 1) % m]],
-                                      c, s, k, ("rs", rs[p], c))
-                    prev = cur
-                for p in range(m):
-                    ready[(i, p)] = [prev[(p - 1) % m]]
+                        ready[(i, p)] = [arrived[p]]
             if N > 1:  # inter-node ring allreduce of segment p among position-p ranks
                 nsteps = 2 * (N - 1)
                 for p in range(m):
-                    subs = split(segs[p], N)
+                    pre = _prefix(split(segs[p], N))
                     prev_blk: list[int | None] = [None] * N
                     for s0 in range(0, nsteps, g):
                         blk = range(s0, min(s0 + g, nsteps))
                         cur = [None] * N
                         for i in range(N):
                             deps = [prev_blk[(i - 1) % N]] + (ready[(i, p)] if s0 == 0 else [])
-                            cur[i] = send(layout[i][p], layout[(i + 1) % N][p], sum(subs[(i - s) % N] for s in blk),
+                            cur[i] = send(layout[i][p], layout[(i + 1) % N][p], _circ_sum(pre, i - blk[0], len(blk)),
                                           deps, c, 100 + s0, k, ("ar", layout[i][p], c), steps=len(blk))
                         prev_blk = cur
                     for i in range(N):
                         ready[(i, p)] = [prev_blk[(i - 1) % N]]
             for i, rs in enumerate(layout):
-                if use_nvls:
-                    for p in range(m):
-                        st = send(rs[p], NVSWITCH, segs[p], ready[(i, p)], c, 200, k, ("st", rs[p], c), nodes[i])
-                        for q in range(m):
-                            send(NVSWITCH, rs[q], segs[p], [st], c, 201, k, ("mc", rs[q], p, c), nodes[i])
-                    continue
-                prev = [None] * m
-                for s in range(m - 1):
-                    cur = [None] * m
-                    for p in range(m):
-                        deps = ready[(i, p)] if s == 0 else [prev[(p - 1) % m]]
-                        cur[p] = send(rs[p], rs[(p + 1) % m], segs[(p - s) % m], deps, c, 300 + s, k,
-                                      ("ag", rs[p], c))
-                    prev = cur
+                if use_nvls:  # owners store their reduced slice; the switch multicasts all slices to everyone
+                    sts = [send(rs[p], NVSWITCH, segs[p], ready[(i, p)], c, 200, k, ("st", rs[p], c), nodes[i])
+                           for p in range(m)]
+                    for q in range(m):
+                        send(NVSWITCH, rs[q], data, sts, c, 201, k, ("mc", rs[q], c), nodes[i])
+                else:  # all-gather: step s at p forwards segment (p - s)
+                    intra_ring(rs, segs, c, k, "ag", lambda p, i=i: ready[(i, p)], 0)
 
 
 def _nvls_single(b: _Builder, op: str, rs: list[int], size: int, C: int, K: int) -> None:
-    """Single-node NVLS allgather (each GPU stores its shard, the switch multicasts) or
-    reducescatter (every GPU sends each slice, the switch returns the sum to its owner)."""
+    """Single-node NVLS allgather (each GPU stores its shard, the switch multicasts all shards to
+    every GPU) or reducescatter (every GPU sends its buffer, the switch returns slice p reduced to p)."""
     m = len(rs)
     node = b.sys.gpus[rs[0]].node
     own: dict[tuple, int] = {}
@@ -371,21 +397,22 @@ def _nvls_single(b: _Builder, op: str, rs: list[int], size: int, C: int, K: int)
     for k, piece in enumerate(split(size, K)):
         for c, data in enumerate(split(piece, C)):
             slices = split(data, m)
-            for p in range(m):
-                if op == "allgather":
-                    st = send(rs[p], NVSWITCH, slices[p], [], c, 0, k, ("st", p, c))
-                    for q in range(m):
-                        send(NVSWITCH, rs[q], slices[p], [st], c, 1, k, ("mc", q, p, c))
-                else:
-                    ups = [send(rs[q], NVSWITCH, slices[p], [], c, 0, k, ("ld", q, p, c)) for q in range(m)]
+            if op == "allgather":
+                sts = [send(rs[p], NVSWITCH, slices[p], [], c, 0, k, ("st", p, c)) for p in range(m)]
+                for q in range(m):
+                    send(NVSWITCH, rs[q], data, sts, c, 1, k, ("mc", q, c))
+            else:
+                ups = [send(rs[q], NVSWITCH, data, [], c, 0, k, ("ld", q, c)) for q in range(m)]
+                for p in range(m):
                     send(NVSWITCH, rs[p], slices[p], ups, c, 1, k, ("ldr", p, c))
 
 
 def _direct_alltoall(b: _Builder, ranks: list[int], size: int, C: int) -> None:
     n = len(ranks)
-    for shift in range(1, n):  # round-robin destinations: rank i sends to i+shift first-ish
+    parts = split(size, n)  # part `shift` goes to rank i+shift, so every rank sends and receives the same
+    for shift in range(1, n):  # destinations rotated per rank (NCCL's order): no incast at one rank
         for i, src in enumerate(ranks):
-            part = split(size, n)[(i + shift) % n]
+            part = parts[shift]
             for c, piece in enumerate(split(part, C)):
                 b.add(src, ranks[(i + shift) % n], piece, (), c, shift, True)
 
@@ -551,16 +578,16 @@ def plan_collective(op: str, ranks: Sequence[int], size_bytes: int, system, *, a
     elif algo in ("hierarchical", "nvls") and op == "allreduce":
         use_nvls = algo == "nvls"
         nsteps = 2 * (N - 1)
-        intra = (2 * m + 2) * m if use_nvls else 2 * m * (m - 1)
 
         def count(c, k, g):
+            intra = 4 * m if use_nvls else 2 * m * math.ceil((m - 1) / max(1, min(g, m - 1)))
             return k * c * (N * intra + (m * N * math.ceil(nsteps / g) if N > 1 else 0))
         K0 = _want_chunks(size_bytes // C, m, True)
-        C, K, g = _fit(count, C, K0, max(1, nsteps), max_transfers)
+        C, K, g = _fit(count, C, K0, max(1, nsteps, m - 1), max_transfers)
         _hier(b, layout, size_bytes, C, K, g, use_nvls)
     else:  # single-node nvls allgather / reducescatter
         K0 = _want_chunks(size_bytes // C, m, True)
-        C, K, g = _fit(lambda c, k, g: k * c * m * (m + 1), C, K0, 1, max_transfers)
+        C, K, g = _fit(lambda c, k, g: k * c * 2 * m, C, K0, 1, max_transfers)
         _nvls_single(b, op, layout[0], size_bytes, C, K)
 
     sched.transfers = b.ts
@@ -580,7 +607,7 @@ def _supported(op: str, algo: str, layout: list[list[int]]) -> str:
     if algo == "hierarchical":
         return "hierarchical" if op == "allreduce" and len(layout) > 1 and uniform else "ring"
     if algo == "nvls":
-        if op == "allreduce" and uniform:
+        if op == "allreduce" and uniform and len(layout[0]) > 1:
             return "nvls"
         if op in ("allgather", "reducescatter") and len(layout) == 1:
             return "nvls"

@@ -68,6 +68,15 @@ class _Prog:
                 return op.id
         return -1
 
+    def flush(self, deps: tuple) -> tuple:
+        """Deps that include the TP collective still in flight (for consumers outside the layer chain:
+        pipeline sends, the LM head, the embedding backward)."""
+        if self.pending_tp is None:
+            return deps
+        out = deps if self.pending_tp in deps else deps + (self.pending_tp,)
+        self.pending_tp = None
+        return out
+
     def tp(self, name: str, collective: str, size: int, tag: str, deps: tuple, phase: str, mb: int,
            layer: int, chunk: int) -> tuple:
         """A TP collective on ``deps``' output. Blocking: the next compute waits for it. With
@@ -218,6 +227,7 @@ def _build_program(pid: int, stage: int, m: int, plan: Plan, shapes: LayerShapes
                 dep = em.post_tp(f"tp:f:mb{mb}:embed", e, "fwd", mb, -1, chunk)
             for layer in layers:
                 dep = em.layer_fwd(dep, mb, layer, chunk)
+            dep = prog.flush(dep)
             if vs == last_vs:
                 hd = em.pre_tp(f"tp:f:mb{mb}:head", dep, "fwd", mb, -1, chunk)
                 hd = prog.compute("lm_head_loss", "head_fwd", hd, "fwd", mb, -1, chunk)
@@ -244,6 +254,7 @@ def _build_program(pid: int, stage: int, m: int, plan: Plan, shapes: LayerShapes
                     dep = em.layer_fwd(dep, mb, layer, chunk, recompute=True)
                 dep = em.layer_bwd(dep, mb, layer, chunk)
                 grad_ready[layer] = prog.last_compute()
+            dep = prog.flush(dep)
             if vs == 0:
                 e = prog.compute("embedding_bwd", "embed_bwd", dep, "bwd", mb, -1, chunk)
                 grad_ready["embed"] = e[0]
@@ -265,8 +276,7 @@ def _emit_grad_sync(prog: _Prog, plan: Plan, scenario, stage: int, grad_items: d
     pbytes = 4 if scenario.training.precision == "fp32" else 2
     zero = plan.zero_stage == 1
     bucket_bytes = par.grad_bucket_bytes
-    reduce_ops: list[int] = []
-    gathers: list[tuple[str, str, int, str]] = []
+    buckets: list[tuple[int, int, str, float, int, int]] = []  # (producer, order, group, params, chunk, k)
     # per chunk, grads in production order (reverse layers; head first, embedding last)
     for chunk in range(plan.chunks):
         items: list[tuple[float, float, int]] = []  # (dense params, expert params, producer op)
@@ -284,12 +294,15 @@ def _emit_grad_sync(prog: _Prog, plan: Plan, scenario, stage: int, grad_items: d
                 acc += n
                 prod = max(prod, it[2])
                 if acc * GRAD_BYTES >= bucket_bytes:
-                    reduce_ops.append(_bucket(prog, group, zero, acc, chunk, k, prod))
-                    gathers.append((group, f"{group}:c{chunk}:bucket{k}", int(acc * pbytes), str(chunk)))
+                    buckets.append((prod, len(buckets), group, acc, chunk, k))
                     acc, prod, k = 0.0, -1, k + 1
             if acc > 0:
-                reduce_ops.append(_bucket(prog, group, zero, acc, chunk, k, prod))
-                gathers.append((group, f"{group}:c{chunk}:bucket{k}", int(acc * pbytes), str(chunk)))
+                buckets.append((prod, len(buckets), group, acc, chunk, k))
+    # the dp stream runs buckets in the order their gradients become ready (interleaving: last chunk first)
+    buckets.sort()
+    reduce_ops = [_bucket(prog, group, zero, acc, chunk, k, prod) for prod, _, group, acc, chunk, k in buckets]
+    gathers = [(group, f"{group}:c{chunk}:params{k}", int(acc * pbytes), chunk)
+               for prod, _, group, acc, chunk, k in buckets]
     deps = tuple(reduce_ops) if reduce_ops else (last_op,)
     model = scenario.model
     if plan.pp > 1 and model.tie_embeddings and stage in (0, plan.pp - 1):
@@ -307,8 +320,8 @@ def _emit_grad_sync(prog: _Prog, plan: Plan, scenario, stage: int, grad_items: d
                   kernels=(("optimizer", OPTIMIZER_FLOPS_PER_PARAM * shard, OPTIMIZER_BYTES_PER_PARAM * shard, None),)))
     if zero:
         for group, tag, nbytes, chunk in gathers:
-            prog.comm("zero_param_allgather", "allgather", group, nbytes, tag.replace("bucket", "params"), (opt,),
-                      "opt", chunk=int(chunk), stream="dp", kind="dp")
+            prog.comm("zero_param_allgather", "allgather", group, nbytes, tag, (opt,), "opt", chunk=chunk,
+                      stream="dp", kind="dp")
 
 
 def _bucket(prog: _Prog, group: str, zero: bool, params: float, chunk: int, k: int, prod: int) -> int:

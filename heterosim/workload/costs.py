@@ -36,9 +36,14 @@ def gemm(m: int, n: int, k: int, eb: int) -> Kernel:
 
 
 def gemm_bwd(kern: Kernel, eb: int) -> list[Kernel]:
-    """Data-gradient and weight-gradient GEMMs of a forward GEMM."""
+    """Data-gradient and weight-gradient GEMMs of a forward GEMM (a grouped GEMM, whose flops are a
+    multiple of its per-group shape, keeps that multiple)."""
     m, n, k = kern[3]
-    return [gemm(m, k, n, eb), gemm(k, n, m, eb)]
+    groups = kern[1] / (2.0 * m * n * k)
+    out = [gemm(m, k, n, eb), gemm(k, n, m, eb)]
+    if groups != 1.0:
+        out = [(g[0], g[1] * groups, g[2] * groups, g[3]) for g in out]
+    return out
 
 
 def elementwise(flops: float, nbytes: float) -> Kernel:

@@ -115,7 +115,8 @@ RdmaNetworkHelper::Build(const std::vector<std::string>& hosts,
                          const std::vector<double>& kminBytes,
                          const std::vector<double>& kmaxBytes,
                          const std::vector<double>& pmax,
-                         const std::vector<uint64_t>& headroomBytes)
+                         const std::vector<uint64_t>& headroomBytes,
+               const std::vector<uint64_t>& switchBufferBytes)
 {
     m_nHosts = hosts.size();
     m_names = hosts;
@@ -132,6 +133,10 @@ RdmaNetworkHelper::Build(const std::vector<std::string>& hosts,
     {
         Ptr<RdmaSwitchNode> sw = CreateObject<RdmaSwitchNode>();
         sw->SetAttribute("EcmpSeed", UintegerValue(RdmaMix32(m_seed * 7919U + s + 1)));
+        if (s < switchBufferBytes.size() && switchBufferBytes[s] > 0)
+        {
+            sw->SetAttribute("BufferSize", UintegerValue(switchBufferBytes[s]));
+        }
         sw->SetCounters(&m_counters);
         sw->AssignStreams(static_cast<int64_t>(s));
         m_switches.push_back(sw);

@@ -44,7 +44,8 @@ class RdmaNetworkHelper : public Object, public RdmaDeliverySink
                const std::vector<double>& kminBytes,
                const std::vector<double>& kmaxBytes,
                const std::vector<double>& pmax,
-               const std::vector<uint64_t>& headroomBytes);
+               const std::vector<uint64_t>& headroomBytes,
+               const std::vector<uint64_t>& switchBufferBytes);
 
     void AddMessage(uint64_t id, uint32_t src, uint32_t dst, uint64_t bytes, int64_t startNs,
                     uint64_t flowKey);
@@ -56,6 +57,7 @@ class RdmaNetworkHelper : public Object, public RdmaDeliverySink
 
     // statistics
     uint32_t GetNPorts() const { return m_portRefs.size(); }
+    uint32_t GetNHosts() const { return m_nHosts; }
     const RdmaPortStats& GetPortStats(uint32_t port) const;
     uint64_t GetPortTxBytes(uint32_t port) const;
     uint64_t GetPortTxPackets(uint32_t port) const;

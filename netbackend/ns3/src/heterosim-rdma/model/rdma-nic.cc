@@ -77,6 +77,11 @@ RdmaNic::GetTypeId()
                           UintegerValue(1),
                           MakeUintegerAccessor(&RdmaNic::m_dataPrio),
                           MakeUintegerChecker<uint8_t>(1, 7))
+            .AddAttribute("FlowHashIsKey",
+                          "Use the flow key itself as ECMP entropy (rail pinning) instead of a hash.",
+                          BooleanValue(false),
+                          MakeBooleanAccessor(&RdmaNic::m_flowHashIsKey),
+                          MakeBooleanChecker())
             .AddAttribute("TrackMessageBytes",
                           "Count delivered bytes per message at the receiver (for rate tests).",
                           BooleanValue(false),
@@ -118,13 +123,13 @@ RdmaNic::GetTypeId()
                           MakeUintegerAccessor(&RdmaNic::m_fastRecovery),
                           MakeUintegerChecker<uint32_t>())
             .AddAttribute("DcqcnRateAi",
-                          "Additive increase step R_AI.",
-                          DataRateValue(DataRate("20Mbps")),
+                          "Additive increase step R_AI; 0 = line rate x 5/25000 (20 Mb/s at 100G).",
+                          DataRateValue(DataRate("0bps")),
                           MakeDataRateAccessor(&RdmaNic::m_rateAi),
                           MakeDataRateChecker())
             .AddAttribute("DcqcnRateHai",
-                          "Hyper-additive increase step R_HAI.",
-                          DataRateValue(DataRate("200Mbps")),
+                          "Hyper-additive increase step R_HAI; 0 = line rate x 50/25000.",
+                          DataRateValue(DataRate("0bps")),
                           MakeDataRateAccessor(&RdmaNic::m_rateHai),
                           MakeDataRateChecker())
             .AddAttribute("DcqcnMinRate",
@@ -153,10 +158,14 @@ RdmaNic::Setup(uint32_t hostIndex, Ptr<RdmaNetDevice> dev, RdmaCounters* counter
     m_dcqcn.rateIncreaseIntervalNs = std::max<int64_t>(1, m_rateIncreaseInterval.GetNanoSeconds());
     m_dcqcn.byteCounterBytes = m_byteCounter;
     m_dcqcn.fastRecoveryStages = m_fastRecovery;
-    m_dcqcn.rateAiBps = static_cast<double>(m_rateAi.GetBitRate());
-    m_dcqcn.rateHaiBps = static_cast<double>(m_rateHai.GetBitRate());
-    m_dcqcn.minRateBps = static_cast<double>(m_minRate.GetBitRate());
     m_dcqcn.lineRateBps = static_cast<double>(dev->GetDataRate().GetBitRate());
+    // 0 = scale with the line rate as the HPCC simulator's preset does:
+    // R_AI = 5 Mb/s and R_HAI = 50 Mb/s per 25 Gb/s (shared/network-reference.md).
+    m_dcqcn.rateAiBps = m_rateAi.GetBitRate() > 0 ? static_cast<double>(m_rateAi.GetBitRate())
+                                                  : m_dcqcn.lineRateBps * 5.0 / 25000.0;
+    m_dcqcn.rateHaiBps = m_rateHai.GetBitRate() > 0 ? static_cast<double>(m_rateHai.GetBitRate())
+                                                    : m_dcqcn.lineRateBps * 50.0 / 25000.0;
+    m_dcqcn.minRateBps = static_cast<double>(m_minRate.GetBitRate());
     m_headerBytes = std::max<uint32_t>(m_headerBytes, sizeof(RdmaHeader::Fields));
 }
 
@@ -184,6 +193,10 @@ RdmaNic::PostMessage(uint64_t msgId, uint32_t dstHost, uint64_t bytes, uint64_t 
         qp->flowHash = RdmaMix32(m_host * 0x9e3779b1U ^ RdmaMix32(dstHost + 0x7f4a7c15U) ^
                                  RdmaMix32(static_cast<uint32_t>(flowKey) ^
                                            static_cast<uint32_t>(flowKey >> 32) * 0x85ebca6bU));
+        if (m_flowHashIsKey)
+        {
+            qp->flowHash = static_cast<uint32_t>(flowKey);
+        }
         qp->perMessage = !m_qpPerPair;
         qp->pairKey = key;
         qp->cc.Init(&m_dcqcn, now);
@@ -246,8 +259,10 @@ RdmaNic::TryTransmit()
             qp.inReady = false;
             continue;
         }
-        // Half a nanosecond of slack absorbs rounding of the paced send time.
-        if (qp.nextSendNs > now + 0.5)
+        // One nanosecond of slack absorbs the device rounding serialization to whole
+        // nanoseconds; pacing does not drift since the next send time builds on
+        // the previous one.
+        if (qp.nextSendNs > now + 1.0)
         {
             minNext = std::min(minNext, qp.nextSendNs);
             m_ready.push_back(id);

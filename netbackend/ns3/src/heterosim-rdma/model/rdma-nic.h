@@ -158,6 +158,7 @@ class RdmaNic : public Object, public RdmaPortOwner
     Time m_rto;
     uint8_t m_dataPrio;
     bool m_trackMsgBytes;
+    bool m_flowHashIsKey;
     uint32_t m_rateSampleQps;
     // DCQCN attributes (mirrored into m_dcqcn at initialization)
     double m_g;

@@ -1,0 +1,295 @@
+"""Non-uniform layer partitioning and micro-batch splitting, and the analytic cost model behind them.
+
+The cost model uses the same ingredients as the simulator, so that a partition
+balanced here is balanced there:
+
+* compute: the very kernel lists the compiler emits (``LayerShapes`` from
+  ``heterosim.workload.costs``) timed by ``ComputeModel.op_time_ns`` on each
+  stage's device, times the group's ``slowdown``;
+* TP communication: the comm planner's schedule for a TP group of that node
+  type, timed by ``intra_time_ns`` (what the coordinator does for TP);
+* pipeline / DP traffic: bytes over the per-GPU NIC share (closed form, not
+  simulated; see :meth:`CostModel.p2p_ns`, :meth:`CostModel.dp_ns`);
+* memory: ``memory_for_plan`` (the workload memory model) evaluated at 0 and 1
+  layer per chunk, which is exact because the footprint is linear in a stage's
+  layer count for a fixed schedule.
+
+``balance_layers`` minimises the slowest stage's per-micro-batch time (min-max,
+greedy and optimal for separable increasing costs) under per-stage layer caps;
+``split_microbatches`` gives faster replicas more micro-batches so replicas
+finish together (greedy min-max, also optimal).
+"""
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, replace
+from types import SimpleNamespace
+
+from heterosim.errors import PlanError
+from heterosim.workload.costs import (ACT_ELEM_BYTES, LayerShapes, bwd_kernels, embedding_params, head_params,
+                                      layer_params)
+from heterosim.workload.ir import Op
+
+NET_EFFICIENCY = 0.85
+"""Achieved fraction of NIC line rate for large RDMA transfers (RoCE headers, DCQCN); closed-form only."""
+NET_LATENCY_NS = 5_000
+"""Per-message latency of an inter-node transfer (NIC + switches), closed-form only."""
+NVLINK_EFFICIENCY = 0.81
+"""As ``heterosim.comm.intranode.LINK_EFFICIENCY['nvlink']``."""
+
+
+# ----------------------------------------------------------------------------- stage costs
+
+@dataclass(frozen=True, slots=True)
+class StageCost:
+    """Per-micro-batch times (ns) of one TP group (a cell) for one layer / the extras."""
+
+    layer_fwd_ns: float
+    layer_bwd_ns: float
+    """Backward incl. recomputation."""
+    embed_ns: float
+    """Embedding forward + backward (first stage only)."""
+    head_ns: float
+    """Final norm, LM head, loss, their backward (last stage only)."""
+
+    @property
+    def layer_ns(self) -> float:
+        return self.layer_fwd_ns + self.layer_bwd_ns
+
+
+class CostModel:
+    """Times of one layer / embedding / head per (group, tp, micro-batch, recompute), memoised."""
+
+    def __init__(self, scenario, system, compute=None) -> None:
+        from heterosim.hardware import ComputeModel, get_device
+
+        self.scenario = scenario
+        self.system = system
+        self.compute = compute or ComputeModel()
+        self.precision = scenario.training.precision
+        self._get_device = get_device
+        self._memo: dict[tuple, StageCost] = {}
+        self._tp_memo: dict[tuple, float] = {}
+        self._first_node = {}
+        for node in system.nodes:
+            self._first_node.setdefault(node.group, node)
+        self._groups = {g.name: g for g in scenario.cluster.groups}
+
+    # -- pieces -------------------------------------------------------------------------------------------------
+    def _shapes(self, tp: int, mbs: int) -> LayerShapes:
+        sc = self.scenario
+        plan = SimpleNamespace(micro_batch=mbs, seq=sc.training.seq_length, seq_local=sc.training.seq_length,
+                               tp=tp, sp=sc.parallelism.sequence_parallel and tp > 1, ep=1)
+        return LayerShapes.of(sc.model, plan, self.precision)
+
+    def _op_ns(self, kernels: list, device) -> float:
+        op = Op(id=0, kind="compute", name="planner", op_class="layer", kernels=tuple(kernels),
+                flops=sum(k[1] for k in kernels), bytes=sum(k[2] for k in kernels))
+        return float(self.compute.op_time_ns(op, device, self.precision))
+
+    def tp_ns(self, group: str, tp: int, collective: str, size: int) -> float:
+        """One TP collective on a node of ``group`` (comm planner schedule, analytic intra-node time)."""
+        if tp <= 1 or size <= 0:
+            return 0.0
+        key = (group, tp, collective, size)
+        t = self._tp_memo.get(key)
+        if t is None:
+            from heterosim.comm import intra_time_ns, plan_collective
+
+            node = self._first_node[group]
+            ranks = node.gpu_ranks[:tp]
+            t = float(intra_time_ns(plan_collective(collective, ranks, size, self.system), self.system))
+            self._tp_memo[key] = t
+        return t
+
+    def stage_cost(self, group: str, tp: int, mbs: int, recompute: str) -> StageCost:
+        key = (group, tp, mbs, recompute)
+        c = self._memo.get(key)
+        if c is not None:
+            return c
+        if self.scenario.model.is_moe:
+            raise PlanError("the planner handles dense models only", field="model.num_experts",
+                            value=self.scenario.model.num_experts)
+        sh = self._shapes(tp, mbs)
+        node = self._first_node[group]
+        device = self._get_device(node.spec.gpu)
+        slow = self._groups[group].slowdown
+        eb = sh.gemm_eb
+        attn, mlp = sh.attn_all(), sh.mlp()
+        fwd = self._op_ns(attn, device) + self._op_ns(mlp, device)
+        attn_b = bwd_kernels(attn, eb)
+        if recompute == "selective":
+            attn_b = sh.attn_core() + attn_b
+        bwd = self._op_ns(attn_b, device) + self._op_ns(bwd_kernels(mlp, eb), device)
+        # TP collectives per layer and pass: SP = 2 all-gathers + 2 reduce-scatters, else 2 all-reduces
+        hid = sh.hidden_bytes(full=True)
+        if tp > 1:
+            if sh.sp:
+                tpc = 2 * (self.tp_ns(group, tp, "allgather", hid) + self.tp_ns(group, tp, "reducescatter", hid))
+                pre = self.tp_ns(group, tp, "allgather", hid)
+                post = self.tp_ns(group, tp, "reducescatter", hid)
+            else:
+                tpc = 2 * self.tp_ns(group, tp, "allreduce", hid)
+                pre, post = 0.0, self.tp_ns(group, tp, "allreduce", hid)
+            if self.scenario.parallelism.tp_comm_overlap:
+                # one collective in flight behind the GEMMs: only what exceeds the compute shows
+                tpc = max(0.0, tpc - fwd)
+        else:
+            tpc = pre = post = 0.0
+        fwd_t = fwd + tpc
+        bwd_t = bwd + tpc
+        if recompute == "full":
+            bwd_t += fwd_t
+        emb = sh.embedding()
+        embed = self._op_ns(emb, device) + self._op_ns(bwd_kernels(emb, eb), device) + post
+        head = sh.head()
+        loss = self.tp_ns(group, tp, "allreduce", 3 * sh.tokens * 4) if tp > 1 else 0.0
+        head_t = self._op_ns(head, device) + self._op_ns(bwd_kernels(head, eb), device) + pre + post + loss
+        c = StageCost(fwd_t * slow, bwd_t * slow, embed * slow, head_t * slow)
+        self._memo[key] = c
+        return c
+
+    # -- network (closed form) ------------------------------------------------------------------------------------
+    def nic_GBps(self, group: str) -> float:
+        """Effective NIC bandwidth per GPU when every GPU of a node sends (GB/s)."""
+        spec = self._first_node[group].spec
+        return spec.nic_gbps * spec.nics_per_node / spec.gpus_per_node / 8 * NET_EFFICIENCY
+
+    def p2p_ns(self, cell_a, cell_b, nbytes: float) -> float:
+        """One pipeline message between two TP groups (each TP rank sends its part in parallel)."""
+        if nbytes <= 0:
+            return 0.0
+        if cell_a.node == cell_b.node:
+            spec = self._first_node[cell_a.group].spec
+            bw = (spec.nvlink_gbps or spec.pcie_gbps) * NVLINK_EFFICIENCY
+            return nbytes / bw + 1_000
+        bw = min(self.nic_GBps(cell_a.group), self.nic_GBps(cell_b.group))
+        return nbytes / bw + NET_LATENCY_NS
+
+    def dp_ns(self, cells, nbytes: float, op: str = "allreduce") -> float:
+        """A DP collective of ``nbytes`` (nccl-tests size) over the replicas of one stage (ring model)."""
+        n = len(cells)
+        if n <= 1 or nbytes <= 0:
+            return 0.0
+        factor = 2.0 * (n - 1) / n if op == "allreduce" else (n - 1) / n
+        nodes = {c.node for c in cells}
+        if len(nodes) == 1:
+            spec = self._first_node[cells[0].group].spec
+            bw = (spec.nvlink_gbps or spec.pcie_gbps) * NVLINK_EFFICIENCY
+            return factor * nbytes / bw
+        bw = min(self.nic_GBps(c.group) for c in cells)
+        bw /= self.oversubscription(len(nodes))
+        return factor * nbytes / bw + 2 * (n - 1) * NET_LATENCY_NS
+
+    def oversubscription(self, nodes: int) -> float:
+        """Leaf oversubscription applies once a ring spans more nodes than one leaf holds."""
+        fab = self.scenario.fabric
+        over = getattr(fab, "oversubscription", 1.0)
+        per_leaf = getattr(fab, "hosts_per_leaf", None) or getattr(fab, "nodes_per_block", None)
+        nics = max(n.spec.nics_per_node for n in self.system.nodes)
+        if per_leaf is None or nodes * nics <= per_leaf:
+            return 1.0
+        return over
+
+
+# ----------------------------------------------------------------------------- memory
+
+class MemoryModel:
+    """Per-stage memory = intercept + slope * layers, from ``memory_for_plan`` (exact, linear)."""
+
+    def __init__(self, scenario, plan) -> None:
+        from heterosim.workload.memory import memory_for_plan
+
+        self.plan = plan
+        nvs, v = plan.num_vstages, plan.chunks
+        empty = replace(plan, vstage_layers=[[] for _ in range(nvs)])
+        one = replace(plan, vstage_layers=[[0] for _ in range(nvs)])
+        m0 = memory_for_plan(scenario, empty)
+        m1 = memory_for_plan(scenario, one)
+        self.ms = sorted(set(plan.microbatches))
+        self.intercept = {k: d["total"] for k, d in m0.items()}
+        self.slope = {k: (m1[k]["total"] - m0[k]["total"]) / v for k in m0}
+        self._full = memory_for_plan
+        self.scenario = scenario
+
+    def need(self, stage: int, m: int, layers: int) -> float:
+        return self.intercept[(stage, m)] + self.slope[(stage, m)] * layers
+
+    def cap(self, stage: int, hbm_bytes: float, ms: list[int] | None = None) -> int:
+        """Most layers stage ``stage`` can hold within ``hbm_bytes`` for every micro-batch count in ``ms``."""
+        best = 1 << 30
+        for m in (ms or self.ms):
+            room = hbm_bytes - self.intercept[(stage, m)]
+            if room < 0:
+                return -1
+            sl = self.slope[(stage, m)]
+            best = min(best, int(room // sl) if sl > 0 else 1 << 30)
+        return best
+
+    def exact(self, plan) -> dict:
+        return self._full(self.scenario, plan)
+
+
+# ----------------------------------------------------------------------------- balancing
+
+def balance_layers(num_layers: int, per_layer_ns: list[float], extra_ns: list[float],
+                   caps: list[int] | None = None, multiple: int = 1, min_layers: int | None = None) -> list[int]:
+    """Layers per stage minimising max_s(n_s * per_layer_ns[s] + extra_ns[s]) with n_s <= caps[s].
+
+    ``multiple``: every count a multiple of it (interleaving with per-stage counts). Raises PlanError
+    when the caps cannot hold the model."""
+    pp = len(per_layer_ns)
+    caps = list(caps) if caps is not None else [num_layers] * pp
+    lo = multiple if min_layers is None else min_layers
+    if num_layers % multiple:
+        raise PlanError(f"{num_layers} layers cannot be split in multiples of {multiple}",
+                        field="parallelism.layer_partition")
+    n = [lo] * pp
+    if any(c < lo for c in caps) or sum(min(c - c % multiple, num_layers) for c in caps) < num_layers:
+        raise PlanError(f"the model's {num_layers} layers do not fit: per-stage layer caps {caps}",
+                        field="parallelism.layer_partition", value=caps)
+    left = num_layers - lo * pp
+    if left < 0:
+        raise PlanError(f"{pp} stages need at least {lo * pp} layers, the model has {num_layers}",
+                        field="parallelism.pp", value=pp)
+    heap = [((n[s] + multiple) * per_layer_ns[s] + extra_ns[s], s) for s in range(pp) if n[s] + multiple <= caps[s]]
+    heapq.heapify(heap)
+    while left > 0:
+        if not heap:
+            raise PlanError(f"the model's {num_layers} layers do not fit: per-stage layer caps {caps}",
+                            field="parallelism.layer_partition", value=caps)
+        _, s = heapq.heappop(heap)
+        n[s] += multiple
+        left -= multiple
+        if n[s] + multiple <= caps[s]:
+            heapq.heappush(heap, ((n[s] + multiple) * per_layer_ns[s] + extra_ns[s], s))
+    return n
+
+
+def split_microbatches(total: int, per_mb_ns: list[float], fill_ns: list[float], multiple: int = 1) -> list[int]:
+    """Micro-batches per replica minimising max_r(fill_ns[r] + m_r * per_mb_ns[r]), each m_r >= multiple
+    and a multiple of it (interleaving needs m % pp == 0)."""
+    dp = len(per_mb_ns)
+    if total % multiple or total < dp * multiple:
+        raise PlanError(f"{total} micro-batches cannot give {dp} replicas a multiple of {multiple} each",
+                        field="training.microbatch_split", value=total)
+    m = [multiple] * dp
+    left = total - multiple * dp
+    heap = [(fill_ns[r] + (m[r] + multiple) * per_mb_ns[r], r) for r in range(dp)]
+    heapq.heapify(heap)
+    while left > 0:
+        _, r = heapq.heappop(heap)
+        m[r] += multiple
+        left -= multiple
+        heapq.heappush(heap, (fill_ns[r] + (m[r] + multiple) * per_mb_ns[r], r))
+    return m
+
+
+def vstage_partition(stage_layers: list[int], chunks: int) -> list[int]:
+    """Per-virtual-stage counts (vs = chunk*pp + stage) spreading each stage's layers over its chunks."""
+    pp = len(stage_layers)
+    out = [0] * (pp * chunks)
+    for s, n in enumerate(stage_layers):
+        for c in range(chunks):
+            out[c * pp + s] = n // chunks + (1 if c < n % chunks else 0)
+    return out

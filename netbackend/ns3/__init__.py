@@ -1,0 +1,321 @@
+"""Packet-level RoCE backend on ns-3 (the pip ``ns3`` wheel).
+
+The model (NIC with queue pairs and DCQCN, output-queued switches with a
+shared-buffer MMU, PFC and ECN, ECMP) is the C++ module in
+``src/heterosim-rdma``, compiled on first use (``build.py``).  Python only
+injects messages and drains completions: C++ runs until the next completion
+time and stops, so Python runs once per completion time, never per packet.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from netbackend.base import Completion, Message, NetStats, NetworkBackend
+from netbackend.config import NetworkConfig, ecn_defaults_for_rate
+from netbackend.errors import NetworkError, UserError
+from netbackend.ns3 import driver
+from netbackend.ns3.driver import run_isolated
+from netbackend.registry import register_backend
+from netbackend.topo import NetTopology
+
+__all__ = ["Ns3Backend", "run_isolated", "unit_test_command"]
+
+_STATUS = {1: "PFC deadlock", 2: "no progress", 3: "wall-clock limit"}
+_HOT_PORTS = 8
+"""Queue samples are returned for this many ports with the largest mean queue."""
+
+
+def unit_test_command() -> list[str]:
+    """argv that runs the module's ns-3 TestSuite (builds it first if needed)."""
+    from netbackend.ns3.build import ensure_built
+
+    return [str(ensure_built().test_binary), "--suite=heterosim-rdma", "--verbose"]
+
+
+def _ns(value: int) -> str:
+    return f"{int(value)}ns"
+
+
+def _bps(mbps: float) -> str:
+    return f"{int(round(mbps * 1e6))}bps"
+
+
+@register_backend("ns3")
+class Ns3Backend(NetworkBackend):
+    """ns-3 packet-level fabric: one per process at a time (close() frees it)."""
+
+    def __init__(self, topology: NetTopology, config: NetworkConfig | None = None, seed: int = 0,
+                 *, track_message_bytes: bool = False, rate_sample_qps: int = 0):
+        super().__init__(topology, config, seed)
+        cfg = self.config
+        if cfg.cc not in ("dcqcn", "none"):
+            raise UserError("not implemented yet in the ns3 backend (use dcqcn or none)",
+                            field="network.cc", value=cfg.cc)
+        self._host_index = {h: i for i, h in enumerate(topology.hosts)}
+        self._check_topology()
+        t0 = time.perf_counter()
+        sim_cls = driver.sim_class()
+        driver.acquire(self)
+        self._closed = False
+        try:
+            self._configure(sim_cls, track_message_bytes, rate_sample_qps)
+            self._sim = sim_cls()
+            self._build()
+        except Exception:
+            driver.release(self)
+            raise
+        self.setup_wall_s = time.perf_counter() - t0
+        self._start: dict[int, int] = {}
+        self._size: dict[int, int] = {}
+        self._fct: dict[int, tuple[int, int]] = {}
+        self._pending: set[int] = set()
+        self._bytes_done = 0
+        self._call_wall_s = 0.0
+
+    # ------------------------------------------------------------------ setup
+    def _check_topology(self) -> None:
+        topo = self.topology
+        nodes = set(topo.hosts) | set(topo.switches)
+        if len(nodes) != len(topo.hosts) + len(topo.switches):
+            raise NetworkError("host and switch names must be unique", field="topology")
+        degree = {h: 0 for h in topo.hosts}
+        for link in topo.links:
+            for end in (link.a, link.b):
+                if end not in nodes:
+                    raise NetworkError("link end is neither a host nor a switch",
+                                       field="topology.links", value=end)
+                if end in degree:
+                    degree[end] += 1
+            if link.rate_gbps <= 0 or link.delay_ns < 0:
+                raise NetworkError("link needs a positive rate and a non-negative delay",
+                                   field="topology.links", value=(link.a, link.b))
+        multi = [h for h, d in degree.items() if d > 1]
+        if multi:
+            raise NetworkError("the ns3 backend models one NIC port per host; host has several links",
+                               field="topology.hosts", value=multi[0])
+        self._unlinked = {h for h, d in degree.items() if d == 0}
+
+    def _configure(self, sim_cls, track_message_bytes: bool, rate_sample_qps: int) -> None:
+        cfg = self.config
+        d, pfc, buf = cfg.dcqcn, cfg.pfc, cfg.buffer
+        nic = "ns3::RdmaNic::"
+        sw = "ns3::RdmaSwitchNode::"
+        helper = "ns3::RdmaNetworkHelper::"
+        defaults = {
+            nic + "Payload": str(cfg.mtu_bytes),
+            nic + "HeaderBytes": str(cfg.header_bytes),
+            nic + "AckInterval": str(cfg.ack_interval_packets),
+            nic + "QpPerPair": "true" if cfg.qp_mode == "per_pair" else "false",
+            nic + "CongestionControl": cfg.cc,
+            nic + "CnpMode": d.cnp_mode,
+            nic + "CnpInterval": _ns(d.cnp_interval_ns),
+            # Lossless fabric: data is never dropped, so no timeout (a drop is
+            # reported and the watchdog stops the run); lossy: 1 ms.
+            nic + "RetransmitTimeout": "0ns" if pfc.enabled else "1ms",
+            nic + "FlowHashIsKey": "true" if cfg.ecmp == "rail" else "false",
+            nic + "TrackMessageBytes": "true" if track_message_bytes else "false",
+            nic + "RateSampleQps": str(int(rate_sample_qps)),
+            nic + "DcqcnG": repr(float(d.g)),
+            nic + "DcqcnAlphaInterval": _ns(d.alpha_update_interval_ns),
+            nic + "DcqcnRateDecreaseInterval": _ns(d.rate_decrease_interval_ns),
+            nic + "DcqcnRateIncreaseInterval": _ns(d.rate_increase_interval_ns),
+            nic + "DcqcnByteCounter": str(d.byte_counter_bytes),
+            nic + "DcqcnFastRecoveryStages": str(d.fast_recovery_stages),
+            nic + "DcqcnRateAi": _bps(d.rate_ai_mbps) if d.rate_ai_mbps else "0bps",
+            nic + "DcqcnRateHai": _bps(d.rate_hai_mbps) if d.rate_hai_mbps else "0bps",
+            nic + "DcqcnMinRate": _bps(d.min_rate_mbps),
+            sw + "PfcEnabled": "true" if pfc.enabled else "false",
+            sw + "PfcDynamic": "true" if pfc.threshold == "dynamic" else "false",
+            sw + "PfcShift": str(pfc.dynamic_shift),
+            sw + "PfcStaticThreshold": str(int(pfc.static_threshold_kb * 1000)),
+            sw + "PfcResumeOffset": str(int(pfc.resume_offset_kb * 1000)),
+            sw + "PfcPauseQuanta": _ns(pfc.pause_quanta_ns),
+            sw + "ReservedPerQueue": str(int(buf.reserved_per_queue_kb * 1000)),
+            sw + "EcnEnabled": "true" if cfg.ecn.enabled else "false",
+            sw + "EcmpByKey": "true" if cfg.ecmp == "rail" else "false",
+            helper + "QueueSampleInterval": _ns(cfg.queue_sample_interval_ns),
+            helper + "StallLimit": _ns(cfg.stall_limit_ns),
+            helper + "WallLimit": repr(float(cfg.wall_limit_s)),
+            helper + "Seed": str(int(self.seed) & 0xFFFFFFFF),
+        }
+        for name, value in defaults.items():
+            sim_cls.SetDefault(name, value)
+        sim_cls.SetSeed((int(self.seed) & 0x7FFFFFFF) + 1, 1)
+
+    def _build(self) -> None:
+        topo, cfg = self.topology, self.config
+        names = list(topo.hosts) + list(topo.switches)
+        index = {n: i for i, n in enumerate(names)}
+        la, lb, rate, delay, kmin, kmax, pmax, hdrm = [], [], [], [], [], [], [], []
+        max_rate = {s: 0.0 for s in topo.switches}
+        wire_bytes = cfg.mtu_bytes + max(cfg.header_bytes, 40)
+        for link in topo.links:
+            la.append(index[link.a])
+            lb.append(index[link.b])
+            rate.append(link.rate_gbps * 1e9)
+            delay.append(int(link.delay_ns))
+            dk = ecn_defaults_for_rate(link.rate_gbps)
+            e = cfg.ecn
+            kmin.append((e.kmin_kb if e.kmin_kb is not None else dk[0]) * 1000.0)
+            kmax.append((e.kmax_kb if e.kmax_kb is not None else dk[1]) * 1000.0)
+            pmax.append(e.pmax if e.pmax is not None else dk[2])
+            # Headroom absorbs what is in flight after a PAUSE: factor x rate x
+            # delay (HPCC simulator, ~3x) plus one max-size packet being sent at
+            # each end, which dominates on short links.
+            bytes_per_ns = link.rate_gbps / 8.0
+            hdrm.append(int(cfg.buffer.headroom_factor * bytes_per_ns * link.delay_ns) + 2 * wire_bytes)
+            for end in (link.a, link.b):
+                if end in max_rate:
+                    max_rate[end] = max(max_rate[end], link.rate_gbps)
+        buffers = []
+        for s in topo.switches:
+            mb = cfg.buffer.shared_buffer_mb
+            if mb is None:  # 16 MB x (max port rate / 50G), HPCC study (network-reference.md)
+                mb = 16.0 * max(max_rate[s], 1.0) / 50.0
+            buffers.append(int(mb * 1e6))
+        self._port_links = []
+        for link in topo.links:
+            self._port_links.append((link.a, link.b))
+            self._port_links.append((link.b, link.a))
+        import cppyy
+
+        vec = cppyy.gbl.std.vector
+        self._sim.Build(vec["std::string"](topo.hosts), vec["std::string"](topo.switches),
+                        vec["uint32_t"](la), vec["uint32_t"](lb), vec["double"](rate),
+                        vec["int64_t"](delay), vec["double"](kmin), vec["double"](kmax),
+                        vec["double"](pmax), vec["uint64_t"](hdrm), vec["uint64_t"](buffers))
+
+    # --------------------------------------------------------------- running
+    @property
+    def now_ns(self) -> int:
+        return int(self._sim.Now())
+
+    def send(self, msg: Message) -> None:
+        t0 = time.perf_counter()
+        now = self.now_ns
+        if msg.start_ns < now:
+            raise UserError(f"message starts before the backend's current time {now} ns",
+                            field="message.start_ns", value=msg.start_ns)
+        for end in (msg.src, msg.dst):
+            if end not in self._host_index:
+                raise NetworkError("unknown host", field="message.src/dst", value=end)
+            if end in self._unlinked and msg.src != msg.dst:
+                raise NetworkError("host has no link", field="message.src/dst", value=end)
+        if msg.size_bytes < 0:
+            raise UserError("message size must be >= 0", field="message.size_bytes", value=msg.size_bytes)
+        if msg.id in self._pending or msg.id in self._fct:
+            raise UserError("message id already used", field="message.id", value=msg.id)
+        self._start[msg.id] = msg.start_ns
+        self._size[msg.id] = msg.size_bytes
+        self._pending.add(msg.id)
+        self._sim.AddMessage(msg.id, self._host_index[msg.src], self._host_index[msg.dst],
+                             msg.size_bytes, msg.start_ns, msg.flow_key & 0xFFFFFFFFFFFFFFFF)
+        self._call_wall_s += time.perf_counter() - t0
+
+    def advance(self, until_ns: int | None = None) -> list[Completion]:
+        t0 = time.perf_counter()
+        try:
+            if until_ns is None and not self._pending:
+                return []
+            if until_ns is not None and until_ns < self.now_ns:
+                until_ns = self.now_ns
+            status = int(self._sim.Run(-1 if until_ns is None else int(until_ns)))
+            flat = list(self._sim.DrainCompletions())
+            out = []
+            for i in range(0, len(flat), 2):
+                mid, fin = int(flat[i]), int(flat[i + 1])
+                self._pending.discard(mid)
+                self._fct[mid] = (self._start.pop(mid), fin)
+                self._bytes_done += self._size.pop(mid)
+                out.append(Completion(mid, fin))
+            if status:
+                detail = str(self._sim.StatusDetail())
+                raise NetworkError(f"{_STATUS.get(status, 'error')} at {self.now_ns} ns with "
+                                   f"{len(self._pending)} messages in flight: {detail}",
+                                   field="network.backend", value="ns3")
+            return out
+        finally:
+            self._call_wall_s += time.perf_counter() - t0
+
+    def pending(self) -> int:
+        return len(self._pending)
+
+    def message_rx_bytes(self, msg: Message) -> int:
+        """Bytes of an in-progress message delivered so far (needs track_message_bytes)."""
+        if msg.id in self._fct:
+            return msg.size_bytes
+        return int(self._sim.MessageRxBytes(self._host_index[msg.dst], msg.id))
+
+    # ------------------------------------------------------------ statistics
+    def _port_stat(self, name: str) -> list[float]:
+        return [float(v) for v in self._sim.PortStat(name)]
+
+    def stats(self) -> NetStats:
+        names = [str(n) for n in self._sim.PortNames()]
+        tx = self._port_stat("tx_bytes")
+        link_bytes = {self._port_links[i]: int(tx[i]) for i in range(len(tx))}
+
+        def per_port(stat: str, as_int: bool = True) -> dict[str, Any]:
+            vals = self._port_stat(stat)
+            return {names[i]: (int(v) if as_int else v) for i, v in enumerate(vals) if v}
+
+        counters = dict(zip((str(n) for n in self._sim.CounterNames()),
+                            (int(v) for v in self._sim.CounterValues())))
+        pause_sent = per_port("pfc_pause_sent")
+        pause_recv = per_port("pfc_pause_recv")
+        paused_ns = per_port("paused_ns")
+        marks = per_port("ecn_marks")
+        drops = per_port("drops")
+        mean_q = per_port("mean_queue_bytes", as_int=False)
+        max_q = per_port("max_queue_bytes")
+        hot = sorted(mean_q, key=lambda p: (-mean_q[p], p))[:_HOT_PORTS]
+        hot_idx = {names.index(p) for p in hot}
+        flat = list(self._sim.QueueSamples())
+        samples = [(int(flat[i]), names[int(flat[i + 1])], int(flat[i + 2]))
+                   for i in range(0, len(flat), 3) if int(flat[i + 1]) in hot_idx]
+        rflat = list(self._sim.RateSamples())
+        rates = [(int(rflat[i]), self.topology.hosts[int(rflat[i + 1])], int(rflat[i + 2]),
+                  rflat[i + 3] / 1e9) for i in range(0, len(rflat), 4)]
+        run_wall = float(self._sim.RunWallSeconds())
+        calls = max(self._call_wall_s, 1e-12)
+        extra = {
+            "pfc_pause_frames": pause_sent,
+            "pfc_pause_frames_total": sum(pause_sent.values()),
+            "pfc_pause_frames_received": pause_recv,
+            "pfc_resume_frames": per_port("pfc_resume_sent"),
+            "pfc_paused_ns": paused_ns,
+            "pfc_paused_ns_total": sum(paused_ns.values()),
+            "ecn_marks": sum(marks.values()),
+            "ecn_marks_per_port": marks,
+            "cnps_sent": counters["cnps_sent"],
+            "cnps_received": counters["cnps_received"],
+            "drops": sum(drops.values()),
+            "drops_per_port": drops,
+            "mean_queue_bytes": mean_q,
+            "max_queue_bytes": max_q,
+            "queue_samples": samples,
+            "hot_ports": hot,
+            "rate_samples_gbps": rates,
+            "counters": counters,
+            "packet_hops": int(sum(self._port_stat("tx_packets"))),
+            "ns3_wall_s": run_wall,
+            "backend_call_wall_s": self._call_wall_s,
+            "python_overhead_fraction": max(0.0, (calls - run_wall) / calls),
+            "setup_wall_s": self.setup_wall_s,
+        }
+        return NetStats(messages=len(self._fct), bytes_delivered=self._bytes_done,
+                        fct_ns=dict(self._fct), link_bytes=link_bytes, extra=extra)
+
+    def close(self) -> None:
+        if getattr(self, "_closed", True):
+            return
+        self._closed = True
+        self._sim.Destroy()
+        driver.release(self)
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass

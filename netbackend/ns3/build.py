@@ -1,0 +1,163 @@
+"""Compile the heterosim-rdma ns-3 module against the pip ``ns3`` wheel, on first use.
+
+The wheel's CMake config cannot be used (its imported targets point at the
+build machine's include dirs, see shared/ns3-wheel-notes.md), so the module is
+compiled with plain g++ against the wheel's include/ and lib64/.  Outputs go to
+a cache directory keyed by the sources, compiler and wheel version, built in a
+temporary directory and renamed into place, so concurrent first uses are safe.
+"""
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import importlib.metadata
+import importlib.util
+import os
+import shutil
+import subprocess
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from netbackend.errors import UserError
+
+MODULE_DIR = Path(__file__).resolve().parent / "src" / "heterosim-rdma"
+LIB_NAME = "libheterosim-rdma.so"
+TEST_BIN = "heterosim-rdma-test"
+FACADE_HEADER = "heterosim-rdma-sim.h"
+CXXFLAGS = ["-O2", "-std=c++20", "-fPIC", "-Wall", "-Wno-unused-variable"]
+NS3_MODULES = ("core", "network", "point-to-point")
+_INSTALL_HINT = "install with pip install 'heterosim[ns3]'"
+
+
+@dataclass(frozen=True)
+class Ns3Build:
+    """Where a finished build lives."""
+
+    root: Path
+    library: Path
+    include_dir: Path
+    test_binary: Path
+    facade_header: Path
+
+
+@dataclass(frozen=True)
+class _Toolchain:
+    cxx: str
+    cxx_version: str
+    ns3_prefix: Path
+    ns3_version: str
+    lib_prefix: str  # e.g. "ns3.44"
+
+
+def _toolchain() -> _Toolchain:
+    cxx = os.environ.get("CXX") or shutil.which("g++")
+    if not cxx or not shutil.which(cxx):
+        raise UserError(f"the ns-3 backend needs g++ to compile its C++ module; install g++ "
+                        f"(e.g. apt-get install g++) and the ns3 wheel ({_INSTALL_HINT})",
+                        field="network.backend", value="ns3")
+    spec = importlib.util.find_spec("ns3")
+    if spec is None or not spec.submodule_search_locations:
+        raise UserError(f"the ns-3 backend needs the ns3 Python wheel; {_INSTALL_HINT}",
+                        field="network.backend", value="ns3")
+    prefix = Path(list(spec.submodule_search_locations)[0])
+    core = sorted((prefix / "lib64").glob("libns3*-core.so")) or sorted((prefix / "lib").glob("libns3*-core.so"))
+    if not (prefix / "include" / "ns3").is_dir() or not core:
+        raise UserError(f"the ns3 wheel at {prefix} has no headers or libraries; {_INSTALL_HINT}",
+                        field="network.backend", value="ns3")
+    try:
+        version = importlib.metadata.version("ns3")
+    except importlib.metadata.PackageNotFoundError:
+        version = "unknown"
+    out = subprocess.run([cxx, "--version"], capture_output=True, text=True, check=False)
+    lib_prefix = core[0].name[len("lib"):-len("-core.so")]
+    return _Toolchain(cxx, out.stdout.splitlines()[0] if out.stdout else "", prefix, version, lib_prefix)
+
+
+def _sources() -> tuple[list[Path], list[Path], list[Path]]:
+    lib = sorted(MODULE_DIR.glob("model/*.cc")) + sorted(MODULE_DIR.glob("helper/*.cc"))
+    tests = sorted(MODULE_DIR.glob("test/*.cc"))
+    headers = sorted(MODULE_DIR.glob("model/*.h")) + sorted(MODULE_DIR.glob("helper/*.h"))
+    return lib, tests, headers
+
+
+def cache_root() -> Path:
+    base = os.environ.get("HETEROSIM_CACHE_DIR")
+    if base:
+        return Path(base)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "heterosim"
+
+
+def _key(tc: _Toolchain, files: list[Path]) -> str:
+    h = hashlib.sha256()
+    for part in (tc.cxx, tc.cxx_version, tc.ns3_version, str(tc.ns3_prefix), " ".join(CXXFLAGS)):
+        h.update(part.encode() + b"\0")
+    for f in files:
+        h.update(str(f.relative_to(MODULE_DIR)).encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def _run(cmd: list[str]) -> None:
+    res = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if res.returncode != 0:
+        tail = "\n".join((res.stderr or res.stdout).splitlines()[-40:])
+        raise RuntimeError(f"compiling the ns-3 module failed: {' '.join(cmd)}\n{tail}")
+
+
+def ensure_built(jobs: int = 2) -> Ns3Build:
+    """Return the cached build, compiling it first if needed (never a manual step)."""
+    tc = _toolchain()
+    lib_src, test_src, headers = _sources()
+    key = _key(tc, lib_src + test_src + headers)
+    root = cache_root()
+    final = root / f"ns3-{key}"
+    build = Ns3Build(final, final / LIB_NAME, final / "include", final / TEST_BIN,
+                     final / "include" / "ns3" / FACADE_HEADER)
+    if build.library.exists() and build.test_binary.exists():
+        return build
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / ".build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if build.library.exists() and build.test_binary.exists():
+            return build
+        tmp = Path(tempfile.mkdtemp(prefix=f".ns3-{key}-", dir=root))
+        try:
+            _compile(tc, tmp, lib_src, test_src, headers, jobs)
+            if final.exists():
+                shutil.rmtree(final)
+            os.rename(tmp, final)
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+    return build
+
+
+def _compile(tc: _Toolchain, out: Path, lib_src: list[Path], test_src: list[Path],
+             headers: list[Path], jobs: int) -> None:
+    inc = out / "include" / "ns3"
+    inc.mkdir(parents=True)
+    for hdr in headers:  # ns-3 convention: module headers are included as "ns3/x.h"
+        shutil.copy2(hdr, inc / hdr.name)
+    ns3_inc = tc.ns3_prefix / "include"
+    ns3_lib = tc.ns3_prefix / ("lib64" if (tc.ns3_prefix / "lib64").is_dir() else "lib")
+    base = [tc.cxx, *CXXFLAGS, f"-I{out / 'include'}", f"-I{ns3_inc}"]
+    objs = []
+    cmds = []
+    for i, src in enumerate(lib_src + test_src):
+        obj = out / f"{i:02d}-{src.stem}.o"
+        objs.append(obj)
+        cmds.append([*base, f"-I{src.parent}", "-c", str(src), "-o", str(obj)])
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        for fut in [pool.submit(_run, c) for c in cmds]:
+            fut.result()
+    libs = [f"-L{ns3_lib}", *(f"-l{tc.lib_prefix}-{m}" for m in NS3_MODULES),
+            f"-Wl,-rpath,{ns3_lib}"]
+    lib_objs = [str(o) for o in objs[: len(lib_src)]]
+    test_objs = [str(o) for o in objs[len(lib_src):]]
+    _run([tc.cxx, "-shared", "-o", str(out / LIB_NAME), *lib_objs, *libs])
+    _run([tc.cxx, "-o", str(out / TEST_BIN), *test_objs, f"-L{out}", "-lheterosim-rdma",
+          f"-Wl,-rpath,{out}", f"-Wl,-rpath,$ORIGIN", *libs])
+    for o in objs:
+        o.unlink()

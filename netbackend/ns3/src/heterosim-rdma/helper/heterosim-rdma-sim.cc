@@ -1,0 +1,302 @@
+#include "heterosim-rdma-sim.h"
+
+#include "rdma-network-helper.h"
+
+#include "ns3/config.h"
+#include "ns3/data-rate.h"
+#include "ns3/node.h"
+#include "ns3/point-to-point-helper.h"
+#include "ns3/point-to-point-net-device.h"
+#include "ns3/queue.h"
+#include "ns3/rng-seed-manager.h"
+#include "ns3/simulator.h"
+#include "ns3/string.h"
+
+#include <chrono>
+#include <stdexcept>
+
+namespace ns3
+{
+
+struct HeterosimRdmaSim::Impl
+{
+    Ptr<RdmaNetworkHelper> helper;
+    bool destroyed{false};
+};
+
+HeterosimRdmaSim::HeterosimRdmaSim()
+    : m_impl(std::make_unique<Impl>())
+{
+}
+
+HeterosimRdmaSim::~HeterosimRdmaSim()
+{
+    Destroy();
+}
+
+void
+HeterosimRdmaSim::SetDefault(const std::string& name, const std::string& value)
+{
+    if (!Config::SetDefaultFailSafe(name, StringValue(value)))
+    {
+        throw std::invalid_argument("cannot set ns-3 default " + name + " = " + value);
+    }
+}
+
+void
+HeterosimRdmaSim::SetSeed(uint32_t seed, uint64_t run)
+{
+    RngSeedManager::SetSeed(seed == 0 ? 1 : seed);
+    RngSeedManager::SetRun(run);
+}
+
+void
+HeterosimRdmaSim::Build(const std::vector<std::string>& hosts,
+                        const std::vector<std::string>& switches,
+                        const std::vector<uint32_t>& linkA,
+                        const std::vector<uint32_t>& linkB,
+                        const std::vector<double>& rateBps,
+                        const std::vector<int64_t>& delayNs,
+                        const std::vector<double>& kminBytes,
+                        const std::vector<double>& kmaxBytes,
+                        const std::vector<double>& pmax,
+                        const std::vector<uint64_t>& headroomBytes,
+               const std::vector<uint64_t>& switchBufferBytes)
+{
+    m_impl->helper = CreateObject<RdmaNetworkHelper>();
+    m_impl->helper->Build(hosts, switches, linkA, linkB, rateBps, delayNs, kminBytes, kmaxBytes,
+                          pmax, headroomBytes, switchBufferBytes);
+}
+
+void
+HeterosimRdmaSim::AddMessage(uint64_t id, uint32_t src, uint32_t dst, uint64_t bytes,
+                             int64_t startNs, uint64_t flowKey)
+{
+    m_impl->helper->AddMessage(id, src, dst, bytes, startNs, flowKey);
+}
+
+int
+HeterosimRdmaSim::Run(int64_t untilNs)
+{
+    return static_cast<int>(m_impl->helper->Run(untilNs));
+}
+
+int64_t
+HeterosimRdmaSim::Now() const
+{
+    return Simulator::Now().GetNanoSeconds();
+}
+
+uint64_t
+HeterosimRdmaSim::Pending() const
+{
+    return m_impl->helper->Pending();
+}
+
+std::vector<int64_t>
+HeterosimRdmaSim::DrainCompletions()
+{
+    std::vector<int64_t> out;
+    for (const auto& [id, t] : m_impl->helper->DrainCompletions())
+    {
+        out.push_back(static_cast<int64_t>(id));
+        out.push_back(t);
+    }
+    return out;
+}
+
+std::string
+HeterosimRdmaSim::StatusDetail() const
+{
+    return m_impl->helper->StatusDetail();
+}
+
+uint32_t
+HeterosimRdmaSim::NumPorts() const
+{
+    return m_impl->helper->GetNPorts();
+}
+
+std::vector<std::string>
+HeterosimRdmaSim::PortNames() const
+{
+    std::vector<std::string> out;
+    for (uint32_t i = 0; i < NumPorts(); ++i)
+    {
+        out.push_back(m_impl->helper->GetPortName(i));
+    }
+    return out;
+}
+
+std::vector<double>
+HeterosimRdmaSim::PortStat(const std::string& name) const
+{
+    auto& h = *m_impl->helper;
+    h.FlushPausedTime();
+    std::vector<double> out;
+    for (uint32_t i = 0; i < h.GetNPorts(); ++i)
+    {
+        const RdmaPortStats& s = h.GetPortStats(i);
+        double v;
+        if (name == "tx_bytes")
+            v = h.GetPortTxBytes(i);
+        else if (name == "tx_packets")
+            v = h.GetPortTxPackets(i);
+        else if (name == "pfc_pause_sent")
+            v = s.pfcPauseSent;
+        else if (name == "pfc_resume_sent")
+            v = s.pfcResumeSent;
+        else if (name == "pfc_pause_recv")
+            v = s.pfcPauseRecv;
+        else if (name == "pfc_resume_recv")
+            v = s.pfcResumeRecv;
+        else if (name == "paused_ns")
+            v = s.pausedNs;
+        else if (name == "ecn_marks")
+            v = s.ecnMarks;
+        else if (name == "drops")
+            v = s.drops;
+        else if (name == "max_queue_bytes")
+            v = s.maxQueueBytes;
+        else if (name == "mean_queue_bytes")
+            v = s.queueSamples ? s.queueSampleSum / s.queueSamples : 0.0;
+        else if (name == "queue_bytes")
+            v = h.GetPortQueueBytes(i);
+        else
+            throw std::invalid_argument("unknown port statistic " + name);
+        out.push_back(v);
+    }
+    return out;
+}
+
+std::vector<std::string>
+HeterosimRdmaSim::CounterNames() const
+{
+    return {"data_packets_sent", "retransmitted_packets", "acks_sent", "nacks_sent",
+            "cnps_sent", "cnps_received", "ce_received", "rate_cuts", "timeouts",
+            "delivered_bytes", "unroutable"};
+}
+
+std::vector<double>
+HeterosimRdmaSim::CounterValues() const
+{
+    const RdmaCounters& c = m_impl->helper->GetCounters();
+    return {double(c.dataPacketsSent), double(c.retransmittedPackets), double(c.acksSent),
+            double(c.nacksSent), double(c.cnpsSent), double(c.cnpsReceived),
+            double(c.ceReceived), double(c.rateCuts), double(c.timeouts),
+            double(c.deliveredBytes), double(c.unroutable)};
+}
+
+std::vector<int64_t>
+HeterosimRdmaSim::QueueSamples() const
+{
+    return m_impl->helper->GetQueueSamples();
+}
+
+std::vector<double>
+HeterosimRdmaSim::RateSamples() const
+{
+    std::vector<double> out;
+    auto& h = *m_impl->helper;
+    for (uint32_t host = 0; host < h.GetNHosts(); ++host)
+    {
+        for (const auto& s : h.GetNic(host)->GetRateSamples())
+        {
+            out.push_back(double(s.timeNs));
+            out.push_back(double(host));
+            out.push_back(double(s.qp));
+            out.push_back(s.rateBps);
+        }
+    }
+    return out;
+}
+
+uint64_t
+HeterosimRdmaSim::MessageRxBytes(uint32_t dstHost, uint64_t msgId) const
+{
+    return m_impl->helper->GetMessageRxBytes(dstHost, msgId);
+}
+
+double
+HeterosimRdmaSim::RunWallSeconds() const
+{
+    return m_impl->helper ? m_impl->helper->GetRunWallSeconds() : 0.0;
+}
+
+void
+HeterosimRdmaSim::Destroy()
+{
+    if (m_impl->destroyed)
+    {
+        return;
+    }
+    m_impl->destroyed = true;
+    if (m_impl->helper)
+    {
+        m_impl->helper->Dispose();
+        m_impl->helper = nullptr;
+    }
+    Simulator::Destroy();
+}
+
+// ------------------------------------------------------------------ baseline
+
+namespace
+{
+
+struct P2pFeeder
+{
+    Ptr<PointToPointNetDevice> tx;
+    uint32_t bytes{0};
+    uint64_t toSend{0};
+    uint64_t received{0};
+
+    void Fill()
+    {
+        Ptr<Queue<Packet>> q = tx->GetQueue();
+        while (toSend > 0 && q->GetNPackets() + 1 < q->GetMaxSize().GetValue())
+        {
+            tx->Send(Create<Packet>(bytes), tx->GetBroadcast(), 0x0800);
+            toSend--;
+        }
+    }
+
+    void TxEnd(Ptr<const Packet>)
+    {
+        Fill();
+    }
+
+    bool Rx(Ptr<NetDevice>, Ptr<const Packet>, uint16_t, const Address&)
+    {
+        received++;
+        return true;
+    }
+};
+
+} // namespace
+
+std::vector<double>
+HeterosimRdmaSim::RawP2pBaseline(uint64_t packets, uint32_t packetBytes, double rateBps)
+{
+    Ptr<Node> a = CreateObject<Node>();
+    Ptr<Node> b = CreateObject<Node>();
+    PointToPointHelper p2p;
+    p2p.SetDeviceAttribute("DataRate", DataRateValue(DataRate(static_cast<uint64_t>(rateBps))));
+    p2p.SetChannelAttribute("Delay", TimeValue(NanoSeconds(1000)));
+    NetDeviceContainer devs = p2p.Install(a, b);
+    P2pFeeder feeder;
+    feeder.tx = DynamicCast<PointToPointNetDevice>(devs.Get(0));
+    feeder.bytes = packetBytes;
+    feeder.toSend = packets;
+    feeder.tx->TraceConnectWithoutContext("PhyTxEnd", MakeCallback(&P2pFeeder::TxEnd, &feeder));
+    devs.Get(1)->SetReceiveCallback(MakeCallback(&P2pFeeder::Rx, &feeder));
+    Simulator::ScheduleNow(&P2pFeeder::Fill, &feeder);
+    const auto t0 = std::chrono::steady_clock::now();
+    Simulator::Run();
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double sim = Simulator::Now().GetSeconds();
+    Simulator::Destroy();
+    return {wall, double(feeder.received), sim};
+}
+
+} // namespace ns3

@@ -1,0 +1,190 @@
+"""IR structure: tags pair up, deps acyclic, programs shared, schedules and grad sync wired as specified."""
+import dataclasses
+
+import pytest
+
+from heterosim.config import ModelConfig
+from heterosim.errors import SimulationError
+from heterosim.workload.compiler import compile_workload
+from heterosim.workload.ir import IR, Program
+from heterosim.workload.schedules import interleaved, one_f_one_b
+from heterosim.workload.verify import check_acyclic, check_tags, replay, verify_ir
+
+from wl_factory import gpt, scenario
+
+MOE = ModelConfig(name="moe", num_layers=4, hidden_size=128, num_attention_heads=4, num_kv_heads=2,
+                  ffn_hidden_size=256, vocab_size=512, max_seq_length=256, activation="swiglu", num_experts=4,
+                  moe_top_k=2)
+
+CASES = {
+    "dp": (dict(), 4),
+    "tp_pp_1f1b": (dict(tp=2, pp=4), 16),
+    "gpipe_sp_full": (dict(tp=2, pp=2, schedule="gpipe", sequence_parallel=True, recompute="full"), 8),
+    "interleaved_zero1": (dict(tp=2, pp=2, schedule="interleaved", virtual_stages=2, zero_stage=1), 8),
+    "interleaved_v4_partition": (dict(pp=2, schedule="interleaved", virtual_stages=4,
+                                      layer_partition=[1, 1, 2, 0, 1, 1, 1, 1]), 4),
+    "cp_tp_overlap": (dict(tp=2, cp=2, pp=2, sequence_parallel=True, tp_comm_overlap=True), 16),
+    "no_overlap_selective": (dict(pp=2, overlap_grad_reduce=False, recompute="selective"), 4),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_ir_is_consistent_and_replays(name):
+    par, world = CASES[name]
+    ir = compile_workload(scenario(gbs=16, **par), world)
+    n = verify_ir(ir)
+    assert n == sum(len(ir.ops_of(r)) for r in range(world))
+
+
+def test_moe_and_nonuniform_split_replay():
+    ir = compile_workload(scenario(MOE, gbs=16, tp=2, ep=2, pp=2, sequence_parallel=True, zero_stage=1), 16)
+    verify_ir(ir)
+    names = {op.name for op in ir.programs[0].ops}
+    assert {"ep_dispatch", "ep_combine", "ep_dispatch_bwd", "moe_experts_bwd"} <= names
+    assert any(op.group == "edp" for op in ir.programs[0].ops)
+    ir = compile_workload(scenario(gbs=20, split=[2, 3, 5, 10], pp=2), 8)
+    verify_ir(ir)
+    assert len(ir.programs) == 8 and ir.meta["microbatches_per_replica"] == [2, 3, 5, 10]
+
+
+def test_programs_shared_per_stage_and_tp_members_identical():
+    ir = compile_workload(scenario(gpt(layers=16), gbs=64, tp=4, pp=4, sequence_parallel=True), 64)
+    assert len(ir.programs) == 4
+    for grp in ir.groups["tp"]:
+        assert len({ir.rank_program[r] for r in grp}) == 1
+    for grp in ir.groups["pp"]:
+        assert [ir.program_of(r).stage for r in grp] == [0, 1, 2, 3]
+    assert ir.meta["layers_per_stage"] == [4, 4, 4, 4]
+
+
+def test_pipeline_tags_pair_across_stages():
+    ir = compile_workload(scenario(gbs=8, pp=2), 2)
+    s0, s1 = ir.program_of(0).ops, ir.program_of(1).ops
+    sends0 = [(o.tag, o.size_bytes) for o in s0 if o.collective == "send"]
+    recvs1 = [(o.tag, o.size_bytes) for o in s1 if o.collective == "recv"]
+    assert sorted(t for t in sends0 if t[0].startswith("pp:f")) == sorted(t for t in recvs1 if t[0].startswith("pp:f"))
+    assert all(o.peer_offset == 1 for o in s0 if o.collective == "send")
+    assert all(o.peer_offset == -1 for o in s1 if o.collective == "recv" and o.tag.startswith("pp:f"))
+    assert all(o.stream in ("pp_send", "pp_recv") and o.comm_kind == "pp" for o in s0 if o.peer_offset)
+
+
+def test_compute_follows_schedule_and_bwd_waits_for_gradient():
+    pp, m = 4, 8
+    ir = compile_workload(scenario(gbs=m, pp=pp), pp)
+    for stage in range(pp):
+        ops = ir.program_of(stage).ops
+        seq = []
+        for o in ops:
+            if o.kind == "compute" and o.layer >= 0 and o.name in ("attn", "attn_bwd"):
+                step = ("fwd" if o.name == "attn" else "bwd", o.microbatch, o.chunk)
+                if not seq or seq[-1] != step:
+                    seq.append(step)
+        assert seq == one_f_one_b(pp, m, stage)
+        if stage < pp - 1:
+            for o in ops:
+                if o.name == "mlp_bwd":
+                    recv = next(x for x in ops if x.name == "pp_recv_grad" and x.microbatch == o.microbatch)
+                    if o.layer == max(x.layer for x in ops if x.name == "mlp_bwd"):
+                        assert recv.id in o.deps
+    ir = compile_workload(scenario(gbs=8, pp=2, schedule="interleaved", virtual_stages=2), 2)
+    seq = []
+    for o in ir.program_of(1).ops:
+        if o.name in ("attn", "attn_bwd"):
+            step = ("fwd" if o.name == "attn" else "bwd", o.microbatch, o.chunk)
+            if not seq or seq[-1] != step:
+                seq.append(step)
+    assert seq == interleaved(2, 8, 1, 2)
+
+
+def test_tp_comm_blocking_and_overlap():
+    ir = compile_workload(scenario(gbs=4, tp=2), 2)
+    ops = ir.programs[0].ops
+    mlp = next(o for o in ops if o.name == "mlp")
+    ar = ops[mlp.deps[0]]
+    assert ar.collective == "allreduce" and ar.stream == "tp" and ar.comm_kind == "tp"
+    assert ar.size_bytes == 256 * 1 * 256 * 2  # b*s*h bf16
+    ir = compile_workload(scenario(gbs=4, tp=2, sequence_parallel=True), 2)
+    colls = [o.collective for o in ir.programs[0].ops if o.stream == "tp" and o.layer == 0 and o.phase == "fwd"
+             and o.microbatch == 0]
+    assert colls == ["allgather", "reducescatter", "allgather", "reducescatter"]
+    ir = compile_workload(scenario(gbs=4, tp=2, tp_comm_overlap=True), 2)
+    ops = ir.programs[0].ops
+    mlp = next(o for o in ops if o.name == "mlp" and o.layer == 1)
+    assert all(ops[d].kind == "compute" or ops[d].id < mlp.id - 2 for d in mlp.deps)
+    for sc in (scenario(gbs=4, tp=2, pp=2, tp_comm_overlap=True, sequence_parallel=True),
+               scenario(gbs=4, tp=2, pp=2, tp_comm_overlap=True)):
+        ir = compile_workload(sc, 4)
+        for prog in ir.programs:
+            used = {d for o in prog.ops for d in o.deps}
+            # every TP result is consumed by someone (lagged, not dropped), pipeline sends included
+            assert all(o.id in used for o in prog.ops if o.stream == "tp")
+
+
+def test_grad_buckets_depend_on_last_microbatch_and_optimizer_after_all():
+    sc = scenario(gpt(layers=4, hidden=512), gbs=16, grad_bucket_bytes=4 * 3_200_000)
+    ir = compile_workload(sc, 2)
+    ops = ir.programs[0].ops
+    buckets = [o for o in ops if o.name.startswith("grad_")]
+    assert len(buckets) >= 2 and all(o.stream == "dp" and o.group == "dp" for o in buckets)
+    last_mb = max(o.microbatch for o in ops)
+    for b in buckets:
+        prod = ops[b.deps[0]]
+        assert prod.phase == "bwd" and prod.microbatch == last_mb and prod.kind == "compute"
+    # the first bucket is ready before the last backward op: overlap is possible
+    assert buckets[0].deps[0] < max(o.id for o in ops if o.phase == "bwd" and o.kind == "compute")
+    assert sum(b.size_bytes for b in buckets) == pytest.approx(4 * ir.meta["total_params"], rel=1e-6)
+    opt = next(o for o in ops if o.op_class == "optimizer")
+    assert set(opt.deps) == {b.id for b in buckets}
+    # ZeRO-1: reduce-scatter, then parameter all-gathers after the optimizer
+    ir = compile_workload(scenario(gpt(layers=4, hidden=512), gbs=16, zero_stage=1), 2)
+    ops = ir.programs[0].ops
+    opt = next(o for o in ops if o.op_class == "optimizer")
+    assert all(o.collective == "reducescatter" for o in ops if o.name.startswith("grad_"))
+    gathers = [o for o in ops if o.name == "zero_param_allgather"]
+    assert gathers and all(o.deps == (opt.id,) for o in gathers)
+
+
+def test_meta():
+    ir = compile_workload(scenario(gbs=32, mbs=2, seq=256, tp=2, pp=2), 8)
+    m = ir.meta
+    assert m["tokens_per_iteration"] == 32 * 256 and m["microbatches"] == 8 and m["dp"] == 2
+    assert len(m["memory_bytes"]) == 8 and m["schedule"] == "1f1b" and m["precision"] == "bf16"
+    assert m["hardware_flops"] >= m["model_flops_per_iteration"]
+
+
+def test_verifier_catches_deadlock_and_tag_mismatch():
+    ir = compile_workload(scenario(gbs=4, pp=2), 2)
+    check_acyclic(ir)
+    # swap two receives on stage 1: the stream now waits for micro-batch 1 before 0 ... still fine under
+    # rendezvous only if stage 0 sends in that order; it does not -> deadlock
+    ops = list(ir.programs[1].ops)
+    recvs = [i for i, o in enumerate(ops) if o.name == "pp_recv_act"]
+    a, b = recvs[0], recvs[1]
+    ta, tb = ops[a].tag, ops[b].tag
+    ops[a] = dataclasses.replace(ops[a], tag=tb)
+    ops[b] = dataclasses.replace(ops[b], tag=ta)
+    bad = IR(world_size=2, programs=[ir.programs[0], Program(id=1, ops=ops, stage=1)], rank_program=[0, 1],
+             groups=ir.groups)
+    with pytest.raises(SimulationError, match="deadlock"):
+        replay(bad)
+    ops2 = list(ir.programs[1].ops)
+    ops2[a] = dataclasses.replace(ops2[a], tag="pp:f:mb99:vs0")
+    bad2 = IR(world_size=2, programs=[ir.programs[0], Program(id=1, ops=ops2, stage=1)], rank_program=[0, 1],
+              groups=ir.groups)
+    with pytest.raises(SimulationError, match="unmatched"):
+        check_tags(bad2)
+    cyc = list(ir.programs[0].ops)
+    x = next(o for o in cyc if o.deps)
+    cyc[x.deps[0]] = dataclasses.replace(cyc[x.deps[0]], deps=(x.id,))
+    with pytest.raises(SimulationError, match="cycle"):
+        check_acyclic(IR(world_size=2, programs=[Program(id=0, ops=cyc), ir.programs[1]], rank_program=[0, 1],
+                         groups=ir.groups))
+
+
+@pytest.mark.xfail(strict=True, reason="IR.to_dict drops microbatch/layer 0 (filters 0 and -1 alike); "
+                                       "fix reported to the lead: compare against field defaults")
+def test_ir_json_roundtrip_keeps_microbatch_and_layer_zero():
+    ir = compile_workload(scenario(gbs=4, pp=2), 2)
+    back = IR.from_dict(ir.to_dict())
+    assert [(o.microbatch, o.layer) for o in back.programs[0].ops] == \
+        [(o.microbatch, o.layer) for o in ir.programs[0].ops]
