@@ -67,6 +67,7 @@ def simulate(prepared: Prepared, *, backend: str | None = None,
     """Run one iteration (``training.iterations`` times, reporting the last)."""
     from heterosim.results.summary import make_summary
     from heterosim.sim.coordinator import Coordinator
+    from heterosim.sim.intra import effective_intra
     from netbackend.registry import create_backend
 
     sc = prepared.scenario
@@ -76,7 +77,7 @@ def simulate(prepared: Prepared, *, backend: str | None = None,
     t0 = time.monotonic()
     for it in range(sc.training.iterations):
         net = create_backend(name, prepared.system.net, net_cfg, sc.seed + it)
-        intra = create_backend("flow", prepared.system.intra, intra_config(sc), sc.seed + it)
+        intra = create_backend("flow", effective_intra(prepared.system.intra), intra_config(sc), sc.seed + it)
         try:
             coord = Coordinator(prepared.ir, prepared.system, prepared.compute, net, intra,
                                 precision=sc.training.precision, comm_options=sc.comm.model_dump(),

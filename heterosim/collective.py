@@ -59,6 +59,7 @@ def collective_ir(op: str, ranks: list[int], size_bytes: int, world: int) -> IR:
 def run_collective(system, op: str, size_bytes: int, gpus: int, *, algorithm: str = "auto", backend: str = "flow",
                    network=None, seed: int = 0, protocol: str = "auto", channels: int | None = None) -> CollectiveResult:
     from heterosim.sim.coordinator import Coordinator
+    from heterosim.sim.intra import effective_intra
     from netbackend.config import NetworkConfig
     from netbackend.registry import create_backend
 
@@ -73,7 +74,7 @@ def run_collective(system, op: str, size_bytes: int, gpus: int, *, algorithm: st
     net_cfg = (network or NetworkConfig()).model_copy(update={"backend": backend})
     intra_cfg = net_cfg.model_copy(update={"header_bytes": 0, "per_hop_latency_ns": 0, "backend": "flow"})
     net = create_backend(backend, system.net, net_cfg, seed)
-    intra = create_backend("flow", system.intra, intra_cfg, seed)
+    intra = create_backend("flow", effective_intra(system.intra), intra_cfg, seed)
     try:
         coord = Coordinator(ir, system, compute_model=None, net=net, intra=intra, record_messages=False,
                             comm_options={"algorithm": algorithm, "protocol": protocol, "channels": channels})

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import heapq
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from heterosim.errors import PlanError, SimulationError
@@ -351,12 +351,7 @@ class Coordinator:
             inst.pending += 1
             self._push(self._now + d, _EV_XFER_READY, ("instance_done", inst))
             return
-        key = (collective, ranks, size)
-        sched = self._plan_memo.get(key)
-        if sched is None:
-            sched = self.plan(collective, ranks, size, self.system, **self._plan_kwargs(collective))
-            if len(self._plan_memo) < 4096:
-                self._plan_memo[key] = sched
+        sched = self._planned(collective, ranks, size)
         xfers = sched.transfers
         if not xfers:
             return
@@ -365,6 +360,28 @@ class Coordinator:
         for x in xfers:
             if not x.deps:
                 self._start_transfer(state, x)
+
+    def _planned(self, collective: str, ranks: tuple[int, ...], size: int):
+        """The flow schedule for this group, planned once per group *shape*.
+
+        DP/PP groups at the same position of different replicas are isomorphic
+        (same node types, same local GPU indices, same node order), so their
+        schedules differ only by rank relabelling; planning costs milliseconds
+        and a 1024-GPU run has thousands of such instances.
+        """
+        gpus = self.system.gpus
+        node_ids = sorted({gpus[r].node_index for r in ranks})
+        node_ord = {n: i for i, n in enumerate(node_ids)}
+        shape = (collective, size, tuple((node_ord[gpus[r].node_index], gpus[r].local, gpus[r].group) for r in ranks))
+        hit = self._plan_memo.get(shape)
+        if hit is None:
+            sched = self.plan(collective, ranks, size, self.system, **self._plan_kwargs(collective))
+            self._plan_memo[shape] = (ranks, sched)
+            return sched
+        base_ranks, sched = hit
+        if base_ranks == ranks:
+            return sched
+        return _relabel(sched, dict(zip(base_ranks, ranks)), self.system)
 
     def _start_transfer(self, state: "_ScheduleState", x) -> None:
         start = self._now + int(x.latency_ns)
@@ -535,6 +552,29 @@ class _ScheduleState:
         self.done: set[int] = set()
         self.outstanding = 0
         self.records: dict[int, MessageRecord] = {}
+
+
+def _relabel(sched, rank_map: dict[int, int], system):
+    """A copy of ``sched`` with ranks (and their GPU/NIC endpoints) renamed."""
+    gpus = system.gpus
+    out = []
+    for x in sched.transfers:
+        src = rank_map.get(x.src, x.src)
+        dst = rank_map.get(x.dst, x.dst)
+        if x.link == "net":
+            src_ep, dst_ep = gpus[src].nic, gpus[dst].nic
+        else:
+            gpu_end = src if src >= 0 else dst
+            sw = f"{gpus[gpu_end].node}/nvswitch"
+            src_ep = gpus[src].name if src >= 0 else sw
+            dst_ep = gpus[dst].name if dst >= 0 else sw
+        out.append(replace(x, src=src, dst=dst, src_ep=src_ep, dst_ep=dst_ep))
+    return _Relabelled(out)
+
+
+@dataclass
+class _Relabelled:
+    transfers: list
 
 
 def _min(a: int | None, b: int | None) -> int | None:

@@ -197,13 +197,13 @@ class Ns3Backend(NetworkBackend):
         if msg.start_ns < now:
             raise UserError(f"message starts before the backend's current time {now} ns",
                             field="message.start_ns", value=msg.start_ns)
-        for end in (msg.src, msg.dst):
+        for fld, end in (("src", msg.src), ("dst", msg.dst)):
             if end not in self._host_index:
-                raise NetworkError("unknown host", field="message.src/dst", value=end)
+                raise NetworkError("unknown host", field=f"message.{fld}", value=end)
             if end in self._unlinked and msg.src != msg.dst:
-                raise NetworkError("host has no link", field="message.src/dst", value=end)
-        if msg.size_bytes < 0:
-            raise UserError("message size must be >= 0", field="message.size_bytes", value=msg.size_bytes)
+                raise NetworkError("host has no link", field=f"message.{fld}", value=end)
+        if msg.size_bytes <= 0:
+            raise UserError("message size must be > 0", field="message.size_bytes", value=msg.size_bytes)
         if msg.id in self._pending or msg.id in self._fct:
             raise UserError("message id already used", field="message.id", value=msg.id)
         self._start[msg.id] = msg.start_ns

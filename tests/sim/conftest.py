@@ -18,6 +18,7 @@ class FakeGpu:
     group: str = "g"
     name: str = ""
     nic: str = ""
+    node_index: int = 0
 
 
 class FakeSystem:
@@ -25,6 +26,7 @@ class FakeSystem:
 
     def __init__(self, world: int, gpus_per_node: int = 1, slowdown: dict | None = None):
         self.gpus = [FakeGpu(r, f"n{r // gpus_per_node}", r % gpus_per_node, name=f"gpu{r}", nic=f"nic{r}",
+                             node_index=r // gpus_per_node,
                              slowdown=(slowdown or {}).get(r, 1.0)) for r in range(world)]
         self.num_gpus = world
         self.net = None

@@ -1,0 +1,444 @@
+"""Plan search: mappings x (TP, PP, DP, micro-batch, interleave, recompute) x partitions.
+
+Three passes, each cheaper candidates first:
+
+1. enumerate and prune: divisibility (``resolve_plan``) and memory (the workload
+   memory model against every cell's HBM) reject a plan before any timing;
+2. score every surviving candidate with the closed-form estimate
+   (:mod:`heterosim.planner.estimate`, milliseconds each);
+3. simulate the best ``top_k`` (and the naive uniform plan) with the real
+   coordinator (``api.prepare`` + ``api.simulate``, flow backend, no message
+   recording), rank them by *simulated* time, and report estimate vs simulation.
+   With ``backend="ns3"`` the simulated ones are timed with ns-3 instead.
+
+The naive plan is the scenario's own parallelism with equal layers per stage and
+equal micro-batches per replica, in the scenario's own rank order.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from statistics import mean
+from typing import Callable
+
+from heterosim.errors import PlanError, UserError
+from heterosim.planner.estimate import Estimate, estimate
+from heterosim.planner.mapping import (Mapping, apply_overrides, candidate_mappings, group_infos,
+                                       mapping_of_scenario)
+from heterosim.planner.partition import (CostModel, MemoryModel, balance_layers, split_microbatches,
+                                         vstage_partition)
+
+GiB = 1 << 30
+
+
+@dataclass
+class Candidate:
+    """One plan: the overrides that produce it, its estimated and (maybe) simulated time."""
+
+    tp: int
+    pp: int
+    dp: int
+    micro_batch_size: int
+    schedule: str
+    virtual_stages: int
+    recompute: str
+    mapping: Mapping
+    layers: list[int]
+    """Layers per pipeline stage."""
+    split: list[int]
+    """Micro-batches per DP replica."""
+    aware: bool
+    """Heterogeneity-aware partition/split (False = equal layers and micro-batches)."""
+    est: Estimate
+    mem_headroom: float
+    """min over GPUs of (HBM - need) / HBM."""
+    peak_mem_bytes: float
+    overrides: dict = field(default_factory=dict)
+    sim_time_s: float | None = None
+    sim_backend: str | None = None
+    sim_summary: dict | None = None
+    mfu: float = 0.0
+    label: str = ""
+    """``naive-uniform`` for the baseline."""
+    why: str = ""
+    speedup_vs_naive: float | None = None
+
+    @property
+    def est_time_s(self) -> float:
+        return self.est.time_ns / 1e9
+
+    @property
+    def time_s(self) -> float:
+        """Simulated time when available, else the estimate."""
+        return self.sim_time_s if self.sim_time_s is not None else self.est_time_s
+
+    def config_key(self) -> tuple:
+        return (self.tp, self.pp, self.dp, self.micro_batch_size, self.schedule, self.virtual_stages,
+                self.recompute, self.mapping.key(), tuple(self.layers), tuple(self.split))
+
+    def short(self) -> str:
+        sched = self.schedule if self.virtual_stages == 1 else f"interleaved(v={self.virtual_stages})"
+        return (f"TP{self.tp} PP{self.pp} DP{self.dp} mbs{self.micro_batch_size} {sched} "
+                f"recompute={self.recompute}")
+
+
+@dataclass
+class PlanReport:
+    candidates: list[Candidate]
+    """Best first (simulated ones ranked by simulated time, ahead of estimated-only ones)."""
+    naive: Candidate | None
+    enumerated: int = 0
+    pruned_divisibility: int = 0
+    pruned_memory: int = 0
+    scored: int = 0
+    scoring_s: float = 0.0
+    simulated: int = 0
+    simulation_s: float = 0.0
+    calibration: list[tuple[str, float, float]] = field(default_factory=list)
+    """(plan, estimated s, simulated s) for every simulated candidate."""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def candidates_per_minute(self) -> float:
+        return self.scored / self.scoring_s * 60 if self.scoring_s else 0.0
+
+    @property
+    def best(self) -> Candidate | None:
+        return self.candidates[0] if self.candidates else None
+
+
+# ----------------------------------------------------------------------------- enumeration
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def search_space(scenario, world: int, gpus_per_node_min: int) -> list[tuple]:
+    """(tp, pp, dp, mbs, schedule, v, recompute) tuples that pass the cheap divisibility rules."""
+    m, tr = scenario.model, scenario.training
+    L = m.num_layers
+    out = []
+    for tp in (1, 2, 4, 8, 16):
+        if tp > gpus_per_node_min or gpus_per_node_min % tp or world % tp:
+            continue
+        if m.num_attention_heads % tp or m.ffn_hidden_size % tp or m.vocab_size % tp:
+            continue
+        if m.kv_heads % tp and tp % m.kv_heads:
+            continue
+        if scenario.parallelism.sequence_parallel and tp > 1 and tr.seq_length % tp:
+            continue
+        for pp in _divisors(world // tp):
+            if pp > L:
+                continue
+            dp = world // tp // pp
+            for mbs in (1, 2, 4, 8):
+                if tr.global_batch_size % mbs or tr.global_batch_size // mbs < dp:
+                    continue
+                total_mb = tr.global_batch_size // mbs
+                scheds = [("1f1b", 1)]
+                if pp >= 2:
+                    for v in (2, 4):
+                        if pp * v <= L and total_mb % pp == 0 and total_mb // pp >= dp:
+                            scheds.append(("interleaved", v))
+                for sched, v in scheds:
+                    for rc in ("none", "selective", "full"):
+                        out.append((tp, pp, dp, mbs, sched, v, rc))
+    return out
+
+
+def _even(total: int, parts: int, multiple: int = 1) -> list[int]:
+    units = total // multiple
+    return [(units // parts + (1 if i < units % parts else 0)) * multiple for i in range(parts)]
+
+
+# ----------------------------------------------------------------------------- the planner
+
+class Planner:
+    """Holds the per-scenario models (system, compute, cost memo) shared by every candidate."""
+
+    def __init__(self, scenario, compute=None) -> None:
+        from topologies import build_system
+
+        self.scenario = scenario
+        self.file = getattr(scenario, "_source_file", None)
+        par = scenario.parallelism
+        if par.cp != 1 or par.ep != 1 or scenario.model.is_moe:
+            raise PlanError("the planner searches dense models without context/expert parallelism",
+                            file=self.file, field="parallelism", value=f"cp={par.cp} ep={par.ep}")
+        self.system = build_system(scenario.cluster, scenario.fabric, file=self.file)
+        self.world = self.system.num_gpus
+        self.groups = group_infos(scenario.cluster, self.file)
+        self.hbm = {g.name: g.hbm_bytes for g in self.groups}
+        self.cm = CostModel(scenario, self.system, compute)
+        from heterosim.hardware import get_device
+        from heterosim.workload.costs import model_flops_per_iteration
+
+        tr = scenario.training
+        self.model_flops = model_flops_per_iteration(scenario.model, tr.global_batch_size, tr.seq_length)
+        self.mean_peak = mean(get_device(g.device).peak_flops(tr.precision) for g in self.system.gpus)
+
+    # -- one configuration ---------------------------------------------------------------------------------------
+    def _config_scenario(self, tp, pp, dp, mbs, sched, v, rc, layers=None, split=None, mapping=None):
+        L = self.scenario.model.num_layers
+        total_mb = self.scenario.training.global_batch_size // mbs
+        mult = pp if sched == "interleaved" else 1
+        ov = {"parallelism.tp": tp, "parallelism.pp": pp, "parallelism.dp": dp, "parallelism.schedule": sched,
+              "parallelism.virtual_stages": v, "parallelism.recompute": rc, "training.micro_batch_size": mbs,
+              "parallelism.layer_partition": vstage_partition(layers, v) if layers else _even(L, pp * v),
+              "training.microbatch_split": split if split else _even(total_mb, dp, mult)}
+        if mapping is not None:
+            ov.update(mapping.overrides(self.scenario))
+        return ov
+
+    def evaluate(self, mapping: Mapping, mbs: int, sched: str, v: int, rc: str, layers: list[int],
+                 split: list[int], memory: MemoryModel, aware: bool) -> Candidate | None:
+        """Memory-check and estimate one fully specified candidate (None if it does not fit)."""
+        from dataclasses import replace
+
+        plan = replace(memory.plan, vstage_layers=_vstage_lists(vstage_partition(layers, v)),
+                       microbatches=list(split))
+        mem = memory.exact(plan)
+        headroom, peak = 1.0, 0.0
+        for s in range(mapping.pp):
+            for r in range(mapping.dp):
+                need = mem[(s, split[r])]["total"]
+                have = self.hbm[mapping.cells[s][r].group]
+                peak = max(peak, need)
+                headroom = min(headroom, (have - need) / have)
+        if headroom < 0:
+            return None
+        costs = [[self.cm.stage_cost(c.group, mapping.tp, mbs, rc) for c in row] for row in mapping.cells]
+        est = estimate(self.cm, mapping, costs, layers, split, chunks=v, mbs=mbs)
+        cand = Candidate(mapping.tp, mapping.pp, mapping.dp, mbs, sched, v, rc, mapping, list(layers), list(split),
+                         aware, est, headroom, peak)
+        cand.overrides = self._config_scenario(mapping.tp, mapping.pp, mapping.dp, mbs, sched, v, rc,
+                                               layers if aware else None, split if aware else None, mapping)
+        if not aware:
+            L = self.scenario.model.num_layers
+            if L % (mapping.pp * v) == 0:
+                cand.overrides["parallelism.layer_partition"] = None
+            total = self.scenario.training.global_batch_size // mbs
+            if total % mapping.dp == 0:
+                cand.overrides["training.microbatch_split"] = None
+        cand.mfu = self.model_flops / (est.time_ns / 1e9) / self.world / self.mean_peak
+        return cand
+
+    def aware_partition(self, mapping: Mapping, mbs: int, sched: str, v: int, rc: str,
+                        memory: MemoryModel) -> tuple[list[int], list[int]]:
+        """Alternate: layers balanced for the current split, split balanced for those layers."""
+        L = self.scenario.model.num_layers
+        pp, dp = mapping.pp, mapping.dp
+        total_mb = self.scenario.training.global_batch_size // mbs
+        mult = pp if sched == "interleaved" else 1
+        costs = [[self.cm.stage_cost(c.group, mapping.tp, mbs, rc) for c in row] for row in mapping.cells]
+        caps = []
+        for s in range(pp):
+            hbm = min(self.hbm[c.group] for c in mapping.cells[s])
+            caps.append(memory.cap(s, hbm))
+        split = _even(total_mb, dp, mult)
+        layers: list[int] = []
+        for _ in range(3):
+            mx = max(split)
+            # stage s's per-micro-batch cost, weighted by how many micro-batches each replica runs
+            per_layer = [max(costs[s][r].layer_ns * split[r] / mx for r in range(dp)) for s in range(pp)]
+            extra = [max(((costs[s][r].embed_ns if s == 0 else 0.0) + (costs[s][r].head_ns if s == pp - 1 else 0.0))
+                         * split[r] / mx for r in range(dp)) for s in range(pp)]
+            new_layers = balance_layers(L, per_layer, extra, caps, multiple=1, min_layers=max(1, v // 2))
+            per_mb, fill = [], []
+            for r in range(dp):
+                col = [new_layers[s] * costs[s][r].layer_ns + (costs[s][r].embed_ns if s == 0 else 0.0)
+                       + (costs[s][r].head_ns if s == pp - 1 else 0.0) for s in range(pp)]
+                per_mb.append(max(col))
+                fill.append((sum(col) - max(col)) / v)
+            new_split = split_microbatches(total_mb, per_mb, fill, mult) if dp > 1 else [total_mb]
+            if new_layers == layers and new_split == split:
+                break
+            layers, split = new_layers, new_split
+        return layers, split
+
+    # -- the search ----------------------------------------------------------------------------------------------
+    def search(self, max_candidates: int | None = None, configs: list[tuple] | None = None,
+               progress: Callable[[int, int], None] | None = None) -> PlanReport:
+        from heterosim.workload.plan import resolve_plan
+
+        L = self.scenario.model.num_layers
+        gmin = min(g.gpus_per_node for g in self.groups)
+        space = configs if configs is not None else search_space(self.scenario, self.world, gmin)
+        rep = PlanReport(candidates=[], naive=None)
+        t0 = time.perf_counter()
+        mappings_memo: dict[tuple, list[Mapping]] = {}
+        found: dict[tuple, Candidate] = {}
+        for i, (tp, pp, dp, mbs, sched, v, rc) in enumerate(space):
+            if max_candidates is not None and rep.scored >= max_candidates:
+                break
+            if progress is not None:
+                progress(i, len(space))
+            rep.enumerated += 1
+            try:
+                sc = apply_overrides(self.scenario, self._config_scenario(tp, pp, dp, mbs, sched, v, rc))
+                plan = resolve_plan(sc, self.world, self.file)
+            except UserError:
+                rep.pruned_divisibility += 1
+                continue
+            memory = MemoryModel(sc, plan)
+            # quick memory prune: a stage that cannot hold even one layer on the largest GPU
+            hbm_max = max(self.hbm.values())
+            if any(memory.cap(s, hbm_max) < 1 for s in range(pp)) or \
+                    sum(max(memory.cap(s, hbm_max), 0) for s in range(pp)) < L:
+                rep.pruned_memory += 1
+                continue
+            key = (tp, pp, dp)
+            if key not in mappings_memo:
+                try:
+                    mappings_memo[key] = candidate_mappings(self.groups, tp, pp, dp, self.file)
+                except PlanError:
+                    mappings_memo[key] = []
+            if not mappings_memo[key]:
+                rep.pruned_divisibility += 1
+                continue
+            total_mb = self.scenario.training.global_batch_size // mbs
+            mult = pp if sched == "interleaved" else 1
+            for mapping in mappings_memo[key]:
+                variants = []
+                try:
+                    variants.append((True,) + self.aware_partition(mapping, mbs, sched, v, rc, memory))
+                except PlanError:
+                    rep.pruned_memory += 1
+                if L % (pp * v) == 0 and total_mb % (dp * mult) == 0:
+                    variants.append((False, [L // pp] * pp, [total_mb // dp] * dp))
+                for aware, layers, split in variants:
+                    rep.scored += 1
+                    cand = self.evaluate(mapping, mbs, sched, v, rc, layers, split, memory, aware)
+                    if cand is None:
+                        rep.pruned_memory += 1
+                        continue
+                    k = cand.config_key()
+                    if k not in found or found[k].aware < cand.aware:
+                        found[k] = cand
+        rep.scoring_s = time.perf_counter() - t0
+        rep.candidates = sorted(found.values(), key=lambda c: c.est.time_ns)
+        return rep
+
+    def naive(self) -> Candidate | None:
+        """The scenario's own parallelism, equal layers and micro-batches, its own rank order."""
+        from heterosim.workload.plan import resolve_plan
+
+        sc0 = self.scenario
+        par, tr = sc0.parallelism, sc0.training
+        tp, pp = par.tp, par.pp
+        dp = par.dp or self.world // (tp * pp)
+        mbs, v, sched, rc = tr.micro_batch_size, par.virtual_stages, par.schedule, par.recompute
+        L = sc0.model.num_layers
+        total_mb = tr.global_batch_size // mbs
+        try:
+            sc = apply_overrides(sc0, {"parallelism.layer_partition": None, "training.microbatch_split": None,
+                                       "parallelism.dp": dp})
+            plan = resolve_plan(sc, self.world, self.file)
+            mapping = mapping_of_scenario(sc, self.groups, tp, pp, dp, self.file)
+        except UserError:
+            return None
+        memory = MemoryModel(sc, plan)
+        cand = self.evaluate(mapping, mbs, sched, v, rc, [L // pp] * pp, [total_mb // dp] * dp, memory, False)
+        if cand is None:  # does not fit: still report it, with its negative headroom
+            from dataclasses import replace
+
+            mem = memory.exact(replace(plan))
+            costs = [[self.cm.stage_cost(c.group, tp, mbs, rc) for c in row] for row in mapping.cells]
+            est = estimate(self.cm, mapping, costs, [L // pp] * pp, [total_mb // dp] * dp, chunks=v, mbs=mbs)
+            need = max(d["total"] for d in mem.values())
+            cand = Candidate(tp, pp, dp, mbs, sched, v, rc, mapping, [L // pp] * pp, [total_mb // dp] * dp, False,
+                             est, (min(self.hbm.values()) - need) / min(self.hbm.values()), need)
+        cand.overrides = {"parallelism.layer_partition": None, "training.microbatch_split": None}
+        cand.label = "naive-uniform"
+        cand.mfu = self.model_flops / (cand.est.time_ns / 1e9) / self.world / self.mean_peak
+        return cand
+
+    # -- simulation -----------------------------------------------------------------------------------------------
+    def simulate(self, cand: Candidate, backend: str = "flow") -> Candidate:
+        """Run the real coordinator on the candidate's scenario; fills sim_time_s, sim_summary, mfu."""
+        from heterosim import api
+
+        sc = apply_overrides(self.scenario, cand.overrides)
+        sc = apply_overrides(sc, {"training.iterations": 1})
+        prepared = api.prepare(sc)
+        res = api.simulate(prepared, backend=backend, record_messages=False)
+        cand.sim_time_s = res.summary["iteration_time_s"]
+        cand.sim_backend = backend
+        cand.sim_summary = res.summary
+        cand.mfu = res.summary["mfu"]
+        return cand
+
+
+def _vstage_lists(counts: list[int]) -> list[list[int]]:
+    out, start = [], 0
+    for c in counts:
+        out.append(list(range(start, start + c)))
+        start += c
+    return out
+
+
+def why(c: Candidate, naive: Candidate | None, runner_up: Candidate | None) -> str:
+    """A short reason: mapping, partition, bubble, tail, memory, comparison."""
+    parts = [c.mapping.describe()]
+    if c.aware and len(set(c.layers)) > 1:
+        parts.append(f"layers {'/'.join(map(str, c.layers))}")
+    if c.aware and len(set(c.split)) > 1:
+        parts.append(f"micro-batches {'/'.join(map(str, c.split))}")
+    parts.append(f"est. bubble {c.est.bubble:.0%}")
+    parts.append(f"tail {c.est.tail_ns / 1e6:.0f} ms")
+    parts.append(f"{c.mem_headroom:.0%} HBM headroom")
+    if naive is not None and naive is not c and naive.time_s and c.time_s:
+        parts.append(f"{naive.time_s / c.time_s:.2f}x vs naive uniform")
+    if runner_up is not None and runner_up.time_s:
+        parts.append(f"{(runner_up.time_s / c.time_s - 1) * 100:.1f}% ahead of next")
+    return "; ".join(parts)
+
+
+def plan_report(scenario, *, top_k: int = 5, backend: str = "flow", max_candidates: int | None = None,
+                simulate: int | None = None, configs: list[tuple] | None = None,
+                progress: Callable[[str], None] | None = None) -> PlanReport:
+    """Search, then simulate the best ``simulate`` (default ``top_k``; 0 = estimates only) and the naive plan.
+
+    ``backend``: network backend of the simulations (``flow`` or ``ns3``)."""
+    planner = Planner(scenario)
+    rep = planner.search(max_candidates=max_candidates, configs=configs)
+    naive = planner.naive()
+    rep.naive = naive
+    n_sim = top_k if simulate is None else simulate
+    # distinct plans only (a uniform candidate equal to the naive one is the same run)
+    chosen = rep.candidates[: max(top_k, n_sim)]
+    t0 = time.perf_counter()
+    to_sim = chosen[:n_sim] + ([naive] if naive is not None and n_sim > 0 and naive.mem_headroom >= 0 else [])
+    for k, cand in enumerate(to_sim):
+        if progress is not None:
+            progress(f"simulating {k + 1}/{len(to_sim)}: {cand.short()}")
+        try:
+            planner.simulate(cand, backend)
+            rep.simulated += 1
+            rep.calibration.append((cand.short() + (" [naive]" if cand is naive else ""), cand.est_time_s,
+                                    cand.sim_time_s))
+        except UserError as err:
+            rep.notes.append(f"{cand.short()}: simulation failed: {err}")
+    rep.simulation_s = time.perf_counter() - t0
+    sim = sorted([c for c in chosen if c.sim_time_s is not None], key=lambda c: c.sim_time_s)
+    rest = [c for c in chosen if c.sim_time_s is None]
+    ranked = (sim + rest)[:top_k]
+    for i, c in enumerate(ranked):
+        nxt = ranked[i + 1] if i + 1 < len(ranked) else None
+        c.why = why(c, naive, nxt)
+        if naive is not None and naive.time_s:
+            c.speedup_vs_naive = naive.time_s / c.time_s
+    if naive is not None:
+        naive.why = why(naive, None, None)
+        naive.speedup_vs_naive = 1.0
+    rep.candidates = ranked
+    return rep
+
+
+def plan(scenario, *, top_k: int = 5, backend: str = "flow", max_candidates: int | None = None) -> list[Candidate]:
+    """Ranked candidates, best first; the naive uniform plan is appended last (``label='naive-uniform'``)."""
+    rep = plan_report(scenario, top_k=top_k, backend=backend, max_candidates=max_candidates)
+    out = list(rep.candidates)
+    if rep.naive is not None:
+        out.append(rep.naive)
+    return out
