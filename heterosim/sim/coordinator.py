@@ -102,6 +102,8 @@ class _Instance:
     ranks: tuple[int, ...]
     lanes_needed: int
     lanes_posted: list[int] = field(default_factory=list)
+    lane_ops: dict[int, int] = field(default_factory=dict)
+    """Lane id -> the op id it posted (programs of different lanes may differ)."""
     pending: int = 0
     start_ns: int = -1
     end_ns: int = -1
@@ -277,8 +279,9 @@ class Coordinator:
             if inst is None:
                 inst = _Instance(key, op, self.ir.groups[dim][gid], self._lanes_in_group(dim, gid))
                 self._instances[key] = inst
-            if lane.id not in inst.lanes_posted:
+            if lane.id not in inst.lane_ops:
                 inst.lanes_posted.append(lane.id)
+                inst.lane_ops[lane.id] = op.id
                 insts.append(inst)
         for inst in insts:
             if len(inst.lanes_posted) == inst.lanes_needed:
@@ -429,9 +432,9 @@ class Coordinator:
                 self.lanes[lane_id].comm_start_ns[oid] = inst.start_ns
                 self._complete_op(self.lanes[lane_id], oid)
             return
-        op_id = inst.op.id
         for lane_id in inst.lanes_posted:
             lane = self.lanes[lane_id]
+            op_id = inst.lane_ops[lane_id]
             # a lane whose ranks sit in several instances of this op completes with the last one
             counter = self._lane_inst_pending.setdefault((lane_id, op_id, inst.op.tag), self._lane_instances(lane, inst.op))
             counter -= 1

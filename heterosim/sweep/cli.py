@@ -22,7 +22,7 @@ _out = Console()
 
 def sweep_command(
     sweep: Path = typer.Argument(..., help="Sweep YAML (scenario + parameters to vary)"),
-    jobs: int = typer.Option(1, "--jobs", "-j", help="Runs at once (0 = one per CPU)"),
+    jobs: int = typer.Option(1, "--jobs", "-j", help="Runs at once (0 = one per CPU; with ray: no cap)"),
     executor: str = typer.Option("local", "--executor", help="local | ray"),
     address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address (default: start a local Ray)"),
     out_dir: Optional[Path] = typer.Option(None, "--out", help="Results directory (default: the sweep's out, "

@@ -50,6 +50,8 @@ def run_local(tasks: Sequence[PointTask], run_fn: RunFn, *, jobs: int, timeout_s
                 else:
                     continue
                 del running[pid]
+                if outcome.status != "ok":
+                    _remove_partial(task)
                 on_done(task, outcome)
             if running:
                 mp.connection.wait([p.sentinel for p, _, _ in running.values()], timeout=0.2)
@@ -85,6 +87,13 @@ def _log_tail(task: PointTask) -> str:
     except OSError:
         return ""
     return f" (last output: {lines[-1][:200]})" if lines else ""
+
+
+def _remove_partial(task: PointTask) -> None:
+    """A killed run can leave the results writer's temp dir (``.<id>.tmp-*``) behind."""
+    out = Path(task.out_dir)
+    for junk in list(out.parent.glob(f".{out.name}.tmp-*")) + list(out.parent.glob(f".{out.name}.old-*")):
+        shutil.rmtree(junk, ignore_errors=True)
 
 
 def _kill(proc) -> None:

@@ -44,7 +44,8 @@ def select_metrics(summary: dict, network: dict | None, patterns: Sequence[str] 
     net = {NET_PREFIX + k: v for k, v in flatten(network or {}).items()}
     if patterns is None:
         chosen = _match(flat, DEFAULT_METRICS)
-        chosen.update(net)  # every scalar network statistic the backend reported
+        # every numeric network statistic the backend reported (PFC pauses, ECN marks, CNPs...)
+        chosen.update({k: v for k, v in net.items() if isinstance(v, (int, float))})
         return chosen
     return _match({**flat, **net}, patterns)
 

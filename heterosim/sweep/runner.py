@@ -61,7 +61,7 @@ def run_sweep(sweep: str | Path | SweepConfig, *, jobs: int = 1, executor: str =
     """Run every point of a sweep that has no summary.json yet; write results.csv/.parquet and summary.png.
 
     ``sweep``: a SWEEP.yaml path or a model (then its ``scenario`` is relative to ``base_dir``, default cwd).
-    ``jobs``: points at once (0 = one per CPU). ``run_fn(task) -> summary dict`` replaces the real
+    ``jobs``: points at once (0 = one per CPU locally, no cap on Ray). ``run_fn(task) -> summary dict`` replaces the real
     simulation (tests); it must be picklable (a module-level function) since it runs in a child process.
     ``timeout_s`` overrides the sweep file's. Failed points are recorded, never raised; bad sweep files
     and parameter paths that name no scenario field raise :class:`UserError`.
@@ -75,7 +75,6 @@ def run_sweep(sweep: str | Path | SweepConfig, *, jobs: int = 1, executor: str =
         raise UserError(f"unknown executor (choose {' | '.join(EXECUTORS)})", field="--executor", value=executor)
     if jobs < 0:
         raise UserError("must be >= 0 (0 = one per CPU)", field="--jobs", value=jobs)
-    jobs = jobs or os.cpu_count() or 1
     timeout = timeout_s if timeout_s is not None else cfg.timeout_s
     if timeout is not None and timeout <= 0:
         raise UserError("must be > 0 seconds", field="--timeout", value=timeout)
@@ -113,7 +112,7 @@ def run_sweep(sweep: str | Path | SweepConfig, *, jobs: int = 1, executor: str =
 
         if todo:
             if executor == "local":
-                run_local(todo, fn, jobs=jobs, timeout_s=timeout, on_done=on_done)
+                run_local(todo, fn, jobs=jobs or os.cpu_count() or 1, timeout_s=timeout, on_done=on_done)
             else:
                 run_ray(todo, fn, jobs=jobs, timeout_s=timeout, on_done=on_done, address=address)
 

@@ -40,7 +40,7 @@ class Outcome:
     """How one point ended, as the driver records it."""
 
     status: str
-    """ok | error | crash | timeout | invalid | cached."""
+    """ok | error (the run raised) | crash (the process died) | timeout | invalid (the values do not validate)."""
     error: str = ""
     wall_s: float = 0.0
 

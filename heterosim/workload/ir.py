@@ -21,7 +21,7 @@ Version 1 layout (``IR.to_json``):
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Iterator
 
 IR_VERSION = "1.0"
@@ -70,6 +70,9 @@ class Op:
     @property
     def is_comm(self) -> bool:
         return self.kind == "comm"
+
+
+_OP_DEFAULTS = {f.name: f.default for f in fields(Op)}
 
 
 @dataclass
@@ -145,7 +148,7 @@ class IR:
             "meta": self.meta,
             "programs": [
                 {"id": p.id, "stage": p.stage, "label": p.label,
-                 "ops": [{k: v for k, v in asdict(op).items() if v not in ("", None, -1, 0, 0.0, ()) or k in ("id", "deps")}
+                 "ops": [{k: v for k, v in asdict(op).items() if k in ("id", "deps") or v != _OP_DEFAULTS[k]}
                          for op in p.ops]}
                 for p in self.programs
             ],

@@ -304,3 +304,50 @@ def test_cli_bad_sweep_exits_2_with_one_line(tmp_path):
     r = CliRunner().invoke(_cli(), [str(p), "--out", str(tmp_path / "o")])
     assert r.exit_code == 2
     assert "colour = 'blue': unknown field" in r.output and "Traceback" not in r.output
+
+
+# ------------------------------------------------------------------ a real (tiny) sweep
+
+def _quickstart_runs() -> bool:
+    try:
+        import heterosim.workload.compiler  # noqa: F401
+        import heterosim.workload.memory  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(not _quickstart_runs(), reason="workload compiler not available yet")
+def test_real_sweep_over_quickstart(tmp_path):
+    sweep = write_sweep(tmp_path, parameters={"fabric.uplink_gbps": [100, 400], "output.plots": [False],
+                                              "output.trace": [False]})
+    res = run_sweep(sweep, jobs=2, out=tmp_path / "out", timeout_s=300)
+    assert res.ok, res.rows
+    by = {r["fabric.uplink_gbps"]: r for r in res.rows}
+    assert by[100]["iteration_time_s"] > by[400]["iteration_time_s"] > 0
+    assert by[100]["net.bytes_delivered"] > 0
+    d = res.out_dir / "points" / by[400]["id"]
+    assert (d / "ops.csv").exists() and not (d / "trace.json").exists()
+    assert json.loads((d / "summary.json").read_text())["scenario"] == "quickstart"
+
+
+@pytest.mark.skipif(not _quickstart_runs(), reason="workload compiler not available yet")
+def test_cli_runs_a_real_sweep_and_resumes(tmp_path):
+    sweep = write_sweep(tmp_path, parameters={"fabric.uplink_gbps": [200], "output.plots": [False],
+                                              "output.trace": [False]})
+    out = tmp_path / "out"
+    r = CliRunner().invoke(_cli(), [str(sweep), "--out", str(out), "--timeout", "300"])
+    assert r.exit_code == 0, r.output
+    assert "ok 1" in r.output and "results.csv" in r.output
+    mtime = (out / "points").stat().st_mtime_ns, next((out / "points").iterdir()).stat().st_mtime_ns
+    r = CliRunner().invoke(_cli(), [str(sweep), "--out", str(out), "-q"])
+    assert r.exit_code == 0 and r.output == ""
+    assert next((out / "points").iterdir()).stat().st_mtime_ns == mtime[1]  # not re-run
+
+
+def test_progress_bar_and_failed_exit_code(tmp_path, capsys):
+    sweep = write_sweep(tmp_path, parameters={"seed": [1, 7]})
+    res = run_sweep(sweep, out=tmp_path / "out", run_fn=sweep_fakes.fake_run, progress=True)
+    assert res.counts == {"ok": 1, "error": 1}
+    err = capsys.readouterr().err
+    assert "2/2" in err and "error:1" in err and "ok:1" in err

@@ -181,8 +181,6 @@ def test_verifier_catches_deadlock_and_tag_mismatch():
                          groups=ir.groups))
 
 
-@pytest.mark.xfail(strict=True, reason="IR.to_dict drops microbatch/layer 0 (filters 0 and -1 alike); "
-                                       "fix reported to the lead: compare against field defaults")
 def test_ir_json_roundtrip_keeps_microbatch_and_layer_zero():
     ir = compile_workload(scenario(gbs=4, pp=2), 2)
     back = IR.from_dict(ir.to_dict())

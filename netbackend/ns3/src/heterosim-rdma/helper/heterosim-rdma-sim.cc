@@ -261,8 +261,9 @@ struct P2pFeeder
         }
     }
 
-    void TxEnd(Ptr<const Packet>)
+    void TxBegin(Ptr<const Packet>)
     {
+        // The device is BUSY here, so Send() only enqueues behind it.
         Fill();
     }
 
@@ -288,7 +289,7 @@ HeterosimRdmaSim::RawP2pBaseline(uint64_t packets, uint32_t packetBytes, double 
     feeder.tx = DynamicCast<PointToPointNetDevice>(devs.Get(0));
     feeder.bytes = packetBytes;
     feeder.toSend = packets;
-    feeder.tx->TraceConnectWithoutContext("PhyTxEnd", MakeCallback(&P2pFeeder::TxEnd, &feeder));
+    feeder.tx->TraceConnectWithoutContext("PhyTxBegin", MakeCallback(&P2pFeeder::TxBegin, &feeder));
     devs.Get(1)->SetReceiveCallback(MakeCallback(&P2pFeeder::Rx, &feeder));
     Simulator::ScheduleNow(&P2pFeeder::Fill, &feeder);
     const auto t0 = std::chrono::steady_clock::now();

@@ -1,0 +1,173 @@
+"""Validation of the ns-3 packet-level RoCE backend against analytical values
+and the reference behaviour in shared/network-reference.md.
+
+All scenarios run in this process one after another (each closes its
+simulation, i.e. Simulator::Destroy); one test checks run_isolated.
+"""
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+pytest.importorskip("cppyy", reason="ns-3 backend needs the ns3 wheel (pip install 'heterosim[ns3]')")
+
+from netbackend import Link, Message, NetTopology  # noqa: E402
+from netbackend.config import BufferConfig, DcqcnConfig, EcnConfig, NetworkConfig, PfcConfig  # noqa: E402
+from netbackend.errors import NetworkError, UserError  # noqa: E402
+from netbackend.ns3 import Ns3Backend, run_isolated, unit_test_command  # noqa: E402
+from netbackend.ns3 import scenarios as sc  # noqa: E402
+
+pytestmark = pytest.mark.ns3
+
+KMAX_100G_BYTES = 1_600_000  # SimAI.conf at 100 Gb/s (network-reference.md)
+
+
+def test_cxx_unit_tests_pass():
+    """ns-3 TestSuite 'heterosim-rdma': DCQCN arithmetic, RED probability, MMU, ECMP."""
+    res = subprocess.run(unit_test_command(), capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "PASS heterosim-rdma" in res.stdout
+    assert "FAIL" not in res.stdout
+
+
+def test_single_flow_goodput_and_fct_match_analysis():
+    r = sc.single_flow(size_bytes=10_000_000)
+    assert r["drops"] == 0
+    assert abs(r["fct_ns"] - r["analytic_fct_ns"]) <= 0.01 * r["analytic_fct_ns"]
+    assert abs(r["goodput_gbps"] - r["expected_goodput_gbps"]) <= 0.01 * r["expected_goodput_gbps"]
+    # A partial last packet and a different MTU: still the store-and-forward value.
+    cfg = NetworkConfig(backend="ns3", mtu_bytes=1024)
+    r = sc.single_flow(size_bytes=3_333_333, rate_gbps=25.0, delay_ns=500, cfg=cfg)
+    assert abs(r["fct_ns"] - r["analytic_fct_ns"]) <= 0.01 * r["analytic_fct_ns"]
+
+
+@pytest.mark.parametrize("n", [2, 4, 8])
+def test_incast_dcqcn_converges_fair_and_lossless(n):
+    # DCQCN with the HPCC preset recovers every 300 us: convergence takes tens
+    # of ms, so flows carry 800 MB in total and steady state is the last 30%
+    # before the first finish.
+    r = sc.incast(n, size_bytes=800_000_000 // n, window_ns=200_000)
+    assert r["drops"] == 0
+    assert len(r["fct_ns"]) == n
+    assert r["jain"] >= 0.99, r["per_flow_gbps"]
+    assert r["utilization"] >= 0.90
+    assert r["cnps"] > 0 and r["ecn_marks"] > 0
+    # The standing queue sits around the marking band (Kmin 400 KB, Kmax 1.6 MB at 100G).
+    assert 0 < r["steady_queue_mean_bytes"] <= KMAX_100G_BYTES
+    assert r["steady_queue_max_bytes"] <= 1.5 * KMAX_100G_BYTES
+
+
+def test_pfc_pauses_propagate_upstream_without_cc():
+    r = sc.incast(8, size_bytes=5_000_000, cfg=NetworkConfig(backend="ns3", cc="none"), two_tier=True)
+    assert r["drops"] == 0
+    assert len(r["fct_ns"]) == 8
+    frames = r["pfc_pause_frames"]
+    assert frames.get("leaf0->spine0", 0) > 0, frames  # congested leaf pauses the spine
+    assert frames.get("spine0->leaf1", 0) > 0, frames  # ... and the spine pauses the senders' leaf
+    assert r["pfc_paused_ns"].get("spine0->leaf0", 0) > 0
+
+
+def test_dcqcn_cuts_pfc_paused_time():
+    off = sc.incast(8, size_bytes=5_000_000, cfg=NetworkConfig(backend="ns3", cc="none"), two_tier=True)
+    on = sc.incast(8, size_bytes=5_000_000, cfg=NetworkConfig(backend="ns3"), two_tier=True)
+    assert off["pfc_paused_ns_total"] > 0
+    assert on["pfc_paused_ns_total"] < 0.5 * off["pfc_paused_ns_total"]
+    assert on["drops"] == off["drops"] == 0
+
+
+def test_raising_kmax_raises_mean_queue():
+    def mean_q(kmax_kb):
+        cfg = NetworkConfig(backend="ns3", ecn=EcnConfig(kmin_kb=400, kmax_kb=kmax_kb, pmax=0.2))
+        return sc.incast(8, size_bytes=20_000_000, cfg=cfg)["mean_queue_bytes"]
+
+    low, high = mean_q(800), mean_q(3200)
+    assert high > 1.2 * low, (low, high)
+
+
+def test_smaller_g_slows_convergence():
+    def conv(g):
+        cfg = NetworkConfig(backend="ns3", dcqcn=DcqcnConfig(g=g))
+        r = sc.incast(4, size_bytes=100_000_000, cfg=cfg, window_ns=100_000)
+        return sc.convergence_time_ns(r["aggregate_gbps"], 90.0, r["first_finish_ns"] - 100_000)
+
+    slow, fast = conv(1 / 256), conv(1 / 16)
+    assert slow > fast + 1_000_000, (slow, fast)
+
+
+def test_same_seed_same_fcts():
+    topo = sc.two_tier_topology(6)
+    msgs = [Message(i, f"s{i}", "r0", 2_000_000 + 1000 * i, 3000 * i, flow_key=i) for i in range(6)]
+    cfg = NetworkConfig(backend="ns3")
+    a = sc.run_fcts(topo, msgs, cfg, seed=5)
+    b = sc.run_fcts(topo, msgs, cfg, seed=5)
+    assert a == b and len(a) == 6
+
+
+def test_lossy_fabric_recovers_with_go_back_n():
+    cfg = NetworkConfig(backend="ns3", cc="none", pfc=PfcConfig(enabled=False),
+                        buffer=BufferConfig(shared_buffer_mb=0.3))
+    topo = sc.star_topology(4)
+    with Ns3Backend(topo, cfg) as b:
+        for i in range(4):
+            b.send(Message(i, f"s{i}", "r0", 2_000_000, 0))
+        done = {}
+        while b.pending():
+            done.update((c.id, c.finish_ns) for c in b.advance())
+        st = b.stats()
+    assert len(done) == 4
+    assert st.extra["drops"] > 0
+    assert st.extra["counters"]["retransmitted_packets"] > 0
+    assert st.bytes_delivered == 8_000_000
+
+
+def test_stats_are_plain_numbers_and_consistent():
+    topo = sc.star_topology(4)
+    with Ns3Backend(topo, NetworkConfig(backend="ns3")) as b:
+        for i in range(4):
+            b.send(Message(i, f"s{i}", "r0", 10_000_000, 0))
+        while b.pending():
+            b.advance()
+        st = b.stats()
+    e = st.extra
+    assert st.messages == 4 and st.bytes_delivered == 40_000_000
+    wire = sum(sc.wire_bytes(10_000_000, NetworkConfig()))
+    assert st.link_bytes[("sw0", "r0")] == 4 * wire
+    assert st.link_bytes[("s0", "sw0")] == wire
+    assert e["drops"] == 0 and e["ecn_marks"] > 0 and e["cnps_sent"] == e["cnps_received"] > 0
+    assert e["hot_ports"][0] == "sw0->r0"
+    assert all(isinstance(t, int) and isinstance(q, int) for t, _, q in e["queue_samples"])
+    assert e["python_overhead_fraction"] < 0.10
+
+
+def test_one_simulation_per_process():
+    topo = sc.star_topology(1)
+    with Ns3Backend(topo, NetworkConfig(backend="ns3")):
+        with pytest.raises(NetworkError):
+            Ns3Backend(topo, NetworkConfig(backend="ns3"))
+    with Ns3Backend(topo, NetworkConfig(backend="ns3")) as b:  # free again after close()
+        assert b.now_ns == 0
+
+
+def test_run_isolated_matches_in_process():
+    here = sc.single_flow(size_bytes=1_000_000)
+    there = run_isolated(sc.single_flow, size_bytes=1_000_000)
+    assert here == there
+
+
+def test_unimplemented_cc_and_bad_topology_are_user_errors():
+    topo = sc.star_topology(2)
+    with pytest.raises(UserError, match="not implemented yet"):
+        Ns3Backend(topo, NetworkConfig(backend="ns3", cc="hpcc"))
+    bad = NetTopology(hosts=["a", "b"], switches=["s"], links=[Link("a", "s", 100, 1000), Link("a", "b", 100, 1000)])
+    with pytest.raises(NetworkError, match="several links"):
+        Ns3Backend(bad, NetworkConfig(backend="ns3"))
+
+
+def test_missing_compiler_is_one_line_user_error(monkeypatch):
+    from netbackend.ns3 import build
+
+    monkeypatch.setenv("CXX", "/nonexistent/g++")
+    with pytest.raises(UserError) as ei:
+        build.ensure_built()
+    assert "\n" not in str(ei.value) and "g++" in str(ei.value)
