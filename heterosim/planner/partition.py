@@ -195,39 +195,99 @@ class CostModel:
 # ----------------------------------------------------------------------------- memory
 
 class MemoryModel:
-    """Per-stage memory = intercept + slope * layers, from ``memory_for_plan`` (exact, linear)."""
+    """Per-rank memory of every (stage, micro-batch count) for any layer partition, fast.
+
+    The same accounting as ``heterosim.workload.memory.memory_for_plan`` (tests assert equality), but
+    the schedule walk is cached: the activation peak is ``max_t sum_c k_c(t) * w_c`` over the
+    in-flight count vectors ``k(t)`` of the schedule, which depend only on (schedule, pp, m, stage,
+    chunks), so they are computed once and reused for every partition."""
+
+    _vectors: dict[tuple, list[tuple[int, ...]]] = {}
 
     def __init__(self, scenario, plan) -> None:
-        from heterosim.workload.memory import memory_for_plan
+        from heterosim.workload.memory import activation_bytes_per_layer, state_bytes_per_param
 
-        self.plan = plan
-        nvs, v = plan.num_vstages, plan.chunks
-        empty = replace(plan, vstage_layers=[[] for _ in range(nvs)])
-        one = replace(plan, vstage_layers=[[0] for _ in range(nvs)])
-        m0 = memory_for_plan(scenario, empty)
-        m1 = memory_for_plan(scenario, one)
+        self.scenario, self.plan = scenario, plan
+        model, prec = scenario.model, scenario.training.precision
+        self.pb, self.gb, self.ob = state_bytes_per_param(prec)
+        self.act_layer = activation_bytes_per_layer(model, plan, prec)
+        self.act_full = activation_bytes_per_layer(model, plan, prec, recompute="none")
+        self.lp = layer_params(model, plan.tp, plan.ep)
+        self.emb = embedding_params(model, plan.tp)
+        self.head = head_params(model, plan.tp, plan.pp)
+        scale = ACT_ELEM_BYTES[prec] / 2
+        sp_div = plan.tp if plan.sp else 1
+        sbh = plan.seq_local * plan.micro_batch * model.hidden_size
+        self.embed_act = sbh / sp_div
+        self.head_act = 2 * sbh / sp_div * scale + 4.0 * plan.seq_local * plan.micro_batch * model.vocab_size / plan.tp
+        self.zero_div = plan.dp * plan.cp if plan.zero_stage == 1 else 1
         self.ms = sorted(set(plan.microbatches))
-        self.intercept = {k: d["total"] for k, d in m0.items()}
-        self.slope = {k: (m1[k]["total"] - m0[k]["total"]) / v for k in m0}
-        self._full = memory_for_plan
-        self.scenario = scenario
+
+    @classmethod
+    def vectors(cls, schedule: str, pp: int, m: int, stage: int, chunks: int) -> list[tuple[int, ...]]:
+        """Non-dominated in-flight count vectors (per chunk) over the schedule."""
+        from heterosim.workload.schedules import schedule_for
+
+        key = (schedule, pp, m, stage, chunks)
+        vs = cls._vectors.get(key)
+        if vs is None:
+            cur = [0] * chunks
+            seen = set()
+            for phase, _, c in schedule_for(schedule, pp, m, stage, chunks):
+                cur[c] += 1 if phase == "fwd" else -1
+                if phase == "fwd":
+                    seen.add(tuple(cur))
+            vs = [v for v in seen if not any(o != v and all(a >= b for a, b in zip(o, v)) for o in seen)]
+            if len(cls._vectors) > 20000:
+                cls._vectors.clear()
+            cls._vectors[key] = vs
+        return vs
+
+    def stage_need(self, stage: int, m: int, chunk_layers: list[int]) -> float:
+        """Bytes one rank of ``stage`` needs with ``chunk_layers[c]`` layers in chunk c and m micro-batches."""
+        plan = self.plan
+        pp, v = plan.pp, plan.chunks
+        last = pp * v - 1
+        n = sum(chunk_layers)
+        dense = n * self.lp.dense
+        weights = []
+        for c in range(v):
+            vs = c * pp + stage
+            w = chunk_layers[c] * self.act_layer
+            if vs == 0:
+                dense += self.emb
+                w += self.embed_act
+            if vs == last:
+                dense += self.head
+                w += self.head_act
+            weights.append(w)
+        states = dense * (self.pb + self.gb) + dense * self.ob / self.zero_div
+        acts = max(sum(k * w for k, w in zip(vec, weights))
+                   for vec in self.vectors(plan.schedule, pp, m, stage, v))
+        if plan.recompute == "full" and n:
+            acts += self.act_full
+        return states + acts
 
     def need(self, stage: int, m: int, layers: int) -> float:
-        return self.intercept[(stage, m)] + self.slope[(stage, m)] * layers
+        per_chunk = [layers // self.plan.chunks + (1 if c < layers % self.plan.chunks else 0)
+                     for c in range(self.plan.chunks)]
+        return self.stage_need(stage, m, per_chunk)
 
     def cap(self, stage: int, hbm_bytes: float, ms: list[int] | None = None) -> int:
         """Most layers stage ``stage`` can hold within ``hbm_bytes`` for every micro-batch count in ``ms``."""
         best = 1 << 30
         for m in (ms or self.ms):
-            room = hbm_bytes - self.intercept[(stage, m)]
-            if room < 0:
+            lo, hi = 0, self.scenario.model.num_layers
+            if self.need(stage, m, 0) > hbm_bytes:
                 return -1
-            sl = self.slope[(stage, m)]
-            best = min(best, int(room // sl) if sl > 0 else 1 << 30)
+            while lo < hi:  # need() is increasing in layers
+                mid = (lo + hi + 1) // 2
+                if self.need(stage, m, mid) <= hbm_bytes:
+                    lo = mid
+                else:
+                    hi = mid - 1
+            best = min(best, lo)
         return best
-
-    def exact(self, plan) -> dict:
-        return self._full(self.scenario, plan)
 
 
 # ----------------------------------------------------------------------------- balancing

@@ -193,15 +193,16 @@ class Planner:
     def evaluate(self, mapping: Mapping, mbs: int, sched: str, v: int, rc: str, layers: list[int],
                  split: list[int], memory: MemoryModel, aware: bool) -> Candidate | None:
         """Memory-check and estimate one fully specified candidate (None if it does not fit)."""
-        from dataclasses import replace
-
-        plan = replace(memory.plan, vstage_layers=_vstage_lists(vstage_partition(layers, v)),
-                       microbatches=list(split))
-        mem = memory.exact(plan)
+        counts = vstage_partition(layers, v)
         headroom, peak = 1.0, 0.0
+        need_of: dict[tuple[int, int], float] = {}
         for s in range(mapping.pp):
+            chunk_layers = [counts[c * mapping.pp + s] for c in range(v)]
             for r in range(mapping.dp):
-                need = mem[(s, split[r])]["total"]
+                k = (s, split[r])
+                need = need_of.get(k)
+                if need is None:
+                    need = need_of[k] = memory.stage_need(s, split[r], chunk_layers)
                 have = self.hbm[mapping.cells[s][r].group]
                 peak = max(peak, need)
                 headroom = min(headroom, (have - need) / have)
@@ -340,9 +341,9 @@ class Planner:
         memory = MemoryModel(sc, plan)
         cand = self.evaluate(mapping, mbs, sched, v, rc, [L // pp] * pp, [total_mb // dp] * dp, memory, False)
         if cand is None:  # does not fit: still report it, with its negative headroom
-            from dataclasses import replace
+            from heterosim.workload.memory import memory_for_plan
 
-            mem = memory.exact(replace(plan))
+            mem = memory_for_plan(sc, plan)
             costs = [[self.cm.stage_cost(c.group, tp, mbs, rc) for c in row] for row in mapping.cells]
             est = estimate(self.cm, mapping, costs, [L // pp] * pp, [total_mb // dp] * dp, chunks=v, mbs=mbs)
             need = max(d["total"] for d in mem.values())
