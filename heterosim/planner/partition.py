@@ -222,6 +222,8 @@ class MemoryModel:
         self.head_act = 2 * sbh / sp_div * scale + 4.0 * plan.seq_local * plan.micro_batch * model.vocab_size / plan.tp
         self.zero_div = plan.dp * plan.cp if plan.zero_stage == 1 else 1
         self.ms = sorted(set(plan.microbatches))
+        self._need_memo: dict[tuple, float] = {}
+        self._cap_memo: dict[tuple, int] = {}
 
     @classmethod
     def vectors(cls, schedule: str, pp: int, m: int, stage: int, chunks: int) -> list[tuple[int, ...]]:
@@ -269,24 +271,38 @@ class MemoryModel:
         return states + acts
 
     def need(self, stage: int, m: int, layers: int) -> float:
-        per_chunk = [layers // self.plan.chunks + (1 if c < layers % self.plan.chunks else 0)
-                     for c in range(self.plan.chunks)]
-        return self.stage_need(stage, m, per_chunk)
+        """Bytes with ``layers`` layers spread over the stage's chunks as ``vstage_partition`` does."""
+        key = (stage, m, layers)
+        hit = self._need_memo.get(key)
+        if hit is None:
+            v = self.plan.chunks
+            per_chunk = [layers // v + (1 if c < layers % v else 0) for c in range(v)]
+            hit = self._need_memo[key] = self.stage_need(stage, m, per_chunk)
+        return hit
 
     def cap(self, stage: int, hbm_bytes: float, ms: list[int] | None = None) -> int:
-        """Most layers stage ``stage`` can hold within ``hbm_bytes`` for every micro-batch count in ``ms``."""
+        """Most layers stage ``stage`` can hold within ``hbm_bytes`` for every micro-batch count in ``ms``
+        (-1 if not even an empty stage fits)."""
         best = 1 << 30
+        L = self.scenario.model.num_layers
         for m in (ms or self.ms):
-            lo, hi = 0, self.scenario.model.num_layers
-            if self.need(stage, m, 0) > hbm_bytes:
-                return -1
-            while lo < hi:  # need() is increasing in layers
-                mid = (lo + hi + 1) // 2
-                if self.need(stage, m, mid) <= hbm_bytes:
-                    lo = mid
+            key = (stage, m, hbm_bytes)
+            n = self._cap_memo.get(key)
+            if n is None:
+                n0 = self.need(stage, m, 0)
+                if n0 > hbm_bytes:
+                    n = -1
                 else:
-                    hi = mid - 1
-            best = min(best, lo)
+                    # nearly linear in the layer count: jump to the linear guess, then step to the exact edge
+                    v = self.plan.chunks
+                    slope = max((self.need(stage, m, v) - n0) / v, 1.0)
+                    n = min(L, int((hbm_bytes - n0) // slope))
+                    while n > 0 and self.need(stage, m, n) > hbm_bytes:
+                        n -= 1
+                    while n < L and self.need(stage, m, n + 1) <= hbm_bytes:
+                        n += 1
+                self._cap_memo[key] = n
+            best = min(best, n)
         return best
 
 

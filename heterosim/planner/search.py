@@ -72,6 +72,13 @@ class Candidate:
         """Simulated time when available, else the estimate."""
         return self.sim_time_s if self.sim_time_s is not None else self.est_time_s
 
+    def signature(self) -> tuple:
+        """Plans equal up to which replica sits where (mirror images of one mapping) share it."""
+        reps = sorted((tuple(self.mapping.cells[s][r].device for s in range(self.pp)), self.split[r])
+                      for r in range(self.dp))
+        stages = tuple(tuple(sorted(c.device for c in row)) for row in self.mapping.cells)
+        return (self.short(), tuple(reps), stages, tuple(self.layers), self.mapping.strategy)
+
     def config_key(self) -> tuple:
         return (self.tp, self.pp, self.dp, self.micro_batch_size, self.schedule, self.virtual_stages,
                 self.recompute, self.mapping.key(), tuple(self.layers), tuple(self.split))
@@ -317,7 +324,14 @@ class Planner:
                     if k not in found or found[k].aware < cand.aware:
                         found[k] = cand
         rep.scoring_s = time.perf_counter() - t0
-        rep.candidates = sorted(found.values(), key=lambda c: c.est.time_ns)
+        seen: set = set()
+        ranked = []
+        for c in sorted(found.values(), key=lambda c: c.est.time_ns):
+            sig = c.signature()
+            if sig not in seen:
+                seen.add(sig)
+                ranked.append(c)
+        rep.candidates = ranked
         return rep
 
     def naive(self) -> Candidate | None:

@@ -33,9 +33,10 @@ def check_one_line_error(proc, *needles):
 
 @pytest.mark.parametrize("old,new,needles", [
     ("tp: 2", "tp: 2, colour: red", ["parallelism.colour"]),
-    ("tp: 2", "tp: 5", ["parallelism.tp", "5"]),
-    ("pp: 2", "pp: 5", ["parallelism.pp", "5"]),
-    ("num_nodes: 1", "num_nodes: 3", ["GPU"]),
+    ("model: gpt3-1.7b\nparallelism: {tp: 2, pp: 2}",
+     "model: {zoo: gpt3-1.7b, num_attention_heads: 36}\nparallelism: {tp: 8, pp: 1}", ["parallelism.tp", "8", "36"]),
+    ("model: gpt3-1.7b", "model: {zoo: gpt3-1.7b, num_layers: 25}", ["parallelism.pp", "25"]),
+    ("pp: 2}", "pp: 2, dp: 4}", ["GPU", "8"]),
     ("global_batch_size: 16", "global_batch_size: -1", ["training.global_batch_size", "-1"]),
     ("model: gpt3-1.7b", "model: gpt3-175b", ["GiB"]),
     ("node_type: dgx-h100", "node_type: dgx-zz", ["node_type", "dgx-zz"]),
