@@ -85,14 +85,14 @@ class NetworkBackend(ABC):
     def pending(self) -> int:
         """Messages sent and not yet completed."""
 
-    def next_completion_ns(self) -> int | None:
-        """When the next message would complete if nothing new were sent (None: idle).
+    def next_event_ns(self) -> int | None:
+        """A lower bound on the next completion if nothing new were sent (None: idle).
 
-        Optional: the coordinator needs it only from the backend it uses for
-        intra-node transfers (flow-level); a packet-level backend cannot know it
-        without simulating.
+        No message completes before it, so a caller merging several backends can
+        advance the others up to it safely. Optional: the coordinator needs it
+        only from the (flow-level) backend it uses for intra-node transfers.
         """
-        raise NotImplementedError(f"{type(self).__name__} cannot predict its next completion")
+        raise NotImplementedError(f"{type(self).__name__} cannot bound its next completion")
 
     def stats(self) -> NetStats:
         return NetStats()

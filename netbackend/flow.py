@@ -180,6 +180,15 @@ class FlowBackend(NetworkBackend):
     def pending(self) -> int:
         return len(self._inflight_ids)
 
+    def next_event_ns(self) -> int | None:
+        """Earliest internal event (flow start, drain, or delivery): no completion comes sooner."""
+        drains = self._drains
+        while drains and drains[0][3].ver != drains[0][2]:
+            heapq.heappop(drains)
+        t = min(drains[0][0] if drains else math.inf, self._starts[0][0] if self._starts else math.inf,
+                self._done[0][0] if self._done else math.inf)
+        return None if t == math.inf else max(self._now, math.ceil(t))
+
     def advance(self, until_ns: int | None = None) -> list[Completion]:
         if until_ns is not None and until_ns < self._now:
             raise ValueError(f"advance(until_ns={until_ns}) is before now_ns={self._now}")
@@ -365,10 +374,15 @@ class FlowBackend(NetworkBackend):
                 n = count[l]
                 if n == 0:
                     continue
-                if residual[l] / n != share:
-                    continue  # stale; a fresh entry is in the heap
-                if share < 0.0:
-                    share = 0.0
+                cur = residual[l] / n
+                if cur > share:
+                    # Freezing elsewhere only raises a link's share, so entries are left stale
+                    # and refreshed when popped; a pull-in (which can lower it) pushes a fresh
+                    # one. Hence an entry above the current share is rounding noise: go ahead.
+                    heapq.heappush(heap, (cur, l))
+                    continue
+                if cur < share: continue
+                share = cur if cur > 0.0 else 0.0
                 # An outside flow faster than this level on the link would deny the S flows
                 # freezing here their bottleneck: it joins S now. Levels only rise, so none of
                 # its links has frozen yet and the filling simply goes on.
@@ -399,21 +413,13 @@ class FlowBackend(NetworkBackend):
                     new_rate[f.seq] = share
                     new_bneck[f.seq] = l
                     for m in f.links:
-                        if m != l:
-                            cm = count[m] - 1
-                            count[m] = cm
-                            rm = residual[m] - share
-                            residual[m] = rm
-                            if cm:
-                                heapq.heappush(heap, (rm / cm, m))
-                count[l] = 0
+                        count[m] -= 1
+                        residual[m] -= share
             # --- does every outside flow next to S still have a bottleneck? (S flows have one:
             # the link they froze on, saturated, where no flow is faster.)
             add: dict[int, _Flow] = {}
             # (b) outside flows whose bottleneck link's flows changed rate
-            delta: dict[int, float] = {}
-            for l, lst in s_on.items():
-                delta[l] = sum(new_rate[f.seq] for f in lst) - old_sum[l]
+            # residual[m] is now cap - (new load) for every link S touches.
             maxrate: dict[int, float] = {}
 
             def max_on(m: int) -> float:
@@ -434,8 +440,8 @@ class FlowBackend(NetworkBackend):
                     if sq in S or sq in add:
                         continue
                     for m in g.links:
-                        ld = load[m] + delta.get(m, 0.0)
-                        if ld >= cap[m] * (1 - _REL) and g.rate >= max_on(m) * (1 - _REL):
+                        res = residual[m] if m in residual else cap[m] - load[m]
+                        if res <= cap[m] * _REL and g.rate >= max_on(m) * (1 - _REL):
                             if m != l:
                                 moves.append((g, m))
                             break

@@ -159,20 +159,31 @@ def check_sizes(groups: list[GroupInfo], tp: int, pp: int, dp: int, file: str | 
         parts = " + ".join(f"{g.name} ({g.gpus})" for g in groups)
         raise PlanError(f"GPU count mismatch: groups {parts} = {total} GPUs but tp*pp*dp = {tp}*{pp}*{dp} = "
                         f"{tp * pp * dp}", file=file, field="cluster.groups", value=f"tp={tp} pp={pp} dp={dp}")
-    offset = 0
-    for k, g in enumerate(groups):
-        if g.gpus_per_node % tp == 0 and offset % tp == 0:
-            offset += g.gpus
-            continue
-        if offset % tp:
-            # the first TP group of this group starts in the previous group's last node
-            prev = groups[k - 1]
-            raise PlanError(f"a tensor-parallel group of {tp} would span node types {prev.node_type} "
-                            f"({prev.name}) and {g.node_type} ({g.name}); TP must stay inside a node",
-                            file=file, field=f"cluster.groups[{g.index}]", value=g.name)
-        raise PlanError(f"tp = {tp} does not divide the {g.gpus_per_node} GPUs per node of group {g.name} "
-                        f"({g.node_type}); TP must stay inside a node", file=file,
-                        field=f"cluster.groups[{g.index}]", value=g.name)
+    # walk the TP groups (tp consecutive ranks) node by node
+    owner: list[tuple[GroupInfo, int]] = []  # per rank: (group, node)
+    node = 0
+    for g in groups:
+        for _ in range(g.num_nodes):
+            owner.extend((g, node) for _ in range(g.gpus_per_node))
+            node += 1
+    for start in range(0, total, tp):
+        members = owner[start:start + tp]
+        kinds = []
+        for g, _ in members:
+            if g not in kinds:
+                kinds.append(g)
+        types = {(g.node_type, g.device) for g in kinds}
+        if len(types) > 1:
+            a = kinds[0]
+            b = next(g for g in kinds if (g.node_type, g.device) != (a.node_type, a.device))
+            raise PlanError(f"tensor-parallel group of ranks {start}-{start + tp - 1} would span node types "
+                            f"{a.node_type} (group {a.name}) and {b.node_type} (group {b.name}); TP must stay "
+                            f"inside a node", file=file, field=f"cluster.groups[{b.index}]", value=b.name)
+        if len({n for _, n in members}) > 1:
+            g = kinds[0]
+            raise PlanError(f"tp = {tp} does not divide the {g.gpus_per_node} GPUs per node of group {g.name} "
+                            f"({g.node_type}); TP must stay inside a node", file=file,
+                            field=f"cluster.groups[{g.index}]", value=g.name)
 
 
 def map_ranks(groups: list[GroupInfo], tp: int, pp: int, dp: int, strategy: str = "stage",

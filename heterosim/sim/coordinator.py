@@ -452,7 +452,9 @@ class Coordinator:
         if backend.now_ns < self._now:
             early = backend.advance(self._now)
             if early:  # cannot happen: the main loop never passes a backend's next completion
-                raise SimulationError(f"internal: backend {backend.name} completed message {early[0].id} in the past")
+                raise SimulationError(f"internal: backend {backend.name} completed message {early[0].id} at "
+                                      f"{early[0].finish_ns} ns, before now ({self._now} ns, backend was at "
+                                      f"{backend.now_ns} ns)")
 
     # -------------------------------------------------------------- main loop
     def run(self, wall_limit_s: float | None = None) -> SimResult:
@@ -478,7 +480,7 @@ class Coordinator:
         intra, net = self.intra, self.net
         while True:
             t_local = self._heap[0][0] if self._heap else None
-            t_intra = intra.next_completion_ns() if intra is not None and intra.pending() else None
+            t_intra = intra.next_event_ns() if intra is not None and intra.pending() else None
             bound = _min(t_local, t_intra)
             if net.pending():
                 completions = net.advance(bound)

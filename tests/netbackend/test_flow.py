@@ -58,9 +58,8 @@ def test_rates_recomputed_on_departure():
     assert abs(done[2] - (math.ceil(t_big) + lat + sf(big))) <= 1
 
 
-def test_incremental_matches_reference_max_min():
-    """Random fabric, random NIC caps, random arrivals/departures: rates equal a full recomputation."""
-    rng = random.Random(5)
+def _random_fabric(rng: random.Random) -> NetTopology:
+    """3 leaves x 2 spines x 3 hosts with mixed link rates, NIC caps and a parallel uplink."""
     hosts, links = [], []
     for j in range(3):
         for i in range(3):
@@ -69,29 +68,40 @@ def test_incremental_matches_reference_max_min():
             links.append(Link(h, f"leaf{j}", rng.choice([25.0, 50.0, 100.0]), 100))
         for k in range(2):
             links.append(Link(f"leaf{j}", f"spine{k}", rng.choice([10.0, 40.0, 100.0]), 100))
+    if rng.random() < 0.5:
+        links.append(Link("leaf0", "spine0", 10.0, 100))
     rates = {h: rng.choice([10.0, 40.0, 200.0]) for h in hosts}
-    topo = NetTopology(hosts=hosts, switches=["leaf0", "leaf1", "leaf2", "spine0", "spine1"], links=links,
+    return NetTopology(hosts=hosts, switches=["leaf0", "leaf1", "leaf2", "spine0", "spine1"], links=links,
                        host_rate_gbps=rates)
-    b = FlowBackend(topo, seed=2)
-    assert b._nic_tx, "some NIC caps must bind"
-    for mid in range(150):
-        s, d = rng.sample(hosts, 2)
-        b.send(Message(mid, s, d, rng.randint(1_000, 2_000_000), rng.randint(0, 2_000_000), flow_key=mid))
-    checks = 0
-    while b.pending():
-        b.advance(b.now_ns + 20_000)
-        active = {}
-        for fs in b._on:
-            for f in fs.values():
-                active[f.msg.id] = f.links
-        if active:
-            ref = max_min_rates(active, b._cap)
-            got = b.rates_gbps()
-            for mid, rate in ref.items():
-                assert got[mid] == pytest.approx(rate * 8, rel=1e-6, abs=1e-9), mid
-            checks += 1
-    assert checks > 20
-    assert b.stats().messages == 150
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_incremental_matches_reference_max_min(seed):
+    """Random fabric and traffic: after every incremental update, rates equal a full recomputation."""
+    rng = random.Random(seed)
+    topo = _random_fabric(rng)
+    b = FlowBackend(topo, seed=seed)
+    assert b._nic_tx or b._nic_rx, "some NIC caps must bind"
+    checks = []
+    refill = b._refill
+
+    def checked_refill(seeds, t):
+        refill(seeds, t)
+        active = {f.msg.id: f.links for fs in b._on for f in fs.values()}
+        ref = max_min_rates(active, b._cap)
+        got = b.rates_gbps()
+        for mid, rate in ref.items():
+            assert got[mid] == pytest.approx(rate * 8, rel=1e-6, abs=1e-9), mid
+        checks.append(len(active))
+
+    b._refill = checked_refill
+    for mid in range(120):
+        s, d = rng.sample(topo.hosts, 2)
+        start = rng.randint(0, 2_000_000) if seed % 2 else rng.choice([0, rng.randint(0, 1_000_000)])
+        b.send(Message(mid, s, d, rng.randint(1_000, 2_000_000), start, flow_key=mid))
+    done = run_all(b)
+    assert len(done) == 120
+    assert len(checks) > 50 and max(checks) > 20
 
 
 def test_nic_rate_caps_a_host():

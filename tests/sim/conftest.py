@@ -86,11 +86,11 @@ class ConstRateBackend(NetworkBackend):
     def pending(self):
         return len(self._inflight)
 
-    def next_completion_ns(self):
+    def next_event_ns(self):
         return min(t for t, _ in self._inflight) if self._inflight else None
 
     def advance(self, until_ns=None):
-        t = self.next_completion_ns()
+        t = self.next_event_ns()
         if t is None or (until_ns is not None and until_ns < t):
             if until_ns is not None:
                 self._now = max(self._now, until_ns)

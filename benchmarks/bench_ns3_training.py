@@ -1,0 +1,120 @@
+"""Wall time of one GPT-3 175B iteration on 128 H100 GPUs at packet level (ns-3 backend).
+
+16 x DGX H100 (8 x 400 Gb/s NICs each), TP8 PP8 DP2, 1F1B, ZeRO-1, non-blocking
+leaf-spine. Prints wall time, simulated (delivered) inter-node bytes per wall
+second, packet hops and coordinator events. Target: a first measurement under
+30 minutes on this (2-core) machine.
+
+If the packet-level run passes ``--budget-s`` (default 25 min) it is stopped and
+the full wall time is *extrapolated* from the bytes delivered so far and the
+total inter-node bytes of the iteration (taken from a flow-level run of the same
+scenario, which moves exactly the same messages); the output labels it so.
+
+    .venv/bin/python benchmarks/bench_ns3_training.py            # batch 64 (32 microbatches per replica)
+    .venv/bin/python benchmarks/bench_ns3_training.py --quick    # batch 16 (8 microbatches)
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+from heterosim import api
+from heterosim.config.loader import scenario_from_dict
+from heterosim.errors import SimulationError
+
+TARGET_S = 30 * 60.0
+
+
+def scenario(batch: int) -> dict:
+    return {
+        "name": f"bench-ns3-gpt3-175b-128-b{batch}",
+        "model": "gpt3-175b",
+        "parallelism": {"tp": 8, "pp": 8, "schedule": "1f1b", "sequence_parallel": True, "zero_stage": 1},
+        "training": {"global_batch_size": batch, "micro_batch_size": 1, "seq_length": 2048, "precision": "bf16"},
+        "cluster": {"groups": [{"name": "h100", "node_type": "dgx-h100", "num_nodes": 16}]},
+        "fabric": {"kind": "leaf_spine", "hosts_per_leaf": 32, "uplink_gbps": 400},
+        "network": {"backend": "ns3", "cc": "dcqcn"},
+        "seed": 0,
+    }
+
+
+def _run(prep, backend: str, budget_s: float | None):
+    """api.simulate's loop, kept here so a stopped run still reports how far it got."""
+    from heterosim.sim.coordinator import Coordinator
+    from heterosim.sim.intra import effective_intra
+    from netbackend.registry import create_backend
+
+    sc = prep.scenario
+    cfg = sc.network.model_copy(update={"backend": backend})
+    net = create_backend(backend, prep.system.net, cfg, sc.seed)
+    intra = create_backend("flow", effective_intra(prep.system.intra), api.intra_config(sc), sc.seed)
+    progress = {"done": 0, "total": 0}
+
+    def on_progress(done, total):
+        progress.update(done=done, total=total)
+
+    try:
+        coord = Coordinator(prep.ir, prep.system, prep.compute, net, intra, precision=sc.training.precision,
+                            comm_options=sc.comm.model_dump(), progress=on_progress, record_messages=False)
+        try:
+            sim = coord.run(wall_limit_s=budget_s)
+            return sim, net.stats(), coord.events, progress, False
+        except SimulationError as err:
+            if "wall-clock" not in str(err):
+                raise
+            return None, net.stats(), coord.events, progress, True
+    finally:
+        net.close()
+        intra.close()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--batch", type=int, default=64, help="global batch (multiple of DP=2; >= 16 keeps 1F1B full)")
+    ap.add_argument("--quick", action="store_true", help="batch 16 (8 microbatches per pipeline)")
+    ap.add_argument("--budget-s", type=float, default=25 * 60.0, help="stop the packet-level run after this wall time")
+    args = ap.parse_args()
+    batch = 16 if args.quick else args.batch
+
+    sc = scenario_from_dict(scenario(batch))
+    t0 = time.perf_counter()
+    prep = api.prepare(sc)
+    t_prep = time.perf_counter() - t0
+
+    # Flow level first: same messages, so it gives the iteration's inter-node bytes in seconds.
+    t1 = time.perf_counter()
+    flow_sim, flow_stats, _, _, _ = _run(prep, "flow", None)
+    t_flow = time.perf_counter() - t1
+    total_bytes = flow_stats.bytes_delivered
+
+    t2 = time.perf_counter()
+    sim, st, events, prog, stopped = _run(prep, "ns3", args.budget_s)
+    wall = time.perf_counter() - t2
+    x = st.extra
+    done_bytes = st.bytes_delivered
+    print(f"GPT-3 175B, 128 H100 GPUs (16 x dgx-h100, 400 Gb/s per GPU), TP8 PP8 DP2, batch {batch} "
+          f"({batch // 2} microbatches per pipeline), ns3 backend dcqcn")
+    print(f"  prepare (compile)        : {t_prep:.1f} s")
+    print(f"  flow-level run           : {t_flow:.1f} s, iteration {flow_sim.iteration_time_ns / 1e9:.3f} s, "
+          f"{flow_stats.messages:,} inter-node messages, {total_bytes / 1e9:.1f} GB")
+    rate = done_bytes / wall if wall > 0 else 0.0
+    if not stopped:
+        print(f"  ns3 iteration time       : {sim.iteration_time_ns / 1e9:.4f} s simulated")
+        print(f"  ns3 wall                 : {wall:.1f} s (ns-3 core {x['ns3_wall_s']:.1f} s, setup "
+              f"{x['setup_wall_s']:.1f} s)   target {TARGET_S:.0f} s   ratio target/actual = {TARGET_S / wall:.2f}")
+    else:
+        est = total_bytes / rate if rate > 0 else float("inf")
+        print(f"  ns3 STOPPED after        : {wall:.1f} s at {prog['done']:,}/{prog['total']:,} ops, "
+              f"{done_bytes / 1e9:.1f} of {total_bytes / 1e9:.1f} GB delivered")
+        print(f"  EXTRAPOLATED ns3 wall    : {est:.0f} s ({est / 60:.1f} min) = total bytes / bytes-per-wall-s so far "
+              f"(an estimate, not a measurement)   target {TARGET_S:.0f} s")
+    print(f"  simulated bytes / wall s : {rate / 1e9:.2f} GB/s ({done_bytes * 8 / 1e9 / wall:.1f} Gb simulated per wall s)")
+    print(f"  packet hops              : {x['packet_hops']:,} ({x['packet_hops'] / wall / 1e6:.2f} M/s)")
+    print(f"  coordinator events       : {events:,}; python overhead in backend calls "
+          f"{x['python_overhead_fraction']:.1%}")
+    print(f"  PFC pause frames {x['pfc_pause_frames_total']:,}, ECN marks {x['ecn_marks']:,}, "
+          f"CNPs {x['cnps_sent']:,}, drops {x['drops']}")
+
+
+if __name__ == "__main__":
+    main()
