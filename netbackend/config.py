@@ -87,12 +87,60 @@ class BufferConfig(_Strict):
 
 
 class HpccConfig(_Strict):
-    """HPCC (Li et al. 2019) window-based CC using in-band telemetry."""
+    """HPCC (Li et al., SIGCOMM 2019) window-based CC using in-band telemetry.
+
+    Switches append per-hop INT (queue length, tx bytes, timestamp, link
+    rate); the sender computes the bottleneck utilisation U and sets its window
+    W = Wc/(U/eta) + W_AI (or Wc + W_AI during additive stages), paced at W/T.
+    """
 
     eta: float = Field(0.95, gt=0, le=1)
+    """Target utilisation (paper and simulator: 0.95)."""
     max_stage: int = Field(0, ge=0)
+    """Additive-increase stages before a multiplicative update (simulator: 0; paper: 5)."""
     w_ai_mbps: float | None = Field(None, gt=0)
-    """None = 10*bw/25 Mb/s-equivalent (HPCC simulator)."""
+    """W_AI as a rate (W_AI = rate x T); None = 10*bw/25 Mb/s (HPCC simulator; 40 Mb/s at 100G)."""
+    base_rtt_ns: int | None = Field(None, gt=0)
+    """T; None = per host, the largest unloaded RTT to any host in the fabric (computed)."""
+    int_bytes: int = Field(42, ge=0, le=1024)
+    """Wire bytes INT adds to data packets and ACKs (paper: 2 B + 5 hops x 8 B = 42 B)."""
+    min_rate_mbps: float = Field(100.0, gt=0)
+    """Floor of the window as a rate (HPCC simulator's min rate: 100 Mb/s)."""
+
+
+class TimelyConfig(_Strict):
+    """TIMELY (Mittal et al., SIGCOMM 2015): rate control on the RTT gradient.
+
+    RTTs come from NIC send timestamps echoed in ACKs, one sample per
+    completion event (``segment_bytes`` of ACKed data).  Defaults: the paper's
+    thresholds and the HPCC simulator's TIMELY settings (alpha, beta, Tlow,
+    Thigh, minRTT; delta 10 Mb/s per 10 Gb/s of line rate).
+    """
+
+    alpha: float = Field(0.875, gt=0, le=1)
+    """EWMA weight of the newest RTT difference (HPCC simulator: 0.875)."""
+    beta: float = Field(0.8, gt=0, le=1)
+    """Multiplicative decrease factor (paper and simulator: 0.8)."""
+    t_low_ns: int = Field(50_000, ge=0)
+    """Below this RTT always increase additively (paper and simulator: 50 us)."""
+    t_high_ns: int = Field(500_000, gt=0)
+    """Above this RTT decrease by beta(1 - Thigh/RTT) (paper and simulator: 500 us)."""
+    min_rtt_ns: int = Field(20_000, gt=0)
+    """Normalises the RTT gradient (simulator: 20 us)."""
+    delta_mbps: float | None = Field(None, gt=0)
+    """Additive step; None = line rate / 1000 (paper: 10 Mb/s at 10G; 100 Mb/s at 100G)."""
+    hai_threshold: int = Field(5, ge=1)
+    """Negative gradients in a row before hyper-active increase by 5 delta (paper: 5)."""
+    segment_bytes: int = Field(65_536, gt=0)
+    """ACKed bytes per completion event, i.e. per rate update (paper: 16-64 KB)."""
+    min_rate_mbps: float = Field(100.0, gt=0)
+    """Floor of the rate."""
+
+    @model_validator(mode="after")
+    def _order(self):
+        if self.t_low_ns > self.t_high_ns:
+            raise ValueError(f"t_low_ns ({self.t_low_ns}) must not exceed t_high_ns ({self.t_high_ns})")
+        return self
 
 
 CcKind = Literal["dcqcn", "none", "hpcc", "timely", "dctcp"]
@@ -104,7 +152,8 @@ class NetworkConfig(_Strict):
     backend: str = "flow"
     """Registered backend name: ``flow`` (fast, flow-level) or ``ns3`` (packet-level)."""
     cc: CcKind = "dcqcn"
-    """Congestion control; ``none`` = PFC only."""
+    """Congestion control; ``none`` = PFC only.  Only the ns3 backend models it
+    (dcqcn, hpcc, timely, none); the flow backend ignores it (max-min fair sharing)."""
     mtu_bytes: int = Field(4096, ge=1024, le=9000)
     """Payload per data packet (RoCE's largest MTU on real NICs is 4096 B)."""
     header_bytes: int = Field(78, ge=0)
@@ -122,6 +171,7 @@ class NetworkConfig(_Strict):
     pfc: PfcConfig = PfcConfig()
     buffer: BufferConfig = BufferConfig()
     hpcc: HpccConfig = HpccConfig()
+    timely: TimelyConfig = TimelyConfig()
     queue_sample_interval_ns: int = Field(10_000, gt=0)
     """ns-3: sample every egress queue this often."""
     wall_limit_s: float = Field(3600.0, gt=0)

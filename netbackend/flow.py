@@ -20,11 +20,14 @@ Model (what a completion time means here):
 * ``src == dst``: no network; completes at ``start_ns``.
 
 Rate updates are incremental and exact. After a change only a seed set of flows
-is re-filled (progressive filling with every other flow's rate held fixed); the
-result is accepted when every flow has a *bottleneck* (a saturated link where
-its rate is the largest), which characterises the max-min fair allocation;
-flows that lack one join the set and it is filled again. Typically only a few
-flows around the changed links are touched, whatever the number of active flows.
+(the new ones, and those bottlenecked on the links that changed) is re-filled by
+progressive filling with every other flow's rate held fixed; an outside flow that
+is faster than the level at which S flows freeze on a shared link joins the set
+on the spot. The result is accepted when every flow has a *bottleneck* (a
+saturated link where no flow is faster), which characterises the max-min fair
+allocation; outside flows that lost theirs join the set and it is filled again.
+Typically only a few flows around the changed links are touched, whatever the
+number of active flows (``counters`` reports the work).
 """
 from __future__ import annotations
 
@@ -381,7 +384,6 @@ class FlowBackend(NetworkBackend):
                     # one. Hence an entry above the current share is rounding noise: go ahead.
                     heapq.heappush(heap, (cur, l))
                     continue
-                if cur < share: continue
                 share = cur if cur > 0.0 else 0.0
                 # An outside flow faster than this level on the link would deny the S flows
                 # freezing here their bottleneck: it joins S now. Levels only rise, so none of
@@ -415,11 +417,10 @@ class FlowBackend(NetworkBackend):
                     for m in f.links:
                         count[m] -= 1
                         residual[m] -= share
-            # --- does every outside flow next to S still have a bottleneck? (S flows have one:
-            # the link they froze on, saturated, where no flow is faster.)
-            add: dict[int, _Flow] = {}
-            # (b) outside flows whose bottleneck link's flows changed rate
+            # --- does every outside flow whose bottleneck S touches still have one (a saturated
+            # link where no flow is faster)? S flows have one: the link they froze on.
             # residual[m] is now cap - (new load) for every link S touches.
+            add: dict[int, _Flow] = {}
             maxrate: dict[int, float] = {}
 
             def max_on(m: int) -> float:

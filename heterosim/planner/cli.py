@@ -133,8 +133,18 @@ def write_plan_scenario(src: Path, cand, dest: Path, set_: list[str] | None = No
     for k, v in cand.overrides.items():
         set_path(data, k, v, file=str(src))
     dest.parent.mkdir(parents=True, exist_ok=True)
-    header = f"# plan: {cand.short()}; {cand.why}\n"
-    dest.write_text(header + yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=110))
+    lead = []
+    for line in Path(src).read_text().splitlines():
+        if not line.startswith("#"):
+            break
+        if not line.startswith(("# plan:", "# why:")):
+            lead.append(line)
+    est = f"estimated {cand.est_time_s:.2f} s" + (f", simulated {cand.sim_time_s:.2f} s ({cand.sim_backend})"
+                                                 if cand.sim_time_s is not None else "")
+    lead.append(f"# plan: {cand.short()} ({est})")
+    lead.append(f"# why: {cand.why}")
+    dest.write_text("\n".join(lead) + "\n" + yaml.safe_dump(data, sort_keys=False, default_flow_style=None,
+                                                            width=110))
 
 
 def compare_suite_command(

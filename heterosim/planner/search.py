@@ -163,9 +163,11 @@ def _even(total: int, parts: int, multiple: int = 1) -> list[int]:
 class Planner:
     """Holds the per-scenario models (system, compute, cost memo) shared by every candidate."""
 
-    def __init__(self, scenario, compute=None) -> None:
+    def __init__(self, scenario, compute=None, min_headroom: float = 0.05) -> None:
         from topologies import build_system
 
+        self.min_headroom = min_headroom
+        """Fraction of HBM a plan must leave free (CUDA context, allocator fragmentation)."""
         self.scenario = scenario
         self.file = getattr(scenario, "_source_file", None)
         par = scenario.parallelism
@@ -213,7 +215,7 @@ class Planner:
                 have = self.hbm[mapping.cells[s][r].group]
                 peak = max(peak, need)
                 headroom = min(headroom, (have - need) / have)
-        if headroom < 0:
+        if headroom < self.min_headroom:
             return None
         costs = [[self.cm.stage_cost(c.group, mapping.tp, mbs, rc) for c in row] for row in mapping.cells]
         est = estimate(self.cm, mapping, costs, layers, split, chunks=v, mbs=mbs)
@@ -266,7 +268,9 @@ class Planner:
 
     # -- the search ----------------------------------------------------------------------------------------------
     def search(self, max_candidates: int | None = None, configs: list[tuple] | None = None,
-               progress: Callable[[int, int], None] | None = None) -> PlanReport:
+               progress: Callable[[int, int], None] | None = None, require_uniform: bool = False) -> PlanReport:
+        """Score every configuration x mapping x (aware, uniform) partition. ``require_uniform`` keeps only
+        configurations whose equal-layer / equal-micro-batch twin is also valid (for clean comparisons)."""
         from heterosim.workload.plan import resolve_plan
 
         L = self.scenario.model.num_layers
@@ -282,6 +286,10 @@ class Planner:
             if progress is not None:
                 progress(i, len(space))
             rep.enumerated += 1
+            if require_uniform and (L % (pp * v) or (self.scenario.training.global_batch_size // mbs)
+                                    % (dp * (pp if sched == "interleaved" else 1))):
+                rep.pruned_divisibility += 1
+                continue
             try:
                 sc = apply_overrides(self.scenario, self._config_scenario(tp, pp, dp, mbs, sched, v, rc))
                 plan = resolve_plan(sc, self.world, self.file)
@@ -411,12 +419,13 @@ def why(c: Candidate, naive: Candidate | None, runner_up: Candidate | None) -> s
 
 def plan_report(scenario, *, top_k: int = 5, backend: str = "flow", max_candidates: int | None = None,
                 simulate: int | None = None, configs: list[tuple] | None = None,
-                progress: Callable[[str], None] | None = None) -> PlanReport:
+                progress: Callable[[str], None] | None = None, require_uniform: bool = False,
+                min_headroom: float = 0.05) -> PlanReport:
     """Search, then simulate the best ``simulate`` (default ``top_k``; 0 = estimates only) and the naive plan.
 
     ``backend``: network backend of the simulations (``flow`` or ``ns3``)."""
-    planner = Planner(scenario)
-    rep = planner.search(max_candidates=max_candidates, configs=configs)
+    planner = Planner(scenario, min_headroom=min_headroom)
+    rep = planner.search(max_candidates=max_candidates, configs=configs, require_uniform=require_uniform)
     naive = planner.naive()
     rep.naive = naive
     n_sim = top_k if simulate is None else simulate

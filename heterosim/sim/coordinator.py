@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import heapq
 from collections import defaultdict
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from heterosim.errors import PlanError, SimulationError
@@ -88,6 +88,8 @@ class Lane:
     busy: list[bool] = field(default_factory=list)
     start_ns: list[int] = field(default_factory=list)
     end_ns: list[int] = field(default_factory=list)
+    dur: list[int] = field(default_factory=list)
+    """Duration of each local op (compute, TP collective), -1 for network ops."""
     comm_start_ns: dict[int, int] = field(default_factory=dict)
     """Comm op id -> when its data actually started moving (all peers had posted)."""
     done_count: int = 0
@@ -130,7 +132,7 @@ class SimResult:
     iteration_time_ns: int
     lanes: list[Lane]
     programs: list[_ProgramInfo]
-    op_time_ns: dict[tuple[int, int, str, float], int]
+    durations: dict[tuple, list[int]]
     messages: list[MessageRecord]
     instances: list[_Instance]
     events: int
@@ -173,7 +175,7 @@ class Coordinator:
         self._msg_owner: dict[int, tuple[_Instance, Any]] = {}
         self._xfer_state: dict[int, Any] = {}
         self.messages: list[MessageRecord] = []
-        self._op_time: dict[tuple[int, int, str, float], int] = {}
+        self._dur_tables: dict[tuple, list[int]] = {}
         self._intra_memo: dict[tuple, int] = {}
         self._plan_memo: dict[tuple, Any] = {}
         self.events = 0
@@ -214,21 +216,33 @@ class Coordinator:
         self._seq += 1
         heapq.heappush(self._heap, (t, self._seq, kind, payload))
 
-    def _op_duration(self, lane: Lane, op: Op) -> int:
-        key = (lane.program, op.id, lane.device, lane.slowdown)
-        d = self._op_time.get(key)
-        if d is None:
-            from heterosim.hardware import get_device
+    def _local_durations(self, lane: Lane) -> list[int]:
+        """Per op of the lane's program: its duration if it is local (compute, or a TP
+        collective inside the lane's node), else -1. Shared by lanes of the same kind."""
+        gpus = self.system.gpus
+        key = (lane.program, lane.device, lane.slowdown, gpus[lane.ranks[0]].group,
+               tuple(gpus[r].local for r in lane.ranks))
+        table = self._dur_tables.get(key)
+        if table is not None:
+            return table
+        from heterosim.hardware import get_device
 
-            d = int(round(self.compute.op_time_ns(op, get_device(lane.device), self.precision) * lane.slowdown))
-            self._op_time[key] = d
-        return d
+        device = get_device(lane.device) if self.compute is not None else None
+        table = []
+        for op in self.programs[lane.program].ops:
+            if op.kind == "compute":
+                table.append(int(round(self.compute.op_time_ns(op, device, self.precision) * lane.slowdown)))
+            elif op.group == "tp" and op.collective not in ("send", "recv"):
+                table.append(self._intra_collective_ns(op.collective, lane.ranks, op.size_bytes))
+            else:
+                table.append(-1)
+        self._dur_tables[key] = table
+        return table
 
     def _try_start_stream(self, lane: Lane, s: int) -> None:
         if lane.busy[s]:
             return
-        prog = self.programs[lane.program]
-        stream = prog.streams[s]
+        stream = self.programs[lane.program].streams[s]
         h = lane.head[s]
         if h >= len(stream):
             return
@@ -237,11 +251,12 @@ class Coordinator:
             return
         lane.busy[s] = True
         lane.start_ns[oid] = self._now
-        op = prog.ops[oid]
-        if op.kind == "compute":
-            self._push(self._now + self._op_duration(lane, op), _EV_OP_DONE, (lane.id, oid))
+        d = lane.dur[oid]
+        if d >= 0:
+            self._seq += 1
+            heapq.heappush(self._heap, (self._now + d, self._seq, _EV_OP_DONE, (lane.id, oid)))
         else:
-            self._post_comm(lane, op)
+            self._post_comm(lane, self.programs[lane.program].ops[oid])
 
     def _complete_op(self, lane: Lane, oid: int) -> None:
         prog = self.programs[lane.program]
@@ -250,13 +265,13 @@ class Coordinator:
         s = prog.stream_of[oid]
         lane.busy[s] = False
         lane.head[s] += 1
-        touched = {s}
+        self._try_start_stream(lane, s)
+        remaining = lane.remaining
+        stream_of = prog.stream_of
         for d in prog.dependents[oid]:
-            lane.remaining[d] -= 1
-            if lane.remaining[d] == 0:
-                touched.add(prog.stream_of[d])
-        for t in touched:
-            self._try_start_stream(lane, t)
+            remaining[d] -= 1
+            if remaining[d] == 0:
+                self._try_start_stream(lane, stream_of[d])
 
     # ----------------------------------------------------------- communication
     def _post_comm(self, lane: Lane, op: Op) -> None:
@@ -266,11 +281,6 @@ class Coordinator:
         dim = op.group
         if dim not in self.ir.groups:
             raise SimulationError(f"op {op.name!r} names unknown group {dim!r}")
-        if dim == "tp":
-            # the TP group is this lane: analytic intra-node time, no network
-            d = self._intra_collective_ns(op.collective, lane.ranks, op.size_bytes)
-            self._push(self._now + d, _EV_OP_DONE, (lane.id, op.id))
-            return
         insts = []
         for r in lane.ranks:
             gid = self.ir.group_id(r, dim)
@@ -472,6 +482,7 @@ class Coordinator:
             lane.busy = [False] * len(prog.streams)
             lane.start_ns = [-1] * n
             lane.end_ns = [-1] * n
+            lane.dur = self._local_durations(lane)
         for lane in self.lanes:
             for s in range(len(self.programs[lane.program].streams)):
                 self._try_start_stream(lane, s)
@@ -539,7 +550,7 @@ class Coordinator:
         if self.progress is not None:
             self.progress(total_ops, total_ops)
         end = max((max(l.end_ns) if l.end_ns else 0) for l in self.lanes)
-        return SimResult(end, self.lanes, self.programs, self._op_time, self.messages, self._finished_instances,
+        return SimResult(end, self.lanes, self.programs, self._dur_tables, self.messages, self._finished_instances,
                          self.events, net.stats(), intra.stats() if intra is not None else None)
 
 
@@ -561,6 +572,8 @@ class _ScheduleState:
 
 def _relabel(sched, rank_map: dict[int, int], system):
     """A copy of ``sched`` with ranks (and their GPU/NIC endpoints) renamed."""
+    from heterosim.comm.schedule import Transfer
+
     gpus = system.gpus
     out = []
     for x in sched.transfers:
@@ -573,7 +586,8 @@ def _relabel(sched, rank_map: dict[int, int], system):
             sw = f"{gpus[gpu_end].node}/nvswitch"
             src_ep = gpus[src].name if src >= 0 else sw
             dst_ep = gpus[dst].name if dst >= 0 else sw
-        out.append(replace(x, src=src, dst=dst, src_ep=src_ep, dst_ep=dst_ep))
+        out.append(Transfer(x.id, src, dst, x.size_bytes, x.link, src_ep, dst_ep, x.deps, x.channel, x.step,
+                            x.latency_ns, x.flow_key))
     return _Relabelled(out)
 
 

@@ -22,6 +22,7 @@ from netbackend.topo import NetTopology
 __all__ = ["Ns3Backend", "run_isolated", "unit_test_command"]
 
 _STATUS = {1: "PFC deadlock", 2: "no progress", 3: "wall-clock limit"}
+_CC_IMPLEMENTED = ("dcqcn", "hpcc", "timely", "none")
 _HOT_PORTS = 8
 """Queue samples are returned for this many ports with the largest mean queue."""
 
@@ -49,9 +50,9 @@ class Ns3Backend(NetworkBackend):
                  *, track_message_bytes: bool = False, rate_sample_qps: int = 0):
         super().__init__(topology, config, seed)
         cfg = self.config
-        if cfg.cc not in ("dcqcn", "none"):
-            raise UserError("not implemented yet in the ns3 backend (use dcqcn or none)",
-                            field="network.cc", value=cfg.cc)
+        if cfg.cc not in _CC_IMPLEMENTED:
+            raise UserError("not implemented yet in the ns3 backend (use one of "
+                            f"{', '.join(_CC_IMPLEMENTED)})", field="network.cc", value=cfg.cc)
         self._host_index = {h: i for i, h in enumerate(topology.hosts)}
         self._check_topology()
         t0 = time.perf_counter()
@@ -98,7 +99,7 @@ class Ns3Backend(NetworkBackend):
 
     def _configure(self, sim_cls, track_message_bytes: bool, rate_sample_qps: int) -> None:
         cfg = self.config
-        d, pfc, buf = cfg.dcqcn, cfg.pfc, cfg.buffer
+        d, pfc, buf, hp, tm = cfg.dcqcn, cfg.pfc, cfg.buffer, cfg.hpcc, cfg.timely
         nic = "ns3::RdmaNic::"
         sw = "ns3::RdmaSwitchNode::"
         helper = "ns3::RdmaNetworkHelper::"
@@ -125,6 +126,22 @@ class Ns3Backend(NetworkBackend):
             nic + "DcqcnRateAi": _bps(d.rate_ai_mbps) if d.rate_ai_mbps else "0bps",
             nic + "DcqcnRateHai": _bps(d.rate_hai_mbps) if d.rate_hai_mbps else "0bps",
             nic + "DcqcnMinRate": _bps(d.min_rate_mbps),
+            nic + "IntHeaderBytes": str(hp.int_bytes),
+            nic + "HpccEta": repr(float(hp.eta)),
+            nic + "HpccMaxStage": str(hp.max_stage),
+            nic + "HpccRateAi": _bps(hp.w_ai_mbps) if hp.w_ai_mbps else "0bps",
+            nic + "HpccBaseRtt": _ns(hp.base_rtt_ns or 0),
+            nic + "HpccMinRate": _bps(hp.min_rate_mbps),
+            nic + "TimelyAlpha": repr(float(tm.alpha)),
+            nic + "TimelyBeta": repr(float(tm.beta)),
+            nic + "TimelyTLow": _ns(tm.t_low_ns),
+            nic + "TimelyTHigh": _ns(tm.t_high_ns),
+            nic + "TimelyMinRtt": _ns(tm.min_rtt_ns),
+            nic + "TimelyDelta": _bps(tm.delta_mbps) if tm.delta_mbps else "0bps",
+            nic + "TimelyHaiThreshold": str(tm.hai_threshold),
+            nic + "TimelySegmentBytes": str(tm.segment_bytes),
+            nic + "TimelyMinRate": _bps(tm.min_rate_mbps),
+            sw + "IntEnabled": "true" if cfg.cc == "hpcc" else "false",
             sw + "PfcEnabled": "true" if pfc.enabled else "false",
             sw + "PfcDynamic": "true" if pfc.threshold == "dynamic" else "false",
             sw + "PfcShift": str(pfc.dynamic_shift),

@@ -43,6 +43,8 @@ class FakeTransfer:
     src_ep: str
     dst_ep: str
     deps: tuple = ()
+    channel: int = 0
+    step: int = 0
     latency_ns: int = 0
     flow_key: int = 0
 

@@ -6,6 +6,7 @@
 #include "ns3/uinteger.h"
 
 #include <algorithm>
+#include <cmath>
 #include <deque>
 #include <sstream>
 
@@ -105,6 +106,52 @@ RdmaNetworkHelper::ComputeRoutes(uint32_t nHosts, uint32_t nSwitches,
     return routes;
 }
 
+std::vector<double>
+RdmaNetworkHelper::MaxBaseRtts(uint32_t nHosts, const std::vector<std::vector<LinkEnd>>& wires,
+                               uint32_t dataWireBytes, uint32_t ackWireBytes)
+{
+    // Per source host: BFS over hop count (paths never transit a host), with
+    // the slowest equal-hop path's one-way times: propagation plus one data
+    // packet's serialization per hop forward, one ACK's on the way back.
+    const uint32_t n = wires.size();
+    std::vector<double> out(nHosts, 0.0);
+    std::vector<int32_t> dist(n);
+    std::vector<double> fwd(n), rev(n);
+    std::deque<uint32_t> frontier;
+    for (uint32_t h = 0; h < nHosts; ++h)
+    {
+        std::fill(dist.begin(), dist.end(), -1);
+        std::fill(fwd.begin(), fwd.end(), 0.0);
+        std::fill(rev.begin(), rev.end(), 0.0);
+        dist[h] = 0;
+        frontier.assign(1, h);
+        while (!frontier.empty())
+        {
+            const uint32_t u = frontier.front();
+            frontier.pop_front();
+            if (u < nHosts && u != h)
+            {
+                out[h] = std::max(out[h], fwd[u] + rev[u]);
+                continue;
+            }
+            for (const LinkEnd& l : wires[u])
+            {
+                if (dist[l.peer] < 0)
+                {
+                    dist[l.peer] = dist[u] + 1;
+                    frontier.push_back(l.peer);
+                }
+                if (dist[l.peer] == dist[u] + 1 && l.rateBps > 0)
+                {
+                    fwd[l.peer] = std::max(fwd[l.peer], fwd[u] + l.delayNs + dataWireBytes * 8e9 / l.rateBps);
+                    rev[l.peer] = std::max(rev[l.peer], rev[u] + l.delayNs + ackWireBytes * 8e9 / l.rateBps);
+                }
+            }
+        }
+    }
+    return out;
+}
+
 void
 RdmaNetworkHelper::Build(const std::vector<std::string>& hosts,
                          const std::vector<std::string>& switches,
@@ -142,6 +189,7 @@ RdmaNetworkHelper::Build(const std::vector<std::string>& hosts,
         m_switches.push_back(sw);
     }
     std::vector<std::vector<std::pair<uint32_t, uint16_t>>> adj(m_nHosts + nSw);
+    std::vector<std::vector<LinkEnd>> wires(m_nHosts + nSw); // (peer, delay, rate) for base RTTs
     std::vector<bool> hostWired(m_nHosts, false);
     for (std::size_t i = 0; i < linkA.size(); ++i)
     {
@@ -152,6 +200,7 @@ RdmaNetworkHelper::Build(const std::vector<std::string>& hosts,
         {
             const uint32_t node = ends[e];
             const uint32_t peer = ends[1 - e];
+            wires[node].push_back(LinkEnd{peer, static_cast<double>(delayNs[i]), rateBps[i]});
             Ptr<RdmaNetDevice> dev = CreateObject<RdmaNetDevice>();
             dev->SetDataRate(DataRate(static_cast<uint64_t>(rateBps[i])));
             PortRef ref{-1, node, 0, peer};
@@ -187,6 +236,15 @@ RdmaNetworkHelper::Build(const std::vector<std::string>& hosts,
                                      ? DynamicCast<RdmaNetDevice>(hostNodes[h]->GetDevice(0))
                                      : CreateObject<RdmaNetDevice>();
         m_nics[h]->Setup(h, dev, &m_counters, this);
+    }
+    if (m_nHosts > 0 && m_nics[0]->GetCcMode() == RdmaNic::CC_HPCC)
+    {
+        const auto rtts = MaxBaseRtts(m_nHosts, wires, m_nics[0]->DataWireBytes(),
+                                      m_nics[0]->AckWireBytes());
+        for (uint32_t h = 0; h < m_nHosts; ++h)
+        {
+            m_nics[h]->SetAutoBaseRtt(static_cast<int64_t>(std::ceil(rtts[h])));
+        }
     }
     auto routes = ComputeRoutes(m_nHosts, nSw, adj);
     for (uint32_t s = 0; s < nSw; ++s)

@@ -71,6 +71,19 @@ class RdmaNetworkHelper : public Object, public RdmaDeliverySink
     Ptr<RdmaSwitchNode> GetSwitch(uint32_t i) const { return m_switches[i]; }
     double GetRunWallSeconds() const { return m_runWall; }
 
+    struct LinkEnd
+    {
+        uint32_t peer;
+        double delayNs;
+        double rateBps;
+    };
+
+    /// Per host, the largest unloaded RTT to any other host (one data packet
+    /// out, one ACK back, store-and-forward per hop): HPCC's T.
+    static std::vector<double> MaxBaseRtts(uint32_t nHosts,
+                                           const std::vector<std::vector<LinkEnd>>& wires,
+                                           uint32_t dataWireBytes, uint32_t ackWireBytes);
+
     /// Equal-cost next hops: result[s][h] = ports of switch s towards host h.
     static std::vector<std::vector<std::vector<uint16_t>>> ComputeRoutes(
         uint32_t nHosts, uint32_t nSwitches,

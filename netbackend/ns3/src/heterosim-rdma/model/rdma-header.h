@@ -1,7 +1,9 @@
 // RoCE-like transport header for the heterosim-rdma module.
 //
 // One fixed-layout header carries every packet kind (data, ACK, NACK, CNP,
-// PFC).  It is serialized as a packed struct so that a switch hop costs one
+// PFC).  In-band telemetry (HPCC) rides in a packet tag (rdma-int-tag.h)
+// whose on-wire bytes are added to the packet size by the sender.  The
+// header is serialized as a packed struct so that a switch hop costs one
 // memcpy; the on-wire size of a packet is set by the sender (payload plus the
 // configured RoCEv2 header bytes), not by this struct.
 #ifndef HETEROSIM_RDMA_HEADER_H
@@ -33,6 +35,8 @@ class RdmaHeader : public Header
         FLAG_LAST = 4,      //!< last packet of a message
         FLAG_CNP = 8,       //!< ACK carries a congestion notification
         FLAG_PAUSE = 16,    //!< PFC: pause (set) or resume (clear)
+        FLAG_INT = 32,      //!< data: switches append INT (RdmaIntTag); ACK: echoes it
+        FLAG_ECE = 64,      //!< ACK: the acknowledged data packet was CE-marked (DCTCP)
     };
 
 #pragma pack(push, 1)
@@ -49,6 +53,7 @@ class RdmaHeader : public Header
         uint32_t payload;   //!< payload bytes (data) / pause quanta in ns (PFC)
         uint64_t seq;       //!< first payload byte (data) / next expected byte (ACK, NACK)
         uint64_t msgId;     //!< message id (data packets with FLAG_LAST)
+        int64_t ts;         //!< data: NIC send time (ns); ACK: echo of it (RTT for TIMELY)
     };
 #pragma pack(pop)
 

@@ -53,10 +53,11 @@ RdmaNic::GetTypeId()
                           MakeBooleanAccessor(&RdmaNic::m_qpPerPair),
                           MakeBooleanChecker())
             .AddAttribute("CongestionControl",
-                          "DCQCN, or none (line rate, PFC only).",
+                          "dcqcn, hpcc, timely, or none (line rate, PFC only).",
                           EnumValue(CC_DCQCN),
                           MakeEnumAccessor<CcMode>(&RdmaNic::m_cc),
-                          MakeEnumChecker(CC_NONE, "none", CC_DCQCN, "dcqcn"))
+                          MakeEnumChecker(CC_NONE, "none", CC_DCQCN, "dcqcn", CC_HPCC, "hpcc",
+                                          CC_TIMELY, "timely"))
             .AddAttribute("CnpMode",
                           "Separate CNP packets at most once per interval, or a flag on the next ACK.",
                           EnumValue(CNP_INTERVAL),
@@ -136,6 +137,85 @@ RdmaNic::GetTypeId()
                           "Floor of the current rate.",
                           DataRateValue(DataRate("100Mbps")),
                           MakeDataRateAccessor(&RdmaNic::m_minRate),
+                          MakeDataRateChecker())
+            // HPCC: Li et al., SIGCOMM 2019; defaults of its public ns-3 simulator
+            // (shared/network-reference.md).
+            .AddAttribute("IntHeaderBytes",
+                          "Wire bytes INT adds to HPCC data packets and ACKs (paper: 2 B + 5 hops x 8 B).",
+                          UintegerValue(42),
+                          MakeUintegerAccessor(&RdmaNic::m_intBytes),
+                          MakeUintegerChecker<uint32_t>(0, 1024))
+            .AddAttribute("HpccEta",
+                          "Target utilization eta (paper and simulator: 0.95).",
+                          DoubleValue(0.95),
+                          MakeDoubleAccessor(&RdmaNic::m_hpccEta),
+                          MakeDoubleChecker<double>(0.01, 1.0))
+            .AddAttribute("HpccMaxStage",
+                          "Additive-increase stages before a multiplicative update (paper: 5; simulator: 0).",
+                          UintegerValue(0),
+                          MakeUintegerAccessor(&RdmaNic::m_hpccMaxStage),
+                          MakeUintegerChecker<uint32_t>())
+            .AddAttribute("HpccRateAi",
+                          "W_AI as a rate (W_AI = rate x T); 0 = line rate x 10/25000 (40 Mb/s at 100G, simulator).",
+                          DataRateValue(DataRate("0bps")),
+                          MakeDataRateAccessor(&RdmaNic::m_hpccRateAi),
+                          MakeDataRateChecker())
+            .AddAttribute("HpccBaseRtt",
+                          "T; 0 = the largest unloaded RTT from this host to any host (computed from the fabric).",
+                          TimeValue(Time(0)),
+                          MakeTimeAccessor(&RdmaNic::m_hpccBaseRtt),
+                          MakeTimeChecker())
+            .AddAttribute("HpccMinRate",
+                          "Floor of the HPCC window expressed as a rate (simulator: 100 Mb/s).",
+                          DataRateValue(DataRate("100Mbps")),
+                          MakeDataRateAccessor(&RdmaNic::m_hpccMinRate),
+                          MakeDataRateChecker())
+            // TIMELY: Mittal et al., SIGCOMM 2015; values as in the paper and the HPCC
+            // simulator's TIMELY (alpha 0.875, beta 0.8, Tlow 50 us, Thigh 500 us, minRTT 20 us).
+            .AddAttribute("TimelyAlpha",
+                          "EWMA weight of the newest RTT difference.",
+                          DoubleValue(0.875),
+                          MakeDoubleAccessor(&RdmaNic::m_tmlyAlpha),
+                          MakeDoubleChecker<double>(0, 1))
+            .AddAttribute("TimelyBeta",
+                          "Multiplicative decrease factor beta.",
+                          DoubleValue(0.8),
+                          MakeDoubleAccessor(&RdmaNic::m_tmlyBeta),
+                          MakeDoubleChecker<double>(0, 1))
+            .AddAttribute("TimelyTLow",
+                          "Below this RTT: additive increase regardless of the gradient.",
+                          TimeValue(MicroSeconds(50)),
+                          MakeTimeAccessor(&RdmaNic::m_tmlyTLow),
+                          MakeTimeChecker())
+            .AddAttribute("TimelyTHigh",
+                          "Above this RTT: multiplicative decrease by (1 - Thigh/RTT).",
+                          TimeValue(MicroSeconds(500)),
+                          MakeTimeAccessor(&RdmaNic::m_tmlyTHigh),
+                          MakeTimeChecker())
+            .AddAttribute("TimelyMinRtt",
+                          "minRTT normalizing the RTT gradient.",
+                          TimeValue(MicroSeconds(20)),
+                          MakeTimeAccessor(&RdmaNic::m_tmlyMinRtt),
+                          MakeTimeChecker())
+            .AddAttribute("TimelyDelta",
+                          "Additive step delta; 0 = line rate / 1000 (paper: 10 Mb/s at 10G; 100 Mb/s at 100G).",
+                          DataRateValue(DataRate("0bps")),
+                          MakeDataRateAccessor(&RdmaNic::m_tmlyDelta),
+                          MakeDataRateChecker())
+            .AddAttribute("TimelyHaiThreshold",
+                          "Negative gradients in a row before hyper-active increase (5 delta) (paper: 5).",
+                          UintegerValue(5),
+                          MakeUintegerAccessor(&RdmaNic::m_tmlyHaiThreshold),
+                          MakeUintegerChecker<uint32_t>(1))
+            .AddAttribute("TimelySegmentBytes",
+                          "ACKed bytes per completion event, i.e. per rate update (paper: 16-64 KB).",
+                          UintegerValue(64 * 1024),
+                          MakeUintegerAccessor(&RdmaNic::m_tmlySegment),
+                          MakeUintegerChecker<uint64_t>(1))
+            .AddAttribute("TimelyMinRate",
+                          "Floor of the TIMELY rate.",
+                          DataRateValue(DataRate("100Mbps")),
+                          MakeDataRateAccessor(&RdmaNic::m_tmlyMinRate),
                           MakeDataRateChecker());
     return tid;
 }
@@ -167,6 +247,79 @@ RdmaNic::Setup(uint32_t hostIndex, Ptr<RdmaNetDevice> dev, RdmaCounters* counter
                                                     : m_dcqcn.lineRateBps * 50.0 / 25000.0;
     m_dcqcn.minRateBps = static_cast<double>(m_minRate.GetBitRate());
     m_headerBytes = std::max<uint32_t>(m_headerBytes, sizeof(RdmaHeader::Fields));
+
+    const double line = m_dcqcn.lineRateBps;
+    m_hpcc.eta = m_hpccEta;
+    m_hpcc.maxStage = m_hpccMaxStage;
+    m_hpcc.lineRateBps = line;
+    m_hpcc.minRateBps = static_cast<double>(m_hpccMinRate.GetBitRate());
+    SetAutoBaseRtt(0);
+
+    m_timely.alpha = m_tmlyAlpha;
+    m_timely.beta = m_tmlyBeta;
+    m_timely.tLowNs = static_cast<double>(m_tmlyTLow.GetNanoSeconds());
+    m_timely.tHighNs = static_cast<double>(m_tmlyTHigh.GetNanoSeconds());
+    m_timely.minRttNs = std::max<double>(1.0, m_tmlyMinRtt.GetNanoSeconds());
+    // 0 = delta scales with the line rate like the HPCC simulator's TIMELY runs
+    // (10 Mb/s per 10 Gb/s, the paper's value at 10G).
+    m_timely.deltaBps = m_tmlyDelta.GetBitRate() > 0 ? static_cast<double>(m_tmlyDelta.GetBitRate())
+                                                     : line / 1000.0;
+    m_timely.haiThreshold = m_tmlyHaiThreshold;
+    m_timely.lineRateBps = line;
+    m_timely.minRateBps = static_cast<double>(m_tmlyMinRate.GetBitRate());
+}
+
+uint32_t
+RdmaNic::DataWireBytes() const
+{
+    return m_payload + m_headerBytes + (m_cc == CC_HPCC ? m_intBytes : 0);
+}
+
+uint32_t
+RdmaNic::AckWireBytes() const
+{
+    return m_ctrlBytes + (m_cc == CC_HPCC ? m_intBytes : 0);
+}
+
+void
+RdmaNic::SetAutoBaseRtt(int64_t ns)
+{
+    // An explicit attribute wins; otherwise the helper's value; otherwise a
+    // placeholder of 10 us until the helper has computed the fabric's RTT.
+    int64_t t = m_hpccBaseRtt.GetNanoSeconds();
+    if (t <= 0)
+    {
+        t = ns > 0 ? ns : 10000;
+    }
+    m_hpcc.baseRttNs = static_cast<double>(t);
+    // W_AI = R_AI x T; R_AI = 0 scales with the line rate as the HPCC simulator
+    // does: 10 Mb/s per 25 Gb/s (shared/network-reference.md).
+    const double rai = m_hpccRateAi.GetBitRate() > 0 ? static_cast<double>(m_hpccRateAi.GetBitRate())
+                                                     : m_hpcc.lineRateBps * 10.0 / 25000.0;
+    m_hpcc.wAiBytes = rai * m_hpcc.baseRttNs / 8e9;
+}
+
+double
+RdmaNic::CurrentRate(const SendQp& qp) const
+{
+    switch (m_cc)
+    {
+    case CC_DCQCN:
+        return qp.cc.rate;
+    case CC_HPCC:
+        return qp.hpcc.Rate();
+    case CC_TIMELY:
+        return qp.timely.rate;
+    default:
+        return m_dcqcn.lineRateBps;
+    }
+}
+
+bool
+RdmaNic::WindowBlocked(const SendQp& qp) const
+{
+    // HPCC simulator convention: send while bytes in flight are below W.
+    return m_cc == CC_HPCC && static_cast<double>(qp.sndNxt - qp.sndUna) >= qp.hpcc.window;
 }
 
 uint32_t
@@ -200,6 +353,9 @@ RdmaNic::PostMessage(uint64_t msgId, uint32_t dstHost, uint64_t bytes, uint64_t 
         qp->perMessage = !m_qpPerPair;
         qp->pairKey = key;
         qp->cc.Init(&m_dcqcn, now);
+        qp->hpcc.Init(&m_hpcc);
+        qp->timely.Init(&m_timely);
+        qp->timelyNextSeq = 0;
         qp->nextSendNs = static_cast<double>(now);
         if (m_qpPerPair)
         {
@@ -262,6 +418,11 @@ RdmaNic::TryTransmit()
         // One nanosecond of slack absorbs the device rounding serialization to whole
         // nanoseconds; pacing does not drift since the next send time builds on
         // the previous one.
+        if (WindowBlocked(qp))
+        {
+            m_ready.push_back(id); // an ACK reopens the window and calls TryTransmit
+            continue;
+        }
         if (qp.nextSendNs > now + 1.0)
         {
             minNext = std::min(minNext, qp.nextSendNs);
@@ -318,13 +479,23 @@ RdmaNic::SendData(SendQp& qp)
     h.f.payload = payload;
     h.f.seq = qp.sndNxt;
     h.f.msgId = msg->id;
+    h.f.ts = Simulator::Now().GetNanoSeconds();
     if (qp.sndNxt + payload == msg->end)
     {
         h.f.flags |= RdmaHeader::FLAG_LAST;
     }
-    const uint32_t wire = payload + m_headerBytes;
+    uint32_t wire = payload + m_headerBytes;
+    if (m_cc == CC_HPCC)
+    {
+        h.f.flags |= RdmaHeader::FLAG_INT;
+        wire += m_intBytes;
+    }
     Ptr<Packet> p = Create<Packet>(wire - h.GetSerializedSize());
     p->AddHeader(h);
+    if (m_cc == CC_HPCC)
+    {
+        p->AddPacketTag(RdmaIntTag());
+    }
     if (qp.sndNxt < qp.sndMax)
     {
         m_counters->retransmittedPackets++;
@@ -333,7 +504,7 @@ RdmaNic::SendData(SendQp& qp)
     qp.sndMax = std::max(qp.sndMax, qp.sndNxt);
     m_counters->dataPacketsSent++;
     const double now = static_cast<double>(Simulator::Now().GetNanoSeconds());
-    const double rate = m_cc == CC_DCQCN ? qp.cc.rate : m_dcqcn.lineRateBps;
+    const double rate = CurrentRate(qp);
     qp.nextSendNs = std::max(qp.nextSendNs, now) + wire * 8e9 / rate;
     m_dev->Transmit(p);
     if (m_cc == CC_DCQCN && qp.cc.OnBytesSent(wire))
@@ -344,7 +515,8 @@ RdmaNic::SendData(SendQp& qp)
 }
 
 void
-RdmaNic::SendControl(uint8_t kind, uint32_t dst, uint32_t qpId, uint64_t seq, uint8_t flags)
+RdmaNic::SendControl(uint8_t kind, uint32_t dst, uint32_t qpId, uint64_t seq, uint8_t flags,
+                     int64_t echoTs, const RdmaIntTag* intTag)
 {
     RdmaHeader h;
     h.f.kind = kind;
@@ -354,10 +526,20 @@ RdmaNic::SendControl(uint8_t kind, uint32_t dst, uint32_t qpId, uint64_t seq, ui
     h.f.dst = dst;
     h.f.qp = qpId;
     h.f.seq = seq;
+    h.f.ts = echoTs;
+    if (intTag)
+    {
+        h.f.flags |= RdmaHeader::FLAG_INT;
+    }
     // Reverse path entropy: reuse the data direction's host pair and QP.
     h.f.flowHash = RdmaMix32(dst * 0x9e3779b1U ^ m_host ^ qpId * 0x85ebca6bU);
-    Ptr<Packet> p = Create<Packet>(m_ctrlBytes - h.GetSerializedSize());
+    const uint32_t wire = m_ctrlBytes + (intTag ? m_intBytes : 0);
+    Ptr<Packet> p = Create<Packet>(wire - h.GetSerializedSize());
     p->AddHeader(h);
+    if (intTag)
+    {
+        p->AddPacketTag(*intTag);
+    }
     m_ctrl.push_back(p);
     TryTransmit();
 }
@@ -370,11 +552,11 @@ RdmaNic::PortReceive(uint32_t, Ptr<Packet> p)
     switch (h.f.kind)
     {
     case RdmaHeader::DATA:
-        OnData(h);
+        OnData(h, p);
         break;
     case RdmaHeader::ACK:
     case RdmaHeader::NACK:
-        OnAck(h);
+        OnAck(h, p);
         break;
     case RdmaHeader::CNP: {
         auto it = m_qps.find(h.f.qp);
@@ -430,7 +612,7 @@ RdmaNic::PortReceive(uint32_t, Ptr<Packet> p)
 }
 
 void
-RdmaNic::OnData(const RdmaHeader& h)
+RdmaNic::OnData(const RdmaHeader& h, Ptr<Packet> p)
 {
     const uint64_t key = (static_cast<uint64_t>(h.f.src) << 32) | h.f.qp;
     RecvQp& rq = m_rx[key];
@@ -481,7 +663,11 @@ RdmaNic::OnData(const RdmaHeader& h)
             }
             rq.unacked = 0;
             m_counters->acksSent++;
-            SendControl(RdmaHeader::ACK, h.f.src, h.f.qp, rq.expected, flags);
+            // Echo the send timestamp (TIMELY) and the INT stack (HPCC).
+            RdmaIntTag tag;
+            const bool hasInt = (h.f.flags & RdmaHeader::FLAG_INT) && p->PeekPacketTag(tag);
+            SendControl(RdmaHeader::ACK, h.f.src, h.f.qp, rq.expected, flags, h.f.ts,
+                        hasInt ? &tag : nullptr);
         }
         if (last)
         {
@@ -505,7 +691,7 @@ RdmaNic::OnData(const RdmaHeader& h)
 }
 
 void
-RdmaNic::OnAck(const RdmaHeader& h)
+RdmaNic::OnAck(const RdmaHeader& h, Ptr<Packet> p)
 {
     auto it = m_qps.find(h.f.qp);
     if (it == m_qps.end())
@@ -513,6 +699,27 @@ RdmaNic::OnAck(const RdmaHeader& h)
         return;
     }
     SendQp& qp = it->second;
+    if (m_cc == CC_HPCC && (h.f.flags & RdmaHeader::FLAG_INT))
+    {
+        RdmaIntTag tag;
+        if (p->PeekPacketTag(tag) && qp.hpcc.OnAck(tag, h.f.seq, qp.sndNxt))
+        {
+            RecordRate(qp);
+        }
+    }
+    else if (m_cc == CC_TIMELY && h.f.kind == RdmaHeader::ACK && h.f.seq >= qp.timelyNextSeq)
+    {
+        // One completion event per TimelySegmentBytes of ACKed data (or per RTT).
+        const int64_t rtt = Simulator::Now().GetNanoSeconds() - h.f.ts;
+        if (rtt > 0)
+        {
+            qp.timely.OnRtt(static_cast<double>(rtt));
+            // Next event after a segment, or after everything now in flight
+            // when that comes first (low rates: once per RTT).
+            qp.timelyNextSeq = std::min(h.f.seq + m_tmlySegment, std::max(qp.sndNxt, h.f.seq + 1));
+            RecordRate(qp);
+        }
+    }
     if (h.f.flags & RdmaHeader::FLAG_CNP)
     {
         m_counters->cnpsReceived++;
@@ -535,6 +742,12 @@ RdmaNic::OnAck(const RdmaHeader& h)
     if (qp.sndUna >= qp.streamEnd && qp.perMessage)
     {
         RetireQp(qp.id);
+        return;
+    }
+    if (m_cc == CC_HPCC)
+    {
+        MakeReady(qp); // the ACK may have opened the window
+        TryTransmit();
     }
 }
 
@@ -624,7 +837,7 @@ RdmaNic::RecordRate(const SendQp& qp)
     if (qp.id <= m_rateSampleQps)
     {
         m_rateSamples.push_back(
-            RateSample{Simulator::Now().GetNanoSeconds(), qp.id, m_cc == CC_DCQCN ? qp.cc.rate : m_dcqcn.lineRateBps});
+            RateSample{Simulator::Now().GetNanoSeconds(), qp.id, CurrentRate(qp)});
     }
 }
 

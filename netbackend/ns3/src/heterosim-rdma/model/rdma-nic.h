@@ -1,6 +1,7 @@
 // Host RDMA NIC: reliable-connection queue pairs over one port.
 //
-// Sender: per-QP pacing at the DCQCN rate (or line rate with CC off), MTU-sized
+// Sender: per-QP pacing at the congestion-control rate (DCQCN, HPCC, TIMELY;
+// line rate with CC off; HPCC also bounds bytes in flight by its window), MTU-sized
 // packets that never span messages, go-back-N on NACK (and an optional
 // retransmission timeout for lossy fabrics), round-robin among ready QPs.
 // Receiver: cumulative ACK every N packets (and on each message's last
@@ -11,9 +12,12 @@
 #define HETEROSIM_RDMA_NIC_H
 
 #include "dcqcn.h"
+#include "hpcc.h"
+#include "rdma-int-tag.h"
 #include "rdma-header.h"
 #include "rdma-net-device.h"
 #include "rdma-stats.h"
+#include "timely.h"
 
 #include "ns3/data-rate.h"
 #include "ns3/event-id.h"
@@ -34,6 +38,8 @@ class RdmaNic : public Object, public RdmaPortOwner
     {
         CC_NONE = 0,
         CC_DCQCN = 1,
+        CC_HPCC = 2,
+        CC_TIMELY = 3,
     };
 
     enum CnpMode
@@ -68,6 +74,14 @@ class RdmaNic : public Object, public RdmaPortOwner
     uint64_t GetMessageRxBytes(uint64_t msgId) const;
     const std::vector<RateSample>& GetRateSamples() const { return m_rateSamples; }
     const DcqcnParams& GetDcqcnParams() const { return m_dcqcn; }
+    const HpccParams& GetHpccParams() const { return m_hpcc; }
+    CcMode GetCcMode() const { return m_cc; }
+    /// Wire bytes of a full data packet and of an ACK (INT included).
+    uint32_t DataWireBytes() const;
+    uint32_t AckWireBytes() const;
+    /// HPCC's T when the HpccBaseRtt attribute is 0 (set by the network helper:
+    /// the largest unloaded RTT from this host to any other host).
+    void SetAutoBaseRtt(int64_t ns);
 
     // RdmaPortOwner
     void PortReceive(uint32_t port, Ptr<Packet> p) override;
@@ -96,6 +110,9 @@ class RdmaNic : public Object, public RdmaPortOwner
         uint64_t streamEnd{0};
         std::deque<MsgRec> msgs; //!< messages not yet fully acknowledged
         DcqcnRp cc;
+        HpccRp hpcc;
+        TimelyRp timely;
+        uint64_t timelyNextSeq{0}; //!< next completion event (TIMELY)
         double nextSendNs{0};
         EventId incTimer;
         EventId rtoTimer;
@@ -114,10 +131,13 @@ class RdmaNic : public Object, public RdmaPortOwner
 
     void TryTransmit();
     void SendData(SendQp& qp);
-    void SendControl(uint8_t kind, uint32_t dst, uint32_t qp, uint64_t seq, uint8_t flags);
+    void SendControl(uint8_t kind, uint32_t dst, uint32_t qp, uint64_t seq, uint8_t flags,
+                     int64_t echoTs = 0, const RdmaIntTag* intTag = nullptr);
+    double CurrentRate(const SendQp& qp) const;
+    bool WindowBlocked(const SendQp& qp) const;
     void MakeReady(SendQp& qp);
-    void OnData(const RdmaHeader& h);
-    void OnAck(const RdmaHeader& h);
+    void OnData(const RdmaHeader& h, Ptr<Packet> p);
+    void OnAck(const RdmaHeader& h, Ptr<Packet> p);
     void OnCnp(SendQp& qp);
     void OnIncreaseTimer(uint32_t qpId);
     void OnRto(uint32_t qpId);
@@ -171,6 +191,25 @@ class RdmaNic : public Object, public RdmaPortOwner
     DataRate m_rateHai;
     DataRate m_minRate;
     DcqcnParams m_dcqcn;
+    // HPCC attributes (mirrored into m_hpcc)
+    uint32_t m_intBytes;
+    double m_hpccEta;
+    uint32_t m_hpccMaxStage;
+    DataRate m_hpccRateAi;
+    Time m_hpccBaseRtt;
+    DataRate m_hpccMinRate;
+    HpccParams m_hpcc;
+    // TIMELY attributes (mirrored into m_timely)
+    double m_tmlyAlpha;
+    double m_tmlyBeta;
+    Time m_tmlyTLow;
+    Time m_tmlyTHigh;
+    Time m_tmlyMinRtt;
+    DataRate m_tmlyDelta;
+    uint32_t m_tmlyHaiThreshold;
+    uint64_t m_tmlySegment;
+    DataRate m_tmlyMinRate;
+    TimelyParams m_timely;
 };
 
 } // namespace ns3

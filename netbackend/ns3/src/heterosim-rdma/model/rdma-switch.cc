@@ -1,6 +1,7 @@
 #include "rdma-switch.h"
 
 #include "dcqcn.h"
+#include "rdma-int-tag.h"
 
 #include "ns3/boolean.h"
 #include "ns3/log.h"
@@ -82,6 +83,11 @@ RdmaSwitchNode::GetTypeId()
                           "Pick among equal-cost ports by the flow key alone (rail pinning).",
                           BooleanValue(false),
                           MakeBooleanAccessor(&RdmaSwitchNode::m_ecmpByKey),
+                          MakeBooleanChecker())
+            .AddAttribute("IntEnabled",
+                          "Append an INT record (HPCC) to data packets that carry an INT tag.",
+                          BooleanValue(false),
+                          MakeBooleanAccessor(&RdmaSwitchNode::m_intEnabled),
                           MakeBooleanChecker())
             .AddAttribute("PfcFrameBytes",
                           "Wire size of a PFC frame.",
@@ -333,6 +339,20 @@ RdmaSwitchNode::TryTransmit(uint32_t portIdx)
                         port.stats.ecnMarks++;
                     }
                     e.p->AddHeader(h);
+                }
+            }
+            if (m_intEnabled)
+            {
+                RdmaIntTag tag;
+                if (e.p->RemovePacketTag(tag))
+                {
+                    RdmaIntHop hop;
+                    hop.tsNs = Simulator::Now().GetNanoSeconds();
+                    hop.txBytes = port.dev->GetTxBytes() + e.size;
+                    hop.qlenBytes = GetQueueBytes(portIdx);
+                    hop.rateBps = static_cast<double>(port.dev->GetDataRate().GetBitRate());
+                    tag.Push(hop);
+                    e.p->AddPacketTag(tag);
                 }
             }
         }

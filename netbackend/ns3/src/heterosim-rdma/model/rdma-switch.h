@@ -1,7 +1,8 @@
 // An output-queued RoCE switch: strict-priority egress queues per port, a
 // shared-buffer MMU with per ingress port/priority accounting (reserved,
 // shared with a dynamic or static PFC threshold, headroom), PFC PAUSE/RESUME
-// per priority, RED ECN marking at dequeue, and ECMP over equal-cost ports.
+// per priority, RED ECN marking at dequeue, ECMP over equal-cost ports, and
+// HPCC in-band telemetry appended to data packets at dequeue.
 // Model after shared/network-reference.md ("Switch buffer and PFC").
 #ifndef HETEROSIM_RDMA_SWITCH_H
 #define HETEROSIM_RDMA_SWITCH_H
@@ -107,6 +108,7 @@ class RdmaSwitchNode : public Node, public RdmaPortOwner
     bool m_ecnEnabled;
     uint32_t m_ecmpSeed;
     bool m_ecmpByKey;
+    bool m_intEnabled;
     uint32_t m_pfcFrameBytes;
 
     uint64_t m_sharedUsed{0};

@@ -1,6 +1,9 @@
 // Unit tests in ns-3 style for the heterosim-rdma module: DCQCN rate
-// arithmetic, RED marking probability, MMU thresholds and ECMP spreading.
+// arithmetic, HPCC window and TIMELY rate updates, RED marking probability,
+// MMU thresholds and ECMP spreading.
 #include "ns3/dcqcn.h"
+#include "ns3/hpcc.h"
+#include "ns3/timely.h"
 #include "ns3/rdma-header.h"
 #include "ns3/rdma-switch.h"
 #include "ns3/simulator.h"
@@ -193,6 +196,137 @@ class SwitchThresholdAndEcmpTestCase : public TestCase
     }
 };
 
+RdmaIntTag
+OneHop(int64_t ts, uint64_t txBytes, uint64_t qlen, double rate = 100e9)
+{
+    RdmaIntTag t;
+    RdmaIntHop h;
+    h.tsNs = ts;
+    h.txBytes = txBytes;
+    h.qlenBytes = qlen;
+    h.rateBps = rate;
+    t.Push(h);
+    return t;
+}
+
+class HpccWindowTestCase : public TestCase
+{
+  public:
+    HpccWindowTestCase()
+        : TestCase("HPCC utilization estimate and window update (Algorithm 1)")
+    {
+    }
+
+  private:
+    void DoRun() override
+    {
+        HpccParams p;
+        p.eta = 0.95;
+        p.maxStage = 0;
+        p.baseRttNs = 10000;
+        p.lineRateBps = 100e9; // 12.5 B/ns: B x T = 125 KB
+        p.minRateBps = 100e6;
+        p.wAiBytes = 50;
+        HpccRp rp;
+        rp.Init(&p);
+        NS_TEST_ASSERT_MSG_EQ_TOL(rp.window, 125000.0, 1e-9, "starts at one BDP");
+        NS_TEST_ASSERT_MSG_EQ_TOL(rp.Rate(), 100e9, 1, "line rate");
+        NS_TEST_ASSERT_MSG_EQ(rp.OnAck(OneHop(1000, 1000000, 0), 4000, 8000), false,
+                              "first ACK only stores the INT records");
+        // Link busy for 1 us (12500 B): txRate/B = 1; qlen = min(25000, 0) = 0 -> U = 1.
+        NS_TEST_ASSERT_MSG_EQ(rp.OnAck(OneHop(2000, 1012500, 25000), 8000, 100000), true, "measured");
+        NS_TEST_ASSERT_MSG_EQ_TOL(rp.u, 1.0, 1e-12, "first measurement sets U");
+        NS_TEST_ASSERT_MSG_EQ_TOL(rp.window, 125000.0 / (1.0 / 0.95) + 50, 1e-6, "W = Wc/(U/eta) + W_AI");
+        NS_TEST_ASSERT_MSG_EQ_TOL(rp.wc, rp.window, 1e-9, "first ACK past lastUpdateSeq moves Wc");
+        NS_TEST_ASSERT_MSG_EQ(rp.lastUpdateSeq, 100000u, "lastUpdateSeq = snd_nxt");
+        const double wc = rp.wc;
+        // 2 us at half rate (12500 B), qlen min(50000, 25000) = 25000 -> 0.2 + 0.5 = 0.7;
+        // tau/T = 0.2: U = 0.8 x 1 + 0.2 x 0.7 = 0.94.
+        NS_TEST_ASSERT_MSG_EQ(rp.OnAck(OneHop(4000, 1025000, 50000), 50000, 120000), true, "measured");
+        NS_TEST_ASSERT_MSG_EQ_TOL(rp.u, 0.94, 1e-12, "EWMA over tau/T");
+        NS_TEST_ASSERT_MSG_EQ_TOL(rp.window, wc / (0.94 / 0.95) + 50, 1e-6, "per-ACK window from Wc");
+        NS_TEST_ASSERT_MSG_EQ_TOL(rp.wc, wc, 1e-9, "Wc moves once per RTT only");
+        NS_TEST_ASSERT_MSG_EQ(rp.lastUpdateSeq, 100000u, "unchanged within the RTT");
+        NS_TEST_ASSERT_MSG_EQ_TOL(rp.Rate(), rp.window * 8e9 / 10000, 1, "R = W / T");
+
+        // Two hops: the more utilized one sets u and tau.
+        HpccRp two;
+        two.Init(&p);
+        RdmaIntTag a = OneHop(0, 0, 0);
+        RdmaIntHop h2{0, 0, 0, 400e9};
+        a.Push(h2);
+        two.OnAck(a, 1, 10);
+        RdmaIntTag b = OneHop(1000, 6250, 0);             // hop 0: 0.5
+        RdmaIntHop h2b{500, 50000, 125000 * 4, 400e9};    // hop 1: qlen 0 (min) + 50000/(50*500) = 2
+        b.Push(h2b);
+        two.OnAck(b, 20, 30);
+        NS_TEST_ASSERT_MSG_EQ_TOL(two.u, 2.0, 1e-12, "max over hops");
+
+        // Additive stages (paper: maxStage 5) before multiplicative updates.
+        HpccParams q = p;
+        q.maxStage = 2;
+        HpccRp st;
+        st.Init(&q);
+        st.wc = 60000;
+        NS_TEST_ASSERT_MSG_EQ_TOL(st.ComputeWind(0.5, true), 60050.0, 1e-9, "stage 0: W = Wc + W_AI");
+        NS_TEST_ASSERT_MSG_EQ(st.incStage, 1u, "stage counted");
+        NS_TEST_ASSERT_MSG_EQ_TOL(st.ComputeWind(0.5, true), 60100.0, 1e-9, "stage 1: additive");
+        NS_TEST_ASSERT_MSG_EQ_TOL(st.ComputeWind(0.5, true), 125000.0, 1e-9,
+                                  "stage 2 = maxStage: multiplicative, capped at one BDP");
+        NS_TEST_ASSERT_MSG_EQ(st.incStage, 0u, "reset");
+        NS_TEST_ASSERT_MSG_EQ_TOL(st.ComputeWind(1.9, true), 125000.0 / 2 + 50, 1e-9, "U >= eta: cut");
+        NS_TEST_ASSERT_MSG_EQ_TOL(st.ComputeWind(1e6, false), q.MinWindow(), 1e-9, "floor at min rate");
+    }
+};
+
+class TimelyRateTestCase : public TestCase
+{
+  public:
+    TimelyRateTestCase()
+        : TestCase("TIMELY gradient, Tlow/Thigh and hyper-active increase (Algorithm 1)")
+    {
+    }
+
+  private:
+    void DoRun() override
+    {
+        TimelyParams p; // alpha 0.875, beta 0.8, Tlow 50 us, Thigh 500 us, minRTT 20 us
+        p.deltaBps = 100e6;
+        p.lineRateBps = 100e9;
+        TimelyRp rp;
+        rp.Init(&p);
+        NS_TEST_ASSERT_MSG_EQ_TOL(rp.rate, 100e9, 1, "starts at line rate");
+        rp.rate = 50e9;
+        NS_TEST_ASSERT_MSG_EQ(rp.OnRtt(30000), TimelyRp::NONE, "first sample only sets prev_rtt");
+        NS_TEST_ASSERT_MSG_EQ(rp.OnRtt(40000), TimelyRp::LOW, "below Tlow");
+        NS_TEST_ASSERT_MSG_EQ_TOL(rp.rate, 50.1e9, 1, "R + delta");
+        NS_TEST_ASSERT_MSG_EQ_TOL(rp.rttDiffNs, 8750.0, 1e-9, "rtt_diff = alpha x 10 us");
+        // new diff 20 us: rtt_diff = 0.125 x 8750 + 0.875 x 20000 = 18593.75; g = 0.9296875
+        NS_TEST_ASSERT_MSG_EQ(rp.OnRtt(60000), TimelyRp::DECREASE, "positive gradient");
+        NS_TEST_ASSERT_MSG_EQ_TOL(rp.rate, 50.1e9 * (1 - 0.8 * 18593.75 / 20000), 1, "R (1 - beta g)");
+        const double r0 = rp.rate;
+        for (int i = 0; i < 4; ++i)
+        {
+            NS_TEST_ASSERT_MSG_EQ(rp.OnRtt(i == 0 ? 55000 : 55000 - i), TimelyRp::INCREASE,
+                                  "non-positive gradient: additive");
+        }
+        NS_TEST_ASSERT_MSG_EQ_TOL(rp.rate, r0 + 4 * 100e6, 1, "4 x delta");
+        NS_TEST_ASSERT_MSG_EQ(rp.OnRtt(54990), TimelyRp::HAI, "5th negative gradient in a row: HAI");
+        NS_TEST_ASSERT_MSG_EQ_TOL(rp.rate, r0 + 9 * 100e6, 1, "HAI adds 5 delta");
+        NS_TEST_ASSERT_MSG_EQ(rp.OnRtt(1000000), TimelyRp::HIGH, "above Thigh");
+        NS_TEST_ASSERT_MSG_EQ_TOL(rp.rate, (r0 + 9 * 100e6) * (1 - 0.8 * 0.5), 1,
+                                  "R (1 - beta (1 - Thigh/RTT))");
+        NS_TEST_ASSERT_MSG_EQ(rp.negGradients, 0u, "HAI count reset");
+        for (int i = 0; i < 2000; ++i)
+        {
+            rp.OnRtt(10000);
+        }
+        NS_TEST_ASSERT_MSG_EQ_TOL(rp.rate, 100e9, 1, "capped at line rate");
+        rp.OnRtt(10000 + 1000000); // huge gradient: the rate would go negative
+        NS_TEST_ASSERT_MSG_EQ_TOL(rp.rate, p.minRateBps, 1, "floor at min rate");
+    }
+};
+
 class HeterosimRdmaTestSuite : public TestSuite
 {
   public:
@@ -202,6 +336,8 @@ class HeterosimRdmaTestSuite : public TestSuite
         AddTestCase(new DcqcnDecreaseTestCase, Duration::QUICK);
         AddTestCase(new DcqcnIncreaseTestCase, Duration::QUICK);
         AddTestCase(new DcqcnByteCounterTestCase, Duration::QUICK);
+        AddTestCase(new HpccWindowTestCase, Duration::QUICK);
+        AddTestCase(new TimelyRateTestCase, Duration::QUICK);
         AddTestCase(new EcnProbabilityTestCase, Duration::QUICK);
         AddTestCase(new SwitchThresholdAndEcmpTestCase, Duration::QUICK);
     }

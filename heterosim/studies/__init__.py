@@ -1,0 +1,1 @@
+"""Studies built from several simulations of one scenario (e.g. congestion-control comparisons)."""

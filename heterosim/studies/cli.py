@@ -1,0 +1,49 @@
+"""``heterosim compare``: the CC comparison from the command line (registered in heterosim/cli.py)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from netbackend.errors import UserError
+
+
+def compare_command(
+        scenario: Path = typer.Argument(..., help="Scenario YAML"),
+        cc: str = typer.Option("dcqcn,hpcc,none", "--cc", help="Comma-separated: dcqcn | hpcc | timely | none"),
+        out: Optional[Path] = typer.Option(None, "--out", help="Results directory (default results/<name>-compare)"),
+        set_: List[str] = typer.Option([], "--set", help="Override a field: path=value"),
+        backend: str = typer.Option("ns3", "--backend", help="Network backend (ns3 for packet-level CC)"),
+        workers: Optional[int] = typer.Option(None, "--workers", help="Parallel child processes (default: cores)"),
+) -> None:
+    """Run one iteration under each congestion control and compare them side by side."""
+    from heterosim import api
+    from heterosim.studies.compare import compare
+
+    err_console = Console(stderr=True)
+    try:
+        sc = api.load(scenario, set_)
+        dest = out or Path(f"results/{sc.name}-compare")
+        rows = compare(sc, cc, out=dest, backend=backend, workers=workers)
+    except UserError as err:
+        err_console.print(f"[bold red]error:[/] {err}", highlight=False, soft_wrap=True)
+        raise typer.Exit(2)
+    t = Table(title=f"{sc.name}: congestion control ({backend})")
+    t.add_column("metric")
+    for r in rows:
+        t.add_column(r["cc"], justify="right")
+    show = [("iteration time (s)", "iteration_time_s", "{:.4f}"), ("exposed comm (s)", "exposed_comm_s", "{:.4f}"),
+            ("FCT slowdown p50", "slowdown_p50", "{:.2f}"), ("FCT slowdown p99", "slowdown_p99", "{:.2f}"),
+            ("max queue (KB)", "max_queue_bytes", "{:.0f}", 1e-3), ("PFC paused (us)", "pfc_paused_ns_total",
+                                                                    "{:.1f}", 1e-3),
+            ("ECN marks", "ecn_marks", "{:,}"), ("CNPs", "cnps_sent", "{:,}")]
+    for label, key, fmt, *scale in show:
+        vals = [r.get(key) for r in rows]
+        if all(v is None for v in vals):
+            continue
+        t.add_row(label, *("-" if v is None else fmt.format(v * scale[0] if scale else v) for v in vals))
+    Console().print(t)
+    Console().print(f"results: {dest}/ (compare.csv, compare.md, compare.json, *.png)")

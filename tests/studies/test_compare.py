@@ -1,0 +1,126 @@
+"""CC comparison study: metrics, outputs, errors (flow backend) and a packet-level run (ns-3)."""
+from __future__ import annotations
+
+import csv
+import json
+import multiprocessing
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from heterosim.studies.cli import compare_command
+from heterosim.studies.compare import IdealFct, _parse_ccs, _probe, compare, slowdown_metrics, wire_bytes
+from netbackend.config import NetworkConfig
+from netbackend.errors import UserError
+from netbackend.topo import Link, NetTopology
+
+
+def _chain(rates, delay_ns=1000):
+    names = ["a"] + [f"s{i}" for i in range(len(rates) - 1)] + ["b"]
+    return NetTopology(hosts=["a", "b"], switches=names[1:-1],
+                       links=[Link(x, y, r, delay_ns) for x, y, r in zip(names, names[1:], rates)])
+
+
+def _packet_train_ns(size, cfg, rates, delay_ns):
+    """Reference: per-packet store-and-forward over the hops (independent of IdealFct's closed form)."""
+    hdr = max(cfg.header_bytes, 40)
+    full, rest = divmod(size, cfg.mtu_bytes)
+    pkts = [cfg.mtu_bytes + hdr] * full + ([rest + hdr] if rest else [])
+    prev = [0.0] * len(rates)
+    for p in pkts:
+        t = 0.0
+        for h, r in enumerate(rates):
+            t = max(t, prev[h]) + p * 8 / r
+            prev[h] = t
+            t += delay_ns
+    return t
+
+
+@pytest.mark.parametrize("size", [1, 4096, 4097, 100_000, 2_516_583])
+@pytest.mark.parametrize("rates", [[400.0, 400.0], [100.0, 400.0, 400.0, 100.0]])
+def test_ideal_fct_matches_packet_train(size, rates):
+    cfg = NetworkConfig(backend="ns3")
+    ideal = IdealFct(_chain(rates), cfg, "ns3")
+    assert ideal(size, "a", "b") == pytest.approx(_packet_train_ns(size, cfg, rates, 1000), rel=1e-9)
+    # the flow backend adds its switch pipeline latency per switch
+    flow = IdealFct(_chain(rates), cfg, "flow")
+    assert flow(size, "a", "b") - ideal(size, "a", "b") == pytest.approx(
+        (len(rates) - 1) * cfg.per_hop_latency_ns + (wire_bytes(size, cfg, "flow") - wire_bytes(size, cfg, "ns3"))
+        * 8 / rates[0], abs=1e-6 + 8 * 40 / min(rates))
+
+
+def test_slowdown_bins():
+    pairs = [(1000, 1.0), (2000, 3.0), (2_000_000, 1.5), (2_000_000, 2.5), (50 << 20, 10.0)]
+    m = slowdown_metrics(pairs)
+    assert m["slowdown_p50_<64KiB"] == pytest.approx(2.0)
+    assert m["count_1-16MiB"] == 2 and m["slowdown_p50_1-16MiB"] == pytest.approx(2.0)
+    assert m["slowdown_p99_>=16MiB"] == pytest.approx(10.0)
+    assert m["slowdown_p50_64KiB-1MiB"] is None
+    assert m["slowdown_p50"] == pytest.approx(2.5)
+
+
+def test_unknown_cc_is_one_line_error():
+    with pytest.raises(UserError, match=r"^cc = 'cubic': unknown congestion control"):
+        _parse_ccs("dcqcn,cubic")
+    with pytest.raises(UserError, match="listed twice"):
+        _parse_ccs(["none", "none"])
+    assert _parse_ccs(" dcqcn, none ") == ["dcqcn", "none"]
+
+
+def test_compare_flow_backend_writes_table_and_plots(tiny_yaml, tmp_path):
+    out = tmp_path / "cmp"
+    rows = compare(tiny_yaml, "dcqcn,none", out=out, backend="flow", workers=2)
+    assert [r["cc"] for r in rows] == ["dcqcn", "none"]
+    for r in rows:
+        assert r["iteration_time_s"] > 0 and r["net_messages"] > 0
+        assert r["slowdown_p50"] >= 0.99  # nothing beats the message alone on its path
+        assert r["ecn_marks"] is None  # the flow backend does not measure it
+    table = list(csv.DictReader(open(out / "compare.csv")))
+    assert [t["cc"] for t in table] == ["dcqcn", "none"]
+    assert float(table[0]["iteration_time_s"]) == pytest.approx(rows[0]["iteration_time_s"])
+    assert "| iteration_time_s |" in (out / "compare.md").read_text()
+    assert (out / "compare_bars.png").stat().st_size > 0
+    assert (out / "fct_slowdown_cdf.png").stat().st_size > 0
+
+
+def test_cli_compare(tiny_yaml, tmp_path):
+    app = typer.Typer()
+    app.command()(compare_command)
+    app.command("other")(lambda: None)  # two commands, so typer keeps the sub-command name
+    runner = CliRunner()
+    res = runner.invoke(app, ["compare-command", str(tiny_yaml), "--cc", "dcqcn,bbr", "--backend", "flow"])
+    assert res.exit_code == 2
+    assert "cc = 'bbr': unknown congestion control" in res.output
+    res = runner.invoke(app, ["compare-command", str(tiny_yaml), "--cc", "none", "--backend", "flow",
+                              "--out", str(tmp_path / "o"), "--set", "training.global_batch_size=16"])
+    assert res.exit_code == 0, res.output
+    assert "iteration time" in res.output
+    assert json.loads((tmp_path / "o" / "compare.json").read_text())[0]["cc"] == "none"
+
+
+def _unsupported_ns3_cc():
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(1) as pool:
+        probe = pool.apply(_probe, (("ns3", NetworkConfig(backend="ns3"), ["dctcp", "timely", "hpcc"]),))
+    return next((cc for cc, err in probe.items() if err), None)
+
+
+@pytest.mark.ns3
+def test_compare_ns3_dcqcn_vs_pfc_only(tiny_yaml, tmp_path):
+    pytest.importorskip("cppyy")
+    out = tmp_path / "ns3"
+    rows = {r["cc"]: r for r in compare(tiny_yaml, ["dcqcn", "none"], out=out, backend="ns3", workers=2)}
+    assert rows["dcqcn"]["cnps_sent"] > 0
+    assert rows["none"]["cnps_sent"] == 0
+    for r in rows.values():
+        assert r["max_queue_bytes"] > 0 and r["drops"] == 0
+    full = json.loads((out / "compare.json").read_text())
+    for r in full:
+        assert r["_slowdown_cdf"][0] >= 0.99  # the ideal FCT is a lower bound at packet level too
+    assert (out / "queue_over_time.png").stat().st_size > 0
+    bad = _unsupported_ns3_cc()
+    if bad is None:
+        pytest.skip("every CC is implemented in the ns3 backend")
+    with pytest.raises(UserError, match=rf"cc = '{bad}': not supported by the ns3 backend"):
+        compare(tiny_yaml, ["dcqcn", bad], out=tmp_path / "x", backend="ns3")
