@@ -104,11 +104,20 @@ def main() -> None:
     ap.add_argument("--load", type=float, default=0.5)
     ap.add_argument("--cdf", default="websearch")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--scenarios", default="abc", help="which of a, b, c to run")
     args = ap.parse_args()
     topo = leaf_spine_128()
     rng = random.Random(args.seed)
 
-    # (a) random traffic
+    if "a" in args.scenarios:
+        run_random(topo, rng, args)
+    if "b" in args.scenarios:
+        run_incast(topo, args)
+    if "c" in args.scenarios:
+        run_all_to_all(topo, args)
+
+
+def run_random(topo: NetTopology, rng: random.Random, args) -> None:
     draw, mean = sampler(load_cdf(args.cdf), rng)
     rate_Bpns = len(topo.hosts) * 100.0 / 8 * args.load  # offered bytes per ns
     gap_ns = mean / rate_Bpns
@@ -121,7 +130,8 @@ def main() -> None:
     cpu, wall, n = drive(b, msgs)
     report(f"(a) random {args.cdf} load {args.load}", b, cpu, wall, n)
 
-    # (b) incast rounds
+
+def run_incast(topo: NetTopology, args) -> None:
     dst = topo.hosts[0]
     msgs, mid = [], 0
     per_round_ns = int(127 * 65536 * 8 / 100 * 1.2)
@@ -133,7 +143,8 @@ def main() -> None:
     cpu, wall, n = drive(b, msgs)
     report("(b) incast 127->1 x 100 rounds", b, cpu, wall, n)
 
-    # (c) all-to-all burst
+
+def run_all_to_all(topo: NetTopology, args) -> None:
     msgs, mid = [], 0
     for s in topo.hosts:
         for d in topo.hosts:

@@ -87,9 +87,10 @@ def main() -> None:
     t_flow = time.perf_counter() - t1
     total_bytes = flow_stats.bytes_delivered
 
-    t2 = time.perf_counter()
+    print(f"flow-level run: {t_flow:.1f} s; starting packet level (budget {args.budget_s:.0f} s)", flush=True)
+    t2, c2 = time.perf_counter(), time.process_time()
     sim, st, events, prog, stopped = _run(prep, "ns3", args.budget_s)
-    wall = time.perf_counter() - t2
+    wall, cpu = time.perf_counter() - t2, time.process_time() - c2
     x = st.extra
     done_bytes = st.bytes_delivered
     print(f"GPT-3 175B, 128 H100 GPUs (16 x dgx-h100, 400 Gb/s per GPU), TP8 PP8 DP2, batch {batch} "
@@ -98,6 +99,8 @@ def main() -> None:
     print(f"  flow-level run           : {t_flow:.1f} s, iteration {flow_sim.iteration_time_ns / 1e9:.3f} s, "
           f"{flow_stats.messages:,} inter-node messages, {total_bytes / 1e9:.1f} GB")
     rate = done_bytes / wall if wall > 0 else 0.0
+    print(f"  ns3 process CPU time     : {cpu:.1f} s (wall/CPU = {wall / max(cpu, 1e-9):.2f}; > 1.1 means the "
+          f"machine was shared and wall figures are inflated)")
     if not stopped:
         print(f"  ns3 iteration time       : {sim.iteration_time_ns / 1e9:.4f} s simulated")
         print(f"  ns3 wall                 : {wall:.1f} s (ns-3 core {x['ns3_wall_s']:.1f} s, setup "

@@ -77,18 +77,17 @@ def report_dict(rep) -> dict:
 
 def print_plan(rep) -> None:
     t = Table(title="Plans (sim = simulated iteration time; est = closed-form estimate)")
-    for col in ("#", "plan", "mapping", "layers/stage", "mb/replica", "est s", "sim s", "MFU", "HBM free",
-                "vs naive"):
+    for col in ("#", "plan", "layers/stage", "mb/replica", "est s", "sim s", "MFU", "HBM free", "vs naive"):
         t.add_column(col, overflow="fold")
     rows = list(enumerate(rep.candidates, 1)) + ([("naive", rep.naive)] if rep.naive else [])
     for i, c in rows:
-        t.add_row(str(i), c.short(), c.mapping.describe(), _compact(c.layers), _compact(c.split),
+        t.add_row(str(i), c.short(), _compact(c.layers), _compact(c.split),
                   f"{c.est_time_s:.3f}", "-" if c.sim_time_s is None else f"{c.sim_time_s:.3f}",
                   f"{c.mfu:.1%}", f"{c.mem_headroom:.0%}",
                   "-" if c.speedup_vs_naive is None else f"{c.speedup_vs_naive:.2f}x")
     _out.print(t)
-    for i, c in enumerate(rep.candidates, 1):
-        _out.print(f"[bold]{i}[/] why: {c.why}", highlight=False, soft_wrap=True)
+    for i, c in rows:
+        _out.print(f"[bold]{i}[/] {c.why}", highlight=False, soft_wrap=True)
     _out.print(f"scored {rep.scored} candidates ({rep.enumerated} configurations, {rep.pruned_divisibility} "
                f"pruned by divisibility, {rep.pruned_memory} by memory) in {rep.scoring_s:.2f} s = "
                f"{rep.candidates_per_minute:.0f}/min; simulated {rep.simulated} in {rep.simulation_s:.1f} s",

@@ -424,11 +424,15 @@ def plan_report(scenario, *, top_k: int = 5, backend: str = "flow", max_candidat
     """Search, then simulate the best ``simulate`` (default ``top_k``; 0 = estimates only) and the naive plan.
 
     ``backend``: network backend of the simulations (``flow`` or ``ns3``)."""
+    n_sim = top_k if simulate is None else simulate
+    if n_sim > 0:
+        from netbackend.registry import backend_class
+
+        backend_class(backend)  # unknown backend: a one-line UserError before minutes of search
     planner = Planner(scenario, min_headroom=min_headroom)
     rep = planner.search(max_candidates=max_candidates, configs=configs, require_uniform=require_uniform)
     naive = planner.naive()
     rep.naive = naive
-    n_sim = top_k if simulate is None else simulate
     # distinct plans only (a uniform candidate equal to the naive one is the same run)
     chosen = rep.candidates[: max(top_k, n_sim)]
     t0 = time.perf_counter()

@@ -321,6 +321,10 @@ RdmaSwitchNode::TryTransmit(uint32_t portIdx)
         }
         Entry e = std::move(port.q[c].front());
         port.q[c].pop_front();
+        if (c == 0 && port.pfcQueued > 0)
+        {
+            port.pfcQueued--; // PFC frames sit at the head of the control queue
+        }
         port.qBytes[c] -= e.size;
         if (c != 0)
         {
@@ -378,8 +382,12 @@ RdmaSwitchNode::SendPfc(uint32_t portIdx, uint8_t prio, bool pause)
     h.f.payload = static_cast<uint32_t>(m_pauseQuanta.GetNanoSeconds());
     Ptr<Packet> p = Create<Packet>(m_pfcFrameBytes - h.GetSerializedSize());
     p->AddHeader(h);
-    // PFC frames jump the control queue: they must not wait behind ACKs.
-    port.q[0].push_front(Entry{p, p->GetSize(), static_cast<uint16_t>(portIdx)});
+    // PFC frames jump the control queue (they must not wait behind ACKs) but
+    // keep their order among themselves: a RESUME overtaking the PAUSE it
+    // answers would leave the upstream port paused for ever.
+    port.q[0].insert(port.q[0].begin() + port.pfcQueued,
+                     Entry{p, p->GetSize(), static_cast<uint16_t>(portIdx)});
+    port.pfcQueued++;
     port.qBytes[0] += p->GetSize();
     if (pause)
     {

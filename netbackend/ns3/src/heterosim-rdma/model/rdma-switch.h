@@ -77,6 +77,7 @@ class RdmaSwitchNode : public Node, public RdmaPortOwner
         std::vector<uint64_t> hdrmBytes;  //!< headroom bytes per ingress class
         std::vector<uint8_t> rxPaused;    //!< we have paused the upstream sender
         uint64_t headroom{0};
+        uint32_t pfcQueued{0};            //!< PFC frames at the head of q[0]
         double kmin{0}, kmax{0}, pmax{0};
         RdmaPortStats stats;
     };

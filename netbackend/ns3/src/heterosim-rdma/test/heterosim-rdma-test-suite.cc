@@ -231,10 +231,11 @@ class HpccWindowTestCase : public TestCase
         rp.Init(&p);
         NS_TEST_ASSERT_MSG_EQ_TOL(rp.window, 125000.0, 1e-9, "starts at one BDP");
         NS_TEST_ASSERT_MSG_EQ_TOL(rp.Rate(), 100e9, 1, "line rate");
-        NS_TEST_ASSERT_MSG_EQ(rp.OnAck(OneHop(1000, 1000000, 0), 4000, 8000), false,
-                              "first ACK only stores the INT records");
+        bool measured = rp.OnAck(OneHop(1000, 1000000, 0), 4000, 8000);
+        NS_TEST_ASSERT_MSG_EQ(measured, false, "first ACK only stores the INT records");
         // Link busy for 1 us (12500 B): txRate/B = 1; qlen = min(25000, 0) = 0 -> U = 1.
-        NS_TEST_ASSERT_MSG_EQ(rp.OnAck(OneHop(2000, 1012500, 25000), 8000, 100000), true, "measured");
+        measured = rp.OnAck(OneHop(2000, 1012500, 25000), 8000, 100000);
+        NS_TEST_ASSERT_MSG_EQ(measured, true, "measured");
         NS_TEST_ASSERT_MSG_EQ_TOL(rp.u, 1.0, 1e-12, "first measurement sets U");
         NS_TEST_ASSERT_MSG_EQ_TOL(rp.window, 125000.0 / (1.0 / 0.95) + 50, 1e-6, "W = Wc/(U/eta) + W_AI");
         NS_TEST_ASSERT_MSG_EQ_TOL(rp.wc, rp.window, 1e-9, "first ACK past lastUpdateSeq moves Wc");
@@ -242,12 +243,14 @@ class HpccWindowTestCase : public TestCase
         const double wc = rp.wc;
         // 2 us at half rate (12500 B), qlen min(50000, 25000) = 25000 -> 0.2 + 0.5 = 0.7;
         // tau/T = 0.2: U = 0.8 x 1 + 0.2 x 0.7 = 0.94.
-        NS_TEST_ASSERT_MSG_EQ(rp.OnAck(OneHop(4000, 1025000, 50000), 50000, 120000), true, "measured");
+        measured = rp.OnAck(OneHop(4000, 1025000, 50000), 50000, 120000);
+        NS_TEST_ASSERT_MSG_EQ(measured, true, "measured");
         NS_TEST_ASSERT_MSG_EQ_TOL(rp.u, 0.94, 1e-12, "EWMA over tau/T");
         NS_TEST_ASSERT_MSG_EQ_TOL(rp.window, wc / (0.94 / 0.95) + 50, 1e-6, "per-ACK window from Wc");
         NS_TEST_ASSERT_MSG_EQ_TOL(rp.wc, wc, 1e-9, "Wc moves once per RTT only");
         NS_TEST_ASSERT_MSG_EQ(rp.lastUpdateSeq, 100000u, "unchanged within the RTT");
-        NS_TEST_ASSERT_MSG_EQ_TOL(rp.Rate(), rp.window * 8e9 / 10000, 1, "R = W / T");
+        const double rate = rp.Rate();
+        NS_TEST_ASSERT_MSG_EQ_TOL(rate, rp.window * 8e9 / 10000, 1, "R = W / T");
 
         // Two hops: the more utilized one sets u and tau.
         HpccRp two;
@@ -268,14 +271,22 @@ class HpccWindowTestCase : public TestCase
         HpccRp st;
         st.Init(&q);
         st.wc = 60000;
-        NS_TEST_ASSERT_MSG_EQ_TOL(st.ComputeWind(0.5, true), 60050.0, 1e-9, "stage 0: W = Wc + W_AI");
+        // (the test macros evaluate their arguments more than once: compute first)
+        double w = st.ComputeWind(0.5, true);
+        NS_TEST_ASSERT_MSG_EQ_TOL(w, 60050.0, 1e-9, "stage 0: W = Wc + W_AI");
         NS_TEST_ASSERT_MSG_EQ(st.incStage, 1u, "stage counted");
-        NS_TEST_ASSERT_MSG_EQ_TOL(st.ComputeWind(0.5, true), 60100.0, 1e-9, "stage 1: additive");
-        NS_TEST_ASSERT_MSG_EQ_TOL(st.ComputeWind(0.5, true), 125000.0, 1e-9,
-                                  "stage 2 = maxStage: multiplicative, capped at one BDP");
+        w = st.ComputeWind(0.5, true);
+        NS_TEST_ASSERT_MSG_EQ_TOL(w, 60100.0, 1e-9, "stage 1: additive");
+        w = st.ComputeWind(0.5, true);
+        NS_TEST_ASSERT_MSG_EQ_TOL(w, 60100.0 / (0.5 / 0.95) + 50, 1e-6, "stage 2 = maxStage: multiplicative");
         NS_TEST_ASSERT_MSG_EQ(st.incStage, 0u, "reset");
-        NS_TEST_ASSERT_MSG_EQ_TOL(st.ComputeWind(1.9, true), 125000.0 / 2 + 50, 1e-9, "U >= eta: cut");
-        NS_TEST_ASSERT_MSG_EQ_TOL(st.ComputeWind(1e6, false), q.MinWindow(), 1e-9, "floor at min rate");
+        w = st.ComputeWind(1.9, true);
+        NS_TEST_ASSERT_MSG_EQ_TOL(w, 114240.0 / 2 + 50, 1e-6, "U >= eta: cut");
+        st.incStage = q.maxStage;
+        w = st.ComputeWind(0.1, false);
+        NS_TEST_ASSERT_MSG_EQ_TOL(w, 125000.0, 1e-9, "capped at one BDP (line rate)");
+        w = st.ComputeWind(1e6, false);
+        NS_TEST_ASSERT_MSG_EQ_TOL(w, q.MinWindow(), 1e-9, "floor at min rate");
     }
 };
 
@@ -283,7 +294,7 @@ class TimelyRateTestCase : public TestCase
 {
   public:
     TimelyRateTestCase()
-        : TestCase("TIMELY gradient, Tlow/Thigh and hyper-active increase (Algorithm 1)")
+        : TestCase("TIMELY gradient, Tlow and Thigh, hyper-active increase (Algorithm 1)")
     {
     }
 
@@ -297,23 +308,28 @@ class TimelyRateTestCase : public TestCase
         rp.Init(&p);
         NS_TEST_ASSERT_MSG_EQ_TOL(rp.rate, 100e9, 1, "starts at line rate");
         rp.rate = 50e9;
-        NS_TEST_ASSERT_MSG_EQ(rp.OnRtt(30000), TimelyRp::NONE, "first sample only sets prev_rtt");
-        NS_TEST_ASSERT_MSG_EQ(rp.OnRtt(40000), TimelyRp::LOW, "below Tlow");
+        TimelyRp::Action a = rp.OnRtt(30000);
+        NS_TEST_ASSERT_MSG_EQ(a, TimelyRp::NONE, "first sample only sets prev_rtt");
+        a = rp.OnRtt(40000);
+        NS_TEST_ASSERT_MSG_EQ(a, TimelyRp::LOW, "below Tlow");
         NS_TEST_ASSERT_MSG_EQ_TOL(rp.rate, 50.1e9, 1, "R + delta");
         NS_TEST_ASSERT_MSG_EQ_TOL(rp.rttDiffNs, 8750.0, 1e-9, "rtt_diff = alpha x 10 us");
         // new diff 20 us: rtt_diff = 0.125 x 8750 + 0.875 x 20000 = 18593.75; g = 0.9296875
-        NS_TEST_ASSERT_MSG_EQ(rp.OnRtt(60000), TimelyRp::DECREASE, "positive gradient");
+        a = rp.OnRtt(60000);
+        NS_TEST_ASSERT_MSG_EQ(a, TimelyRp::DECREASE, "positive gradient");
         NS_TEST_ASSERT_MSG_EQ_TOL(rp.rate, 50.1e9 * (1 - 0.8 * 18593.75 / 20000), 1, "R (1 - beta g)");
         const double r0 = rp.rate;
         for (int i = 0; i < 4; ++i)
         {
-            NS_TEST_ASSERT_MSG_EQ(rp.OnRtt(i == 0 ? 55000 : 55000 - i), TimelyRp::INCREASE,
-                                  "non-positive gradient: additive");
+            a = rp.OnRtt(i == 0 ? 55000 : 55000 - i);
+            NS_TEST_ASSERT_MSG_EQ(a, TimelyRp::INCREASE, "non-positive gradient: additive");
         }
         NS_TEST_ASSERT_MSG_EQ_TOL(rp.rate, r0 + 4 * 100e6, 1, "4 x delta");
-        NS_TEST_ASSERT_MSG_EQ(rp.OnRtt(54990), TimelyRp::HAI, "5th negative gradient in a row: HAI");
+        a = rp.OnRtt(54990);
+        NS_TEST_ASSERT_MSG_EQ(a, TimelyRp::HAI, "5th negative gradient in a row: HAI");
         NS_TEST_ASSERT_MSG_EQ_TOL(rp.rate, r0 + 9 * 100e6, 1, "HAI adds 5 delta");
-        NS_TEST_ASSERT_MSG_EQ(rp.OnRtt(1000000), TimelyRp::HIGH, "above Thigh");
+        a = rp.OnRtt(1000000);
+        NS_TEST_ASSERT_MSG_EQ(a, TimelyRp::HIGH, "above Thigh");
         NS_TEST_ASSERT_MSG_EQ_TOL(rp.rate, (r0 + 9 * 100e6) * (1 - 0.8 * 0.5), 1,
                                   "R (1 - beta (1 - Thigh/RTT))");
         NS_TEST_ASSERT_MSG_EQ(rp.negGradients, 0u, "HAI count reset");
@@ -322,7 +338,7 @@ class TimelyRateTestCase : public TestCase
             rp.OnRtt(10000);
         }
         NS_TEST_ASSERT_MSG_EQ_TOL(rp.rate, 100e9, 1, "capped at line rate");
-        rp.OnRtt(10000 + 1000000); // huge gradient: the rate would go negative
+        rp.OnRtt(400000); // inside [Tlow, Thigh] with a huge gradient: R (1 - beta g) < 0
         NS_TEST_ASSERT_MSG_EQ_TOL(rp.rate, p.minRateBps, 1, "floor at min rate");
     }
 };

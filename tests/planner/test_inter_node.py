@@ -1,0 +1,56 @@
+"""Inter-node communication from H0 (homogeneous) to H4 (RoCE-heavy), small scale and (slow) the suite.
+
+What grows monotonically is the *time* some inter-node transfer is in flight (summary
+``inter_node_comm_share`` x iteration time): slower and fewer NICs, oversubscription. The *share*
+of the iteration does not have to grow: slower GPUs lengthen the iteration too (H1 vs H0 is the
+same network under slower A100 stages), so it is not asserted.
+"""
+from pathlib import Path
+
+import pytest
+
+from heterosim import api
+
+from .conftest import small_scenario
+
+SETTINGS = {
+    "H0": [{"name": "h100", "node_type": "dgx-h100", "num_nodes": 4}],
+    "H1": [{"name": "h100", "node_type": "dgx-h100", "num_nodes": 2},
+           {"name": "a100", "node_type": "dgx-a100", "num_nodes": 2, "overrides": {"nic_gbps": 400}}],
+    "H2": [{"name": "h100", "node_type": "dgx-h100", "num_nodes": 2},
+           {"name": "a100", "node_type": "dgx-a100", "num_nodes": 2}],
+    "H3": [{"name": "h100", "node_type": "dgx-h100", "num_nodes": 1},
+           {"name": "a100", "node_type": "dgx-a100", "num_nodes": 1},
+           {"name": "l40s", "node_type": "pcie-l40s", "num_nodes": 2}],
+    "H4": [{"name": "h100", "node_type": "dgx-h100", "num_nodes": 2, "overrides": {"nic_gbps": 200}},
+           {"name": "a100", "node_type": "dgx-a100", "num_nodes": 1},
+           {"name": "l40s", "node_type": "pcie-l40s", "num_nodes": 1, "overrides": {"nic_gbps": 100}}],
+}
+
+
+def _inter_node_busy_s(summary: dict) -> float:
+    return summary["inter_node_comm_share"] * summary["iteration_time_s"]
+
+
+def test_inter_node_time_grows_from_h0_to_h4_small():
+    busy = []
+    for key, groups in SETTINGS.items():
+        h4 = key == "H4"
+        fab = {"kind": "leaf_spine", "hosts_per_leaf": 8, "uplink_gbps": 200 if h4 else 400,
+               "oversubscription": 3.0 if h4 else 1.0}
+        sc = small_scenario(groups=groups, fabric=fab,
+                            parallelism={"tp": 4, "pp": 2, "sequence_parallel": True, "zero_stage": 1})
+        busy.append(_inter_node_busy_s(api.simulate(api.prepare(sc)).summary))
+    assert all(b > 0 for b in busy)
+    assert busy == sorted(busy), busy
+    assert busy[-1] > 2 * busy[0]
+
+
+@pytest.mark.slow
+def test_inter_node_time_grows_across_the_h_suite():
+    from heterosim.planner.suite import run_one
+
+    root = Path(__file__).resolve().parents[2] / "scenarios/suites/h-suite"
+    rows = [run_one(root / f"{h}-llama1-65b.yaml", "flow", naive=False) for h in ("h0", "h2", "h4")]
+    busy = [r["inter_node_share"] * r["iteration_time_s"] for r in rows]
+    assert busy == sorted(busy), busy
