@@ -158,6 +158,7 @@ class FlowBackend(NetworkBackend):
         self._link_wire_bytes = [0] * self._num_real
         self._first_start: int | None = None
         self._last_finish = 0
+        self._path_cache: dict[tuple[str, str, int], tuple[tuple[int, ...], int, float]] = {}
         self.counters = _Counters()
 
     # ------------------------------------------------------------------ interface
@@ -173,7 +174,7 @@ class FlowBackend(NetworkBackend):
                                field="message.start_ns", value=msg.start_ns)
         if msg.id in self._inflight_ids:
             raise NetworkError("message id already in flight", field="message.id", value=msg.id)
-        self.router.route(msg.src, msg.dst, msg.flow_key)  # validates hosts and reachability now
+        self._path_info(msg)  # validates hosts and reachability now
         self._inflight_ids.add(msg.id)
         self._seq += 1
         heapq.heappush(self._starts, (msg.start_ns, self._seq, msg))
@@ -259,13 +260,10 @@ class FlowBackend(NetworkBackend):
             if msg.src == msg.dst:
                 self._finish(msg, t, 0)
                 continue
-            nodes, links = r.route(msg.src, msg.dst, msg.flow_key)
-            s, d = nodes[0], nodes[-1]
-            if s in self._nic_tx:
-                links = [self._nic_tx[s]] + links
-            if d in self._nic_rx:
-                links = links + [self._nic_rx[d]]
-            f = _Flow(seq, msg, tuple(links), self._wire_bytes(msg.size_bytes), self._latency_ns(msg, nodes), t)
+            links, fixed_ns, inv_cap = self._path_info(msg)
+            last_pkt = msg.size_bytes - (-(-msg.size_bytes // self._mtu) - 1) * self._mtu + self._hdr
+            lat = fixed_ns + math.ceil(last_pkt * inv_cap - 1e-9)
+            f = _Flow(seq, msg, links, self._wire_bytes(msg.size_bytes), lat, t)
             new.append(f)
         if not new:
             return
@@ -328,14 +326,29 @@ class FlowBackend(NetworkBackend):
     def _wire_bytes(self, size: int) -> int:
         return size + -(-size // self._mtu) * self._hdr
 
-    def _latency_ns(self, msg: Message, nodes: list[int]) -> int:
-        """Propagation + switch pipeline + store-and-forward of the last packet after the first link."""
-        r = self.router
-        _, links = r.route(msg.src, msg.dst, msg.flow_key)
-        last_pkt = msg.size_bytes - (-(-msg.size_bytes // self._mtu) - 1) * self._mtu + self._hdr
-        prop = sum(r.link_delay_ns[l] for l in links)
-        sf = sum(last_pkt / self._cap[l] for l in links[1:])
-        return prop + (len(nodes) - 2) * self._hop_ns + math.ceil(sf - 1e-9)
+    def _path_info(self, msg: Message) -> tuple[tuple[int, ...], int, float]:
+        """(links incl. NIC caps, propagation + switch latency, sum of 1/capacity after the first link).
+
+        Cached per (src, dst, flow_key): the latency of a flow is propagation +
+        switch pipeline + store-and-forward of its last packet on every link after
+        the first (that last term scales with the packet, so only 1/capacity is kept).
+        """
+        key = (msg.src, msg.dst, msg.flow_key)
+        hit = self._path_cache.get(key)
+        if hit is None:
+            r = self.router
+            nodes, links = r.route(msg.src, msg.dst, msg.flow_key)
+            prop = sum(r.link_delay_ns[l] for l in links)
+            inv_cap = sum(1.0 / self._cap[l] for l in links[1:])
+            s, d = nodes[0], nodes[-1]
+            full = list(links)
+            if s in self._nic_tx:
+                full = [self._nic_tx[s]] + full
+            if d in self._nic_rx:
+                full = full + [self._nic_rx[d]]
+            hit = (tuple(full), prop + (len(nodes) - 2) * self._hop_ns, inv_cap)
+            self._path_cache[key] = hit
+        return hit
 
     # ------------------------------------------------------------------ max-min
     def _refill(self, seeds: dict[int, _Flow], t: float) -> None:

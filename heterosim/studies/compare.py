@@ -292,8 +292,10 @@ def write_outputs(out: Path, rows: list[dict[str, Any]], *, scenario_name: str =
               "|---|" + "---|" * len(rows)]
         for c in cols[1:]:
             md.append(f"| {c} | " + " | ".join(_fmt(r.get(c)) for r in rows) + " |")
-        md += ["", "FCT slowdown = FCT / (wire bytes at NIC line rate + propagation + last-packet "
-               "store-and-forward); inter-node training messages only."]
+        md += ["", "FCT slowdown = FCT / ideal FCT (the message alone on its path: wire bytes at NIC line "
+               "rate, propagation, store-and-forward); inter-node training messages only."]
+        if backend == "flow":
+            md.append("The flow backend does not model congestion control: its settings differ only by name.")
         (tmp / "compare.md").write_text("\n".join(md) + "\n")
         write_json(tmp / "compare.json", rows)
         plot_compare(tmp, rows)
