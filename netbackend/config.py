@@ -143,7 +143,7 @@ class TimelyConfig(_Strict):
         return self
 
 
-CcKind = Literal["dcqcn", "none", "hpcc", "timely", "dctcp"]
+CcKind = Literal["dcqcn", "none", "hpcc", "timely"]
 
 
 class NetworkConfig(_Strict):

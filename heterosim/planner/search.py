@@ -223,7 +223,12 @@ class Planner:
                          aware, est, headroom, peak)
         cand.overrides = self._config_scenario(mapping.tp, mapping.pp, mapping.dp, mbs, sched, v, rc,
                                                layers if aware else None, split if aware else None, mapping)
-        if not aware:
+        if aware:  # equal counts need no explicit list
+            if len(set(layers)) == 1 and self.scenario.model.num_layers % (mapping.pp * v) == 0:
+                cand.overrides["parallelism.layer_partition"] = None
+            if len(set(split)) == 1:
+                cand.overrides["training.microbatch_split"] = None
+        else:
             L = self.scenario.model.num_layers
             if L % (mapping.pp * v) == 0:
                 cand.overrides["parallelism.layer_partition"] = None
@@ -410,8 +415,8 @@ def why(c: Candidate, naive: Candidate | None, runner_up: Candidate | None) -> s
     parts.append(f"est. bubble {c.est.bubble:.0%}")
     parts.append(f"tail {c.est.tail_ns / 1e6:.0f} ms")
     parts.append(f"{c.mem_headroom:.0%} HBM headroom")
-    if naive is not None and naive is not c and naive.time_s and c.time_s:
-        parts.append(f"{naive.time_s / c.time_s:.2f}x vs naive uniform")
+    if naive is not None and naive is not c and (naive.sim_time_s is None) == (c.sim_time_s is None):
+        parts.append(f"{naive.time_s / c.time_s:.2f}x vs naive uniform {naive.short()}")
     if runner_up is not None and runner_up.time_s:
         parts.append(f"{(runner_up.time_s / c.time_s - 1) * 100:.1f}% ahead of next")
     return "; ".join(parts)
@@ -451,10 +456,15 @@ def plan_report(scenario, *, top_k: int = 5, backend: str = "flow", max_candidat
     sim = sorted([c for c in chosen if c.sim_time_s is not None], key=lambda c: c.sim_time_s)
     rest = [c for c in chosen if c.sim_time_s is None]
     ranked = (sim + rest)[:top_k]
+    naive_ok = naive is not None and naive.mem_headroom >= 0
+    if naive is not None and not naive_ok:
+        rep.notes.append(f"the naive uniform plan ({naive.short()}) does not fit in memory "
+                         f"(headroom {naive.mem_headroom:.0%}); no speed-up reported")
     for i, c in enumerate(ranked):
         nxt = ranked[i + 1] if i + 1 < len(ranked) else None
-        c.why = why(c, naive, nxt)
-        if naive is not None and naive.time_s:
+        c.why = why(c, naive if naive_ok else None, nxt)
+        # compare like with like: both simulated, or both estimated
+        if naive_ok and (c.sim_time_s is None) == (naive.sim_time_s is None):
             c.speedup_vs_naive = naive.time_s / c.time_s
     if naive is not None:
         naive.why = why(naive, None, None)

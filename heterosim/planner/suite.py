@@ -49,7 +49,11 @@ def run_one(path: Path, backend: str = "flow", naive: bool = True) -> dict:
         "inter_node_GB": s["network"]["bytes_inter_node"] / 1e9,
         "naive_time_s": None, "speedup_vs_naive": None,
     }
-    if naive and (sc.parallelism.layer_partition is not None or sc.training.microbatch_split is not None):
+    part, split = sc.parallelism.layer_partition, sc.training.microbatch_split
+    uniform = (part is None or len(set(part)) == 1) and (split is None or len(set(split)) == 1)
+    if naive and uniform:  # equal layers and micro-batches already: the naive plan is this plan
+        row["naive_time_s"], row["speedup_vs_naive"] = row["iteration_time_s"], 1.0
+    elif naive:
         try:
             nsc = apply_overrides(sc, {"parallelism.layer_partition": None, "training.microbatch_split": None})
             nres = api.simulate(api.prepare(nsc), backend=backend, record_messages=False)

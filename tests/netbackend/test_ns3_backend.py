@@ -155,10 +155,7 @@ def test_run_isolated_matches_in_process():
     assert here == there
 
 
-def test_unimplemented_cc_and_bad_topology_are_user_errors():
-    topo = sc.star_topology(2)
-    with pytest.raises(UserError, match="not implemented yet"):
-        Ns3Backend(topo, NetworkConfig(backend="ns3", cc="hpcc"))
+def test_bad_topology_is_a_user_error():
     bad = NetTopology(hosts=["a", "b"], switches=["s"], links=[Link("a", "s", 100, 1000), Link("a", "b", 100, 1000)])
     with pytest.raises(NetworkError, match="several links"):
         Ns3Backend(bad, NetworkConfig(backend="ns3"))
