@@ -364,15 +364,13 @@ class Coordinator:
             inst.pending += 1
             self._push(self._now + d, _EV_XFER_READY, ("instance_done", inst))
             return
-        sched = self._planned(collective, ranks, size)
-        xfers = sched.transfers
+        xfers, struct = self._planned(collective, ranks, size)
         if not xfers:
             return
-        state = _ScheduleState(inst, xfers)
+        state = _ScheduleState(inst, xfers, struct)
         inst.pending += 1
-        for x in xfers:
-            if not x.deps:
-                self._start_transfer(state, x)
+        for i in struct[0]:
+            self._start_transfer(state, i)
 
     def _planned(self, collective: str, ranks: tuple[int, ...], size: int):
         """The flow schedule for this group, planned once per group *shape*.
@@ -389,24 +387,26 @@ class Coordinator:
         hit = self._plan_memo.get(shape)
         if hit is None:
             sched = self.plan(collective, ranks, size, self.system, **self._plan_kwargs(collective))
-            self._plan_memo[shape] = (ranks, sched)
-            return sched
-        base_ranks, sched = hit
-        if base_ranks == ranks:
-            return sched
-        return _relabel(sched, dict(zip(base_ranks, ranks)), self.system)
+            hit = (ranks, sched.transfers, _structure(sched.transfers))
+            self._plan_memo[shape] = hit
+        base_ranks, transfers, struct = hit
+        if base_ranks != ranks:
+            transfers = _relabel(transfers, dict(zip(base_ranks, ranks)), self.system)
+        return transfers, struct
 
-    def _start_transfer(self, state: "_ScheduleState", x) -> None:
+    def _start_transfer(self, state: "_ScheduleState", i: int) -> None:
+        x = state.xfers[i]
         start = self._now + int(x.latency_ns)
         backend = self.net if x.link == "net" else self.intra
         self._msg_seq += 1
         mid = self._msg_seq
         state.outstanding += 1
-        self._msg_owner[mid] = (state, x)
+        self._msg_owner[mid] = (state, i)
         if self.record_messages:
-            self.messages.append(MessageRecord(mid, x.src, x.dst, x.src_ep, x.dst_ep, x.size_bytes, x.link,
-                                               state.inst.op.collective, state.inst.op.comm_kind, start))
-            state.records[x.id] = self.messages[-1]
+            rec = MessageRecord(mid, x.src, x.dst, x.src_ep, x.dst_ep, x.size_bytes, x.link,
+                                state.inst.op.collective, state.inst.op.comm_kind, start)
+            self.messages.append(rec)
+            state.records[i] = rec
         if backend is None or x.size_bytes <= 0:
             self._push(start, _EV_XFER_READY, ("xfer_done", mid))
             return
@@ -414,20 +414,20 @@ class Coordinator:
             self._push(start, _EV_XFER_READY, ("xfer_send", (backend, mid, x)))
         else:
             self._catch_up(backend)
-            backend.send(Message(mid, x.src_ep, x.dst_ep, int(x.size_bytes), start, getattr(x, "flow_key", 0)))
+            backend.send(Message(mid, x.src_ep, x.dst_ep, int(x.size_bytes), start, x.flow_key))
 
     def _transfer_done(self, mid: int) -> None:
-        state, x = self._msg_owner.pop(mid)
+        state, i = self._msg_owner.pop(mid)
         state.outstanding -= 1
-        rec = state.records.get(x.id)
-        if rec is not None:
-            rec.end_ns = self._now
-        state.done.add(x.id)
-        for y in state.dependents.get(x.id, ()):
-            state.waiting[y.id] -= 1
-            if state.waiting[y.id] == 0:
-                self._start_transfer(state, y)
-        if state.outstanding == 0 and len(state.done) == len(state.xfers):
+        if state.records:
+            state.records[i].end_ns = self._now
+        state.done += 1
+        waiting = state.waiting
+        for j in state.dependents[i]:
+            waiting[j] -= 1
+            if waiting[j] == 0:
+                self._start_transfer(state, j)
+        if state.outstanding == 0 and state.done == len(state.xfers):
             inst = state.inst
             inst.pending -= 1
             if inst.pending == 0:
@@ -533,7 +533,7 @@ class Coordinator:
                         backend, mid, x = arg
                         self._catch_up(backend)
                         backend.send(Message(mid, x.src_ep, x.dst_ep, int(x.size_bytes), self._now,
-                                             getattr(x, "flow_key", 0)))
+                                             x.flow_key))
                     elif what == "instance_done":
                         arg.pending -= 1
                         if arg.pending == 0:
@@ -560,28 +560,38 @@ class Coordinator:
 
 
 class _ScheduleState:
+    """One running flow schedule: which transfers wait on how many others."""
+
     __slots__ = ("inst", "xfers", "waiting", "dependents", "done", "outstanding", "records")
 
-    def __init__(self, inst: _Instance, xfers) -> None:
+    def __init__(self, inst: _Instance, xfers, struct) -> None:
         self.inst = inst
         self.xfers = xfers
-        self.waiting = {x.id: len(x.deps) for x in xfers}
-        self.dependents: dict[int, list] = defaultdict(list)
-        for x in xfers:
-            for d in x.deps:
-                self.dependents[d].append(x)
-        self.done: set[int] = set()
+        self.waiting = list(struct[1])
+        self.dependents = struct[2]
+        self.done = 0
         self.outstanding = 0
         self.records: dict[int, MessageRecord] = {}
 
 
-def _relabel(sched, rank_map: dict[int, int], system):
-    """A copy of ``sched`` with ranks (and their GPU/NIC endpoints) renamed."""
+def _structure(xfers) -> tuple[list[int], list[int], list[list[int]]]:
+    """(roots, number of deps, dependents) by position; shared by relabelled copies."""
+    index = {x.id: i for i, x in enumerate(xfers)}
+    ndeps = [len(x.deps) for x in xfers]
+    dependents: list[list[int]] = [[] for _ in xfers]
+    for i, x in enumerate(xfers):
+        for d in x.deps:
+            dependents[index[d]].append(i)
+    return [i for i, n in enumerate(ndeps) if n == 0], ndeps, dependents
+
+
+def _relabel(transfers, rank_map: dict[int, int], system) -> list:
+    """A copy of ``transfers`` with ranks (and their GPU/NIC endpoints) renamed."""
     from heterosim.comm.schedule import Transfer
 
     gpus = system.gpus
     out = []
-    for x in sched.transfers:
+    for x in transfers:
         src = rank_map.get(x.src, x.src)
         dst = rank_map.get(x.dst, x.dst)
         if x.link == "net":
@@ -593,12 +603,7 @@ def _relabel(sched, rank_map: dict[int, int], system):
             dst_ep = gpus[dst].name if dst >= 0 else sw
         out.append(Transfer(x.id, src, dst, x.size_bytes, x.link, src_ep, dst_ep, x.deps, x.channel, x.step,
                             x.latency_ns, x.flow_key))
-    return _Relabelled(out)
-
-
-@dataclass
-class _Relabelled:
-    transfers: list
+    return out
 
 
 def _min(a: int | None, b: int | None) -> int | None:
