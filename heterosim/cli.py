@@ -192,6 +192,17 @@ def zoo() -> None:
     out.print(t)
 
 
+def _register_subcommands() -> None:
+    """Commands that live next to their library code (planner, sweeps, studies)."""
+    from heterosim.planner.cli import compare_suite_command, plan_command
+
+    app.command("plan")(plan_command)
+    app.command("compare-suite")(compare_suite_command)
+
+
+_register_subcommands()
+
+
 def main() -> None:
     try:
         app()

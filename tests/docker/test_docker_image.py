@@ -66,7 +66,10 @@ def docker_env(tmp_path_factory):
     try:
         yield env
     finally:
-        subprocess.run(["bash", "docker/dockerd-local.sh", "stop", str(d)], env=env, timeout=60, cwd=ROOT)
+        stopped = subprocess.run(["bash", "docker/dockerd-local.sh", "stop", str(d)], env=env, timeout=60,
+                                 cwd=ROOT).returncode == 0
+        if stopped:  # images and build cache: gigabytes
+            shutil.rmtree(d / "root", ignore_errors=True)
 
 
 def test_image_builds_and_runs_quickstart(docker_env, tmp_path):
