@@ -1,0 +1,70 @@
+"""summary.json: the numbers a user compares (Megatron-LM's definitions)."""
+from __future__ import annotations
+
+from statistics import mean
+from typing import Any
+
+from heterosim.results.breakdown import BUCKETS, breakdown
+
+
+def make_summary(scenario, system, ir, sim, *, backend: str, wall_s: float) -> dict[str, Any]:
+    from heterosim.hardware import get_device
+
+    T_ns = sim.iteration_time_ns
+    T = T_ns / 1e9
+    world = ir.world_size
+    precision = scenario.training.precision
+    model_flops = float(ir.meta.get("model_flops_per_iteration", 0.0))
+    tokens = int(ir.meta.get("tokens_per_iteration", scenario.training.global_batch_size * scenario.training.seq_length))
+    peak = mean(get_device(g.device).peak_flops(precision) for g in system.gpus)
+    tflops = model_flops / T / world / 1e12 if T else 0.0
+    overall, per_lane = breakdown(sim, ir)
+    per_rank = []
+    for lane, b in zip(sim.lanes, per_lane):
+        for r in lane.ranks:
+            per_rank.append({"rank": r, "device": lane.device, "stage": ir.program_of(r).stage,
+                             **{k: v / 1e9 for k, v in b.items()}})
+    per_rank.sort(key=lambda x: x["rank"])
+    exposed = {k[len("exposed_"):]: overall[k] for k in BUCKETS if k.startswith("exposed_")}
+    net_bytes = sum(m.size_bytes for m in sim.messages if m.link == "net")
+    inter_share = _inter_node_share(sim)
+    return {
+        "scenario": scenario.name,
+        "backend": backend,
+        "iteration_time_s": T,
+        "iteration_time_ns": T_ns,
+        "model_tflops_per_gpu": tflops,
+        "mfu": tflops * 1e12 / peak if peak else 0.0,
+        "tokens_per_s": tokens / T if T else 0.0,
+        "gpus": world,
+        "model_flops_per_iteration": model_flops,
+        "breakdown": {
+            "compute": overall["compute"],
+            "exposed_comm": exposed,
+            "exposed_comm_total": sum(exposed.values()),
+            "bubble": overall["bubble"],
+            "idle": overall["idle"],
+            "unit": "fraction of iteration time, averaged over GPUs",
+        },
+        "inter_node_comm_share": inter_share,
+        "network": {"bytes_inter_node": net_bytes, "messages": len(sim.messages)},
+        "per_rank": per_rank,
+        "simulation": {"events": sim.events, "wall_s": wall_s,
+                       "events_per_s": sim.events / wall_s if wall_s else 0.0},
+    }
+
+
+def _inter_node_share(sim) -> float:
+    """Fraction of iteration time during which some inter-node transfer was in flight."""
+    iv = sorted((m.start_ns, m.end_ns) for m in sim.messages if m.link == "net" and m.end_ns >= 0)
+    busy, cur0, cur1 = 0, None, None
+    for a, b in iv:
+        if cur1 is None or a > cur1:
+            if cur1 is not None:
+                busy += cur1 - cur0
+            cur0, cur1 = a, b
+        else:
+            cur1 = max(cur1, b)
+    if cur1 is not None:
+        busy += cur1 - cur0
+    return busy / sim.iteration_time_ns if sim.iteration_time_ns else 0.0
