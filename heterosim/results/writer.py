@@ -17,6 +17,9 @@ def atomic_dir(out_dir: str | Path):
     out = Path(out_dir)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes 0700; results are meant to be shared
     try:
         yield tmp
     except BaseException:

@@ -18,20 +18,20 @@ from heterosim.sweep.worker import ERROR, POINT, SUMMARY
 
 #: network.json values are tabulated under this prefix (``net.pfc_pause_frames``...).
 NET_PREFIX = "net."
-#: A nested mapping with more entries than this (per link, per queue) is not a column.
+#: In summary.json, a nested mapping with more entries than this (per rank, per link) is not a column.
 _MAX_NESTED = 64
 #: Plotted when the sweep names no metrics (the first that exist).
 DEFAULT_PLOT_METRICS = ("iteration_time_s", "mfu", "breakdown.exposed_comm_total")
 
 
-def flatten(data: Any, prefix: str = "") -> dict[str, Any]:
-    """Nested dicts -> {'a.b.c': scalar}; lists and very large mappings are dropped (not one value)."""
+def flatten(data: Any, prefix: str = "", max_nested: int | None = _MAX_NESTED) -> dict[str, Any]:
+    """Nested dicts -> {'a.b.c': scalar}; lists and mappings larger than ``max_nested`` are dropped."""
     out: dict[str, Any] = {}
     if isinstance(data, dict):
-        if prefix and len(data) > _MAX_NESTED:
+        if prefix and max_nested is not None and len(data) > max_nested:
             return out
         for k, v in data.items():
-            out.update(flatten(v, f"{prefix}{k}."))
+            out.update(flatten(v, f"{prefix}{k}.", max_nested))
     elif isinstance(data, (int, float, str, bool)) or data is None:
         if prefix:
             out[prefix[:-1]] = data
@@ -41,12 +41,14 @@ def flatten(data: Any, prefix: str = "") -> dict[str, Any]:
 def select_metrics(summary: dict, network: dict | None, patterns: Sequence[str] | None) -> dict[str, Any]:
     """The metric columns of one point: named keys, ``a.*`` wildcards, ``net.*`` from network.json."""
     flat = flatten(summary or {})
-    net = {NET_PREFIX + k: v for k, v in flatten(network or {}).items()}
     if patterns is None:
         chosen = _match(flat, DEFAULT_METRICS)
-        # every numeric network statistic the backend reported (PFC pauses, ECN marks, CNPs...)
-        chosen.update({k: v for k, v in net.items() if isinstance(v, (int, float))})
+        # the network's top-level numeric totals (PFC pauses, ECN marks, CNPs, drops...); per-port
+        # and per-switch breakdowns only when asked for (their keys differ from point to point)
+        chosen.update({NET_PREFIX + k: v for k, v in (network or {}).items()
+                       if isinstance(v, (int, float)) and not isinstance(v, bool)})
         return chosen
+    net = {NET_PREFIX + k: v for k, v in flatten(network or {}, max_nested=None).items()}
     return _match({**flat, **net}, patterns)
 
 

@@ -123,6 +123,9 @@ def ensure_built(jobs: int = 2) -> Ns3Build:
         if build.library.exists() and build.test_binary.exists():
             return build
         tmp = Path(tempfile.mkdtemp(prefix=f".ns3-{key}-", dir=root))
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes 0700; a shared cache must be readable by others
         try:
             _compile(tc, tmp, lib_src, test_src, headers, jobs)
             if final.exists():
