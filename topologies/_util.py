@@ -1,7 +1,7 @@
-"""Small helpers shared by the topology modules: YAML loading and one-line errors.
+"""YAML loading and one-line pydantic errors, shared by every config file reader.
 
-``topologies`` sits below ``heterosim`` (it may not import it), so it carries its
-own tiny versions of the loader and the pydantic-error formatter.
+They live here, in the lowest layer that reads YAML (``topologies`` may not
+import ``heterosim``); ``heterosim.config.loader`` uses them too.
 """
 from __future__ import annotations
 
@@ -28,24 +28,30 @@ _FLOAT_RE = re.compile(r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)
 _Loader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT_RE, list("-+0123456789."))
 
 
-def read_yaml(path: str | Path) -> Any:
+def parse_scalar(text: str) -> Any:
+    """Parse a ``--set path=value`` value the way a YAML file would."""
+    return yaml.load(text, Loader=_Loader)
+
+
+def read_yaml(path: str | Path, error_cls: type[UserError] = UserError) -> Any:
     path = Path(path)
     try:
         text = path.read_text()
     except OSError as exc:
-        raise UserError(f"cannot read file ({exc.strerror})", file=str(path)) from None
+        raise error_cls(f"cannot read file ({exc.strerror})", file=str(path)) from None
     try:
         return yaml.load(text, Loader=_Loader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark else "?"
-        raise UserError(f"invalid YAML at {where}: {getattr(exc, 'problem', exc)}", file=str(path)) from None
+        raise error_cls(f"invalid YAML at {where}: {getattr(exc, 'problem', exc)}", file=str(path)) from None
 
 
 _FABRIC_TAGS = {"leaf_spine", "fat_tree", "rail_optimized", "links"}
 
 
-def user_error_from_validation(exc: ValidationError, file: str | None, prefix: str = "") -> UserError:
+def user_error_from_validation(exc: ValidationError, file: str | None, prefix: str = "",
+                               error_cls: type[UserError] = UserError) -> UserError:
     """First pydantic error as ``file: field.path = value: reason``."""
     err = exc.errors()[0]
     parts: list[str] = []
@@ -67,4 +73,4 @@ def user_error_from_validation(exc: ValidationError, file: str | None, prefix: s
         value, msg = ..., "required field is missing"
     if isinstance(value, (dict, list)) and err["type"] != "extra_forbidden":
         value = ...
-    return UserError(msg, file=file, field=field, value=value)
+    return error_cls(msg, file=file, field=field, value=value)

@@ -1,7 +1,8 @@
 """YAML -> validated Scenario, with errors as one line: file, field path, value.
 
-Every value goes through pydantic; the YAML loader also reads ``1e9`` as a number
-(plain PyYAML follows YAML 1.1, where it is a string).
+Every value goes through pydantic; the YAML loader (``topologies._util``, shared
+with topology files) also reads ``1e9`` as a number (plain PyYAML follows YAML
+1.1, where it is a string).
 """
 from __future__ import annotations
 
@@ -11,41 +12,14 @@ import re
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
 from heterosim.errors import ConfigError
-
-
-class _Loader(yaml.SafeLoader):
-    pass
-
-
-_FLOAT_RE = re.compile(r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
-    |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
-    |\.[0-9_]+(?:[eE][-+][0-9]+)?
-    |[-+]?\.(?:inf|Inf|INF)
-    |\.(?:nan|NaN|NAN))$""", re.X)
-_Loader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT_RE, list("-+0123456789."))
+from topologies._util import parse_scalar, read_yaml, user_error_from_validation
 
 
 def load_yaml(path: str | Path) -> Any:
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ConfigError(f"cannot read file ({exc.strerror})", file=str(path)) from None
-    try:
-        return yaml.load(text, Loader=_Loader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark else "?"
-        raise ConfigError(f"invalid YAML at {where}: {getattr(exc, 'problem', exc)}", file=str(path)) from None
-
-
-def parse_scalar(text: str) -> Any:
-    """Parse a ``--set path=value`` value the way YAML would."""
-    return yaml.load(text, Loader=_Loader)
+    return read_yaml(path, ConfigError)
 
 
 def set_path(data: dict, dotted: str, value: Any, *, file: str | None = None) -> None:
@@ -74,27 +48,7 @@ def set_path(data: dict, dotted: str, value: Any, *, file: str | None = None) ->
 
 
 def format_validation_error(exc: ValidationError, file: str | None, prefix: str = "") -> ConfigError:
-    err = exc.errors()[0]
-    loc = [str(p) for p in err["loc"] if not str(p).startswith("function-")]
-    # drop discriminator tags pydantic inserts (e.g. 'leaf_spine') after a union field
-    parts: list[str] = []
-    for p in loc:
-        if p.isdigit() and parts:
-            parts[-1] += f"[{p}]"
-        else:
-            parts.append(p)
-    field = ".".join(([prefix] if prefix else []) + parts) or None
-    msg = err["msg"]
-    value = err.get("input", ...)
-    if err["type"] == "extra_forbidden":
-        msg = "unknown field"
-    elif err["type"] == "missing":
-        value = ...
-        msg = "required field is missing"
-    if isinstance(value, (dict, list)) and err["type"] not in ("extra_forbidden",):
-        value = ...
-    msg = msg.removeprefix("Value error, ")
-    return ConfigError(msg, file=file, field=field, value=value)
+    return user_error_from_validation(exc, file, prefix, ConfigError)
 
 
 def validate_model(cls: type[BaseModel], data: Any, *, file: str | None = None, prefix: str = "") -> Any:

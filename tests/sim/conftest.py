@@ -5,6 +5,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from heterosim.comm.schedule import Transfer
 from netbackend.base import Completion, NetworkBackend
 
 
@@ -34,22 +35,6 @@ class FakeSystem:
 
 
 @dataclass
-class FakeTransfer:
-    id: int
-    src: int
-    dst: int
-    size_bytes: int
-    link: str
-    src_ep: str
-    dst_ep: str
-    deps: tuple = ()
-    channel: int = 0
-    step: int = 0
-    latency_ns: int = 0
-    flow_key: int = 0
-
-
-@dataclass
 class FakeSchedule:
     transfers: list
 
@@ -58,9 +43,9 @@ def fake_plan(op, ranks, size, system, **kw):
     """Every rank sends `size` bytes to the next (one ring step) over the network."""
     if op == "send":
         a, b = ranks
-        return FakeSchedule([FakeTransfer(0, a, b, size, "net", f"nic{a}", f"nic{b}")])
+        return FakeSchedule([Transfer(0, a, b, size, "net", f"nic{a}", f"nic{b}")])
     n = len(ranks)
-    return FakeSchedule([FakeTransfer(i, r, ranks[(i + 1) % n], size, "net", f"nic{r}", f"nic{ranks[(i + 1) % n]}")
+    return FakeSchedule([Transfer(i, r, ranks[(i + 1) % n], size, "net", f"nic{r}", f"nic{ranks[(i + 1) % n]}")
                          for i, r in enumerate(ranks)])
 
 
