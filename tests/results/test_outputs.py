@@ -1,0 +1,77 @@
+"""A full run through the library API: every promised output, consistent with each other."""
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from heterosim import api
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def result(tmp_path_factory):
+    out = tmp_path_factory.mktemp("qs") / "run"
+    res = api.run(ROOT / "scenarios" / "quickstart.yaml", out_dir=out,
+                  overrides=["training.global_batch_size=16"])
+    return res, out
+
+
+def test_summary_has_the_promised_numbers(result):
+    res, out = result
+    s = json.loads((out / "summary.json").read_text())
+    for key in ("iteration_time_s", "model_tflops_per_gpu", "mfu", "tokens_per_s", "breakdown", "per_rank"):
+        assert key in s
+    b = s["breakdown"]
+    total = b["compute"] + b["exposed_comm_total"] + b["bubble"] + b["idle"]
+    assert total == pytest.approx(1.0, abs=1e-9)
+    assert 0 < s["mfu"] < 1
+    assert s["tokens_per_s"] == pytest.approx(16 * 2048 / s["iteration_time_s"])
+    # model TFLOP/s per GPU, Megatron's definition
+    flops = res.prepared.ir.meta["model_flops_per_iteration"]
+    assert s["model_tflops_per_gpu"] == pytest.approx(flops / s["iteration_time_s"] / 16 / 1e12)
+    assert len(s["per_rank"]) == 16
+    for r in s["per_rank"]:
+        parts = r["compute"] + r["bubble"] + r["idle"] + sum(r[k] for k in r if k.startswith("exposed_"))
+        assert parts == pytest.approx(s["iteration_time_s"], rel=1e-9)
+
+
+def test_trace_is_chrome_trace_with_a_process_per_tp_group(result):
+    res, out = result
+    t = json.loads((out / "trace.json").read_text())
+    events = t["traceEvents"]
+    pids = {e["pid"] for e in events if e["ph"] == "X"}
+    assert pids == {lane.id for lane in res.sim.lanes}
+    assert all(e["dur"] >= 0 for e in events if e["ph"] == "X")
+    begins = sum(1 for e in events if e["ph"] == "b")
+    assert begins == sum(1 for e in events if e["ph"] == "e") > 0
+
+
+def test_tables_list_every_op_and_message(result):
+    res, out = result
+    with open(out / "ops.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == sum(len(res.sim.programs[l.program].ops) for l in res.sim.lanes)
+    assert all(int(r["end_ns"]) >= int(r["start_ns"]) >= 0 for r in rows)
+    with open(out / "messages.csv") as fh:
+        msgs = list(csv.DictReader(fh))
+    assert len(msgs) == len(res.sim.messages) > 0
+    assert {m["link"] for m in msgs} >= {"net"}
+    for name in ("timeline.png", "breakdown.png"):
+        assert (out / name).stat().st_size > 1000
+
+
+def test_failed_write_leaves_nothing(result, tmp_path, monkeypatch):
+    res, _ = result
+    from heterosim.results import plots
+
+    def boom(*a, **k):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(plots, "plot_breakdown", boom)
+    with pytest.raises(RuntimeError):
+        api.write_results(res, tmp_path / "out")
+    assert list(tmp_path.iterdir()) == []
