@@ -29,9 +29,12 @@ Algorithms (what NCCL does, at flow granularity):
 Algorithms a collective does not support fall back to ring (NCCL supports tree
 only for allreduce, for instance); ``FlowSchedule.algorithm`` says what ran.
 
-``algorithm="auto"`` (an NCCL-tuner-like rule, thresholds approximate):
-send/alltoall -> direct; allreduce inside one node -> nvls when every node
-supports it and size >= 1 MiB, else ring; allreduce across nodes -> tree below
+``algorithm="auto"`` with ``protocol="auto"`` inside one node (allreduce,
+reduce-scatter, all-gather): every ring x protocol (and nvls where the node has
+it) is costed with the intra-node model and the fastest wins, as NCCL's tuner
+does with its own cost model. Otherwise an NCCL-tuner-like rule (thresholds
+approximate): send/alltoall -> direct; allreduce inside one node -> nvls when
+every node supports it and size >= 1 MiB, else ring; allreduce across nodes -> tree below
 16 MiB, hierarchical above when every node holds the same number (>1) of group
 ranks, else ring; everything else -> ring.
 ``protocol="auto"``: ll up to 64 KiB; ll128 up to 16 MiB when every node is
@@ -419,6 +422,30 @@ def _direct_alltoall(b: _Builder, ranks: list[int], size: int, C: int) -> None:
 
 # ----------------------------------------------------------------------------- tuner
 
+def _fastest_in_node(op, ranks, size_bytes, system, channels, root, max_transfers) -> FlowSchedule:
+    """Inside one node, pick the (algorithm, protocol) the cost model says is fastest.
+
+    That is how NCCL's tuner works (it evaluates its latency/bandwidth model for
+    every algorithm x protocol and takes the minimum); a size threshold would
+    make the busbw-vs-size curve jump where the threshold sits.
+    """
+    from heterosim.comm.intranode import intra_time_ns
+
+    nodes = _nodes_of(ranks, system)
+    # NCCL enables LL128 only where NVLink carries it, never over PCIe
+    candidates = [("ring", p) for p in ("simple", "ll", "ll128") if p != "ll128" or nodes[0].spec.intra != "pcie"]
+    if op in ("allreduce", "allgather", "reducescatter") and all(nd.spec.nvls for nd in nodes):
+        candidates.append(("nvls", "simple"))
+    best = None
+    for algo, proto in candidates:
+        sched = plan_collective(op, ranks, size_bytes, system, algorithm=algo, protocol=proto, channels=channels,
+                                root=root, max_transfers=max_transfers)
+        t = intra_time_ns(sched, system)
+        if best is None or t < best[0]:
+            best = (t, sched)
+    return best[1]
+
+
 def _nodes_of(ranks, system):
     return [system.nodes[i] for i in sorted({system.gpus[r].node_index for r in ranks})]
 
@@ -531,6 +558,9 @@ def plan_collective(op: str, ranks: Sequence[int], size_bytes: int, system, *, a
                 what = node.spec.intra + (" without NVLS" if node.spec.intra == "nvswitch" else "")
                 raise UserError(f"algorithm nvls needs an NVSwitch with NVLS; node {node.name} is {what}",
                                 field="comm.algorithm", value="nvls")
+    if algorithm == "auto" and protocol == "auto" and len(layout) == 1 and n > 2 and size_bytes > 0 \
+            and op in ("allreduce", "reducescatter", "allgather"):
+        return _fastest_in_node(op, ranks, size_bytes, system, channels, root, max_transfers)
     algo = choose_algorithm(op, ranks, size_bytes, system) if algorithm == "auto" else algorithm
     algo = _supported(op, algo, layout)
     proto = choose_protocol(algo, size_bytes, ranks, system) if protocol == "auto" else protocol
