@@ -198,10 +198,14 @@ class Ns3Backend(NetworkBackend):
         import cppyy
 
         vec = cppyy.gbl.std.vector
-        self._sim.Build(vec["std::string"](topo.hosts), vec["std::string"](topo.switches),
-                        vec["uint32_t"](la), vec["uint32_t"](lb), vec["double"](rate),
-                        vec["int64_t"](delay), vec["double"](kmin), vec["double"](kmax),
-                        vec["double"](pmax), vec["uint64_t"](hdrm), vec["uint64_t"](buffers))
+        spec = cppyy.gbl.ns3.FabricSpec()
+        spec.hosts = vec["std::string"](topo.hosts)
+        spec.switches = vec["std::string"](topo.switches)
+        spec.linkA, spec.linkB = vec["uint32_t"](la), vec["uint32_t"](lb)
+        spec.rateBps, spec.delayNs = vec["double"](rate), vec["int64_t"](delay)
+        spec.kminBytes, spec.kmaxBytes, spec.pmax = vec["double"](kmin), vec["double"](kmax), vec["double"](pmax)
+        spec.headroomBytes, spec.switchBufferBytes = vec["uint64_t"](hdrm), vec["uint64_t"](buffers)
+        self._sim.Build(spec)
 
     # --------------------------------------------------------------- running
     @property

@@ -51,21 +51,10 @@ HeterosimRdmaSim::SetSeed(uint32_t seed, uint64_t run)
 }
 
 void
-HeterosimRdmaSim::Build(const std::vector<std::string>& hosts,
-                        const std::vector<std::string>& switches,
-                        const std::vector<uint32_t>& linkA,
-                        const std::vector<uint32_t>& linkB,
-                        const std::vector<double>& rateBps,
-                        const std::vector<int64_t>& delayNs,
-                        const std::vector<double>& kminBytes,
-                        const std::vector<double>& kmaxBytes,
-                        const std::vector<double>& pmax,
-                        const std::vector<uint64_t>& headroomBytes,
-               const std::vector<uint64_t>& switchBufferBytes)
+HeterosimRdmaSim::Build(const FabricSpec& fabric)
 {
     m_impl->helper = CreateObject<RdmaNetworkHelper>();
-    m_impl->helper->Build(hosts, switches, linkA, linkB, rateBps, delayNs, kminBytes, kmaxBytes,
-                          pmax, headroomBytes, switchBufferBytes);
+    m_impl->helper->Build(fabric);
 }
 
 void

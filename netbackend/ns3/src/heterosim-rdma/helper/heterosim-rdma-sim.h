@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "fabric-spec.h"
+
 namespace ns3
 {
 
@@ -24,17 +26,7 @@ class HeterosimRdmaSim
     static void SetSeed(uint32_t seed, uint64_t run);
 
     /// See RdmaNetworkHelper::Build.  Creates the helper with the defaults set so far.
-    void Build(const std::vector<std::string>& hosts,
-               const std::vector<std::string>& switches,
-               const std::vector<uint32_t>& linkA,
-               const std::vector<uint32_t>& linkB,
-               const std::vector<double>& rateBps,
-               const std::vector<int64_t>& delayNs,
-               const std::vector<double>& kminBytes,
-               const std::vector<double>& kmaxBytes,
-               const std::vector<double>& pmax,
-               const std::vector<uint64_t>& headroomBytes,
-               const std::vector<uint64_t>& switchBufferBytes);
+    void Build(const FabricSpec& fabric);
 
     void AddMessage(uint64_t id, uint32_t src, uint32_t dst, uint64_t bytes, int64_t startNs,
                     uint64_t flowKey);

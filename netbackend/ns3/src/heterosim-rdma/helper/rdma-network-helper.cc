@@ -153,18 +153,19 @@ RdmaNetworkHelper::MaxBaseRtts(uint32_t nHosts, const std::vector<std::vector<Li
 }
 
 void
-RdmaNetworkHelper::Build(const std::vector<std::string>& hosts,
-                         const std::vector<std::string>& switches,
-                         const std::vector<uint32_t>& linkA,
-                         const std::vector<uint32_t>& linkB,
-                         const std::vector<double>& rateBps,
-                         const std::vector<int64_t>& delayNs,
-                         const std::vector<double>& kminBytes,
-                         const std::vector<double>& kmaxBytes,
-                         const std::vector<double>& pmax,
-                         const std::vector<uint64_t>& headroomBytes,
-               const std::vector<uint64_t>& switchBufferBytes)
+RdmaNetworkHelper::Build(const FabricSpec& fabric)
 {
+    const auto& hosts = fabric.hosts;
+    const auto& switches = fabric.switches;
+    const auto& linkA = fabric.linkA;
+    const auto& linkB = fabric.linkB;
+    const auto& rateBps = fabric.rateBps;
+    const auto& delayNs = fabric.delayNs;
+    const auto& kminBytes = fabric.kminBytes;
+    const auto& kmaxBytes = fabric.kmaxBytes;
+    const auto& pmax = fabric.pmax;
+    const auto& headroomBytes = fabric.headroomBytes;
+    const auto& switchBufferBytes = fabric.switchBufferBytes;
     m_nHosts = hosts.size();
     m_names = hosts;
     m_names.insert(m_names.end(), switches.begin(), switches.end());

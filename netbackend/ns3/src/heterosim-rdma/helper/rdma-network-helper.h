@@ -3,6 +3,7 @@
 #ifndef HETEROSIM_RDMA_NETWORK_HELPER_H
 #define HETEROSIM_RDMA_NETWORK_HELPER_H
 
+#include "fabric-spec.h"
 #include "ns3/object.h"
 #include "ns3/event-id.h"
 #include "ns3/nstime.h"
@@ -35,17 +36,7 @@ class RdmaNetworkHelper : public Object, public RdmaDeliverySink
     /// Nodes 0..H-1 are hosts, H..H+S-1 switches; link i joins nodes a[i] and
     /// b[i]; port 2i transmits a->b, port 2i+1 transmits b->a.  ECN and
     /// headroom apply to switch egress/ingress ports of each link.
-    void Build(const std::vector<std::string>& hosts,
-               const std::vector<std::string>& switches,
-               const std::vector<uint32_t>& linkA,
-               const std::vector<uint32_t>& linkB,
-               const std::vector<double>& rateBps,
-               const std::vector<int64_t>& delayNs,
-               const std::vector<double>& kminBytes,
-               const std::vector<double>& kmaxBytes,
-               const std::vector<double>& pmax,
-               const std::vector<uint64_t>& headroomBytes,
-               const std::vector<uint64_t>& switchBufferBytes);
+    void Build(const FabricSpec& fabric);
 
     void AddMessage(uint64_t id, uint32_t src, uint32_t dst, uint64_t bytes, int64_t startNs,
                     uint64_t flowKey);
