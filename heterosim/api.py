@@ -77,6 +77,14 @@ def simulate(prepared: Prepared, *, backend: str | None = None,
     t0 = time.monotonic()
     for it in range(sc.training.iterations):
         net = create_backend(name, prepared.system.net, net_cfg, sc.seed + it)
+        if sc.network.background is not None:
+            from netbackend.background import with_background
+
+            try:
+                net = with_background(net, sc.network.background, seed=sc.seed + it)
+            except BaseException:
+                net.close()
+                raise
         intra = create_backend("flow", effective_intra(prepared.system.intra), intra_config(sc), sc.seed + it)
         try:
             coord = Coordinator(prepared.ir, prepared.system, prepared.compute, net, intra,
@@ -119,7 +127,8 @@ def write_results(result: RunResult, out_dir: str | Path) -> Path:
             except ImportError:
                 plot_network = None
             if plot_network is not None and stats is not None:
-                plot_network(tmp, stats)
+                plot_network(tmp, stats, message_bytes={m.id: m.size_bytes for m in result.sim.messages
+                                                        if m.link == "net"})
     result.out_dir = out
     return out
 

@@ -195,11 +195,13 @@ def zoo() -> None:
 def _register_subcommands() -> None:
     """Commands that live next to their library code (planner, sweeps, studies)."""
     from heterosim.planner.cli import compare_suite_command, plan_command
+    from heterosim.studies.cli import compare_command
     from heterosim.sweep.cli import sweep_command
 
     app.command("plan")(plan_command)
     app.command("compare-suite")(compare_suite_command)
     app.command("sweep")(sweep_command)
+    app.command("compare")(compare_command)
 
 
 _register_subcommands()

@@ -21,9 +21,8 @@ import random
 from pathlib import Path
 from typing import Iterator
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-
 from netbackend.base import Completion, Message, NetStats, NetworkBackend
+from netbackend.config import BackgroundConfig
 from netbackend.errors import UserError
 
 DATA_DIR = Path(__file__).parent / "data"
@@ -32,31 +31,6 @@ BUILTIN_CDFS = {"websearch": DATA_DIR / "websearch.txt", "fb-hadoop": DATA_DIR /
 
 BACKGROUND_ID_OFFSET = 1 << 40
 """Background message ids start here; training messages count up from 1."""
-
-
-class BackgroundConfig(BaseModel):
-    """``network.background``: other tenants' traffic sharing the fabric."""
-
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
-
-    cdf: str = "websearch"
-    """Flow-size distribution: ``websearch``, ``fb-hadoop`` or a path to a ``size_bytes cdf_percent`` file."""
-    load: float = Field(gt=0, le=1)
-    """Offered payload load per host, as a fraction of its NIC line rate."""
-    hosts: list[str] | None = None
-    """NIC names that send and receive background flows; None = every host of the fabric."""
-    start_ns: int = Field(0, ge=0)
-    """First arrival no earlier than this."""
-    end_ns: int | None = Field(None, gt=0)
-    """No arrivals after this; None = until the iteration ends."""
-    seed_offset: int = 0
-    """Added to the scenario seed, so background and training randomness can be varied separately."""
-
-    @model_validator(mode="after")
-    def _window(self):
-        if self.end_ns is not None and self.end_ns <= self.start_ns:
-            raise ValueError(f"end_ns ({self.end_ns}) must be after start_ns ({self.start_ns})")
-        return self
 
 
 class FlowSizeCdf:

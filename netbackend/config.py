@@ -143,6 +143,29 @@ class TimelyConfig(_Strict):
         return self
 
 
+class BackgroundConfig(_Strict):
+    """``network.background``: other tenants' traffic sharing the fabric."""
+
+    cdf: str = "websearch"
+    """Flow-size distribution: ``websearch``, ``fb-hadoop`` or a path to a ``size_bytes cdf_percent`` file."""
+    load: float = Field(gt=0, le=1)
+    """Offered payload load per host, as a fraction of its NIC line rate."""
+    hosts: list[str] | None = None
+    """NIC names that send and receive background flows; None = every host of the fabric."""
+    start_ns: int = Field(0, ge=0)
+    """First arrival no earlier than this."""
+    end_ns: int | None = Field(None, gt=0)
+    """No arrivals after this; None = until the iteration ends."""
+    seed_offset: int = 0
+    """Added to the scenario seed, so background and training randomness can be varied separately."""
+
+    @model_validator(mode="after")
+    def _window(self):
+        if self.end_ns is not None and self.end_ns <= self.start_ns:
+            raise ValueError(f"end_ns ({self.end_ns}) must be after start_ns ({self.start_ns})")
+        return self
+
+
 CcKind = Literal["dcqcn", "none", "hpcc", "timely"]
 
 
@@ -172,6 +195,8 @@ class NetworkConfig(_Strict):
     buffer: BufferConfig = BufferConfig()
     hpcc: HpccConfig = HpccConfig()
     timely: TimelyConfig = TimelyConfig()
+    background: BackgroundConfig | None = None
+    """Other tenants' traffic sharing the fabric (Poisson flows from a size CDF); None = none."""
     queue_sample_interval_ns: int = Field(10_000, gt=0)
     """ns-3: sample every egress queue this often."""
     wall_limit_s: float = Field(3600.0, gt=0)

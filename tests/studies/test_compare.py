@@ -10,9 +10,12 @@ import typer
 from typer.testing import CliRunner
 
 from heterosim.studies.cli import compare_command
-from heterosim.studies.compare import IdealFct, _parse_ccs, _probe, compare, slowdown_metrics, wire_bytes
+from heterosim.studies.compare import (KNOWN_CCS, IdealFct, _parse_ccs, _probe, compare, slowdown_metrics,
+                                      wire_bytes)
+from netbackend.base import NetworkBackend
 from netbackend.config import NetworkConfig
 from netbackend.errors import UserError
+from netbackend.registry import register_backend
 from netbackend.topo import Link, NetTopology
 
 
@@ -99,10 +102,38 @@ def test_cli_compare(tiny_yaml, tmp_path):
 
 
 def _unsupported_ns3_cc():
+    others = [c for c in KNOWN_CCS if c not in ("dcqcn", "none")]
     ctx = multiprocessing.get_context("spawn")
     with ctx.Pool(1) as pool:
-        probe = pool.apply(_probe, (("ns3", NetworkConfig(backend="ns3"), ["dctcp", "timely", "hpcc"]),))
+        probe = pool.apply(_probe, (("ns3", NetworkConfig(backend="ns3"), others),))
     return next((cc for cc, err in probe.items() if err), None)
+
+
+@register_backend("test-dcqcn-only")
+class _DcqcnOnly(NetworkBackend):
+    """Rejects every CC but DCQCN at construction, as a backend without an implementation does."""
+
+    def __init__(self, topology, config=None, seed=0):
+        super().__init__(topology, config, seed)
+        if self.config.cc != "dcqcn":
+            raise UserError("not implemented here", field="network.cc", value=self.config.cc)
+
+    now_ns = 0
+
+    def send(self, msg):
+        raise NotImplementedError
+
+    def advance(self, until_ns=None):
+        return []
+
+    def pending(self):
+        return 0
+
+
+def test_probe_reports_settings_a_backend_cannot_build():
+    res = _probe(("test-dcqcn-only", NetworkConfig(), ["dcqcn", "none"]))
+    assert res["dcqcn"] is None
+    assert res["none"] == "network.cc = 'none': not implemented here"
 
 
 @pytest.mark.ns3
@@ -118,6 +149,11 @@ def test_compare_ns3_dcqcn_vs_pfc_only(tiny_yaml, tmp_path):
     for r in full:
         assert r["_slowdown_cdf"][0] >= 0.99  # the ideal FCT is a lower bound at packet level too
     assert (out / "queue_over_time.png").stat().st_size > 0
+
+
+@pytest.mark.ns3
+def test_compare_ns3_unsupported_cc_is_one_line(tiny_yaml, tmp_path):
+    pytest.importorskip("cppyy")
     bad = _unsupported_ns3_cc()
     if bad is None:
         pytest.skip("every CC is implemented in the ns3 backend")
