@@ -4,6 +4,15 @@ from __future__ import annotations
 import csv
 
 
+def format_cell(v) -> str:
+    """A table cell for humans: '-' for missing, 4 significant digits for floats."""
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v)
+
+
 def write_ops_csv(path, sim, ir) -> None:
     with open(path, "w", newline="") as fh:
         w = csv.writer(fh)

@@ -20,6 +20,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, get_args
 
+from heterosim.results.tables import format_cell
 from heterosim.errors import UserError
 from netbackend.config import CcKind, NetworkConfig
 
@@ -269,14 +270,6 @@ def compare(scenario, ccs: list[str] | str, *, out: Path | str, overrides=None, 
 
 
 # ------------------------------------------------------------------ outputs
-def _fmt(v) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    return str(v)
-
-
 def write_outputs(out: Path, rows: list[dict[str, Any]], *, scenario_name: str = "", backend: str = "") -> None:
     from heterosim.results.writer import atomic_dir, write_json
 
@@ -291,7 +284,7 @@ def write_outputs(out: Path, rows: list[dict[str, Any]], *, scenario_name: str =
               "| metric | " + " | ".join(r["cc"] for r in rows) + " |",
               "|---|" + "---|" * len(rows)]
         for c in cols[1:]:
-            md.append(f"| {c} | " + " | ".join(_fmt(r.get(c)) for r in rows) + " |")
+            md.append(f"| {c} | " + " | ".join(format_cell(r.get(c)) for r in rows) + " |")
         md += ["", "FCT slowdown = FCT / ideal FCT (the message alone on its path: wire bytes at NIC line "
                "rate, propagation, store-and-forward); inter-node training messages only."]
         if backend == "flow":

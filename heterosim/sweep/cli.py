@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from heterosim.results.tables import format_cell
 from netbackend.errors import UserError
 
 _err = Console(stderr=True)
@@ -56,7 +57,7 @@ def print_sweep(res) -> None:
     for r in res.rows:
         cells = [r["id"], *(str(r.get(p)) for p in params), r["status"] if r["status"] == "ok" else
                  f"[red]{r['status']}[/]"]
-        cells += [_fmt(r.get(m)) for m in metrics]
+        cells += [format_cell(r.get(m)) for m in metrics]
         t.add_row(*cells)
     _out.print(t)
     for r in res.rows:
@@ -64,14 +65,6 @@ def print_sweep(res) -> None:
             _out.print(f"[red]{r['id']}[/] {r['status']}: {r['error']}", highlight=False, soft_wrap=True)
     extra = ", ".join(p.name for p in (res.parquet, res.plot) if p is not None)
     _out.print(f"results: {res.out_dir}/ (results.csv{', ' + extra if extra else ''}, points/<id>/)")
-
-
-def _fmt(v) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    return str(v)
 
 
 #: A stand-alone app too (``python -m heterosim.sweep.cli SWEEP.yaml``).
