@@ -3,14 +3,13 @@ from __future__ import annotations
 
 import csv
 import json
-import multiprocessing
 
 import pytest
 import typer
 from typer.testing import CliRunner
 
 from heterosim.studies.cli import compare_command
-from heterosim.studies.compare import (KNOWN_CCS, IdealFct, _parse_ccs, _probe, compare, slowdown_metrics,
+from heterosim.studies.compare import (IdealFct, _parse_ccs, _probe, compare, slowdown_metrics,
                                       wire_bytes)
 from netbackend.base import NetworkBackend
 from netbackend.config import NetworkConfig
@@ -101,14 +100,6 @@ def test_cli_compare(tiny_yaml, tmp_path):
     assert json.loads((tmp_path / "o" / "compare.json").read_text())[0]["cc"] == "none"
 
 
-def _unsupported_ns3_cc():
-    others = [c for c in KNOWN_CCS if c not in ("dcqcn", "none")]
-    ctx = multiprocessing.get_context("spawn")
-    with ctx.Pool(1) as pool:
-        probe = pool.apply(_probe, (("ns3", NetworkConfig(backend="ns3"), others),))
-    return next((cc for cc, err in probe.items() if err), None)
-
-
 @register_backend("test-dcqcn-only")
 class _DcqcnOnly(NetworkBackend):
     """Rejects every CC but DCQCN at construction, as a backend without an implementation does."""
@@ -149,13 +140,3 @@ def test_compare_ns3_dcqcn_vs_pfc_only(tiny_yaml, tmp_path):
     for r in full:
         assert r["_slowdown_cdf"][0] >= 0.99  # the ideal FCT is a lower bound at packet level too
     assert (out / "queue_over_time.png").stat().st_size > 0
-
-
-@pytest.mark.ns3
-def test_compare_ns3_unsupported_cc_is_one_line(tiny_yaml, tmp_path):
-    pytest.importorskip("cppyy")
-    bad = _unsupported_ns3_cc()
-    if bad is None:
-        pytest.skip("every CC is implemented in the ns3 backend")
-    with pytest.raises(UserError, match=rf"cc = '{bad}': not supported by the ns3 backend"):
-        compare(tiny_yaml, ["dcqcn", bad], out=tmp_path / "x", backend="ns3")
