@@ -39,15 +39,26 @@ def test_summary_has_the_promised_numbers(result):
         assert parts == pytest.approx(s["iteration_time_s"], rel=1e-9)
 
 
-def test_trace_is_chrome_trace_with_a_process_per_tp_group(result):
+def test_trace_is_chrome_trace_with_a_process_per_rank(result):
     res, out = result
     t = json.loads((out / "trace.json").read_text())
     events = t["traceEvents"]
     pids = {e["pid"] for e in events if e["ph"] == "X"}
-    assert pids == {lane.id for lane in res.sim.lanes}
+    assert pids == set(range(16))
     assert all(e["dur"] >= 0 for e in events if e["ph"] == "X")
     begins = sum(1 for e in events if e["ph"] == "b")
     assert begins == sum(1 for e in events if e["ph"] == "e") > 0
+
+
+def test_big_traces_fall_back_to_a_process_per_tp_group(result, tmp_path):
+    from heterosim.results.trace import write_trace
+
+    res, _ = result
+    write_trace(tmp_path / "t.json", res.sim, res.prepared.ir, max_events=10)
+    events = json.loads((tmp_path / "t.json").read_text())["traceEvents"]
+    assert {e["pid"] for e in events if e["ph"] == "X"} == {lane.ranks[0] for lane in res.sim.lanes}
+    names = [e["args"]["name"] for e in events if e.get("name") == "process_name"]
+    assert any("(TP group)" in n for n in names)
 
 
 def test_tables_list_every_op_and_message(result):
