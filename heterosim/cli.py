@@ -117,6 +117,8 @@ def print_summary(s: dict, dest: Path | None = None) -> None:
     t.add_row("inter-node comm share", f"{s['inter_node_comm_share']:.1%}")
     sim = s["simulation"]
     t.add_row("simulation", f"{sim['events']:,} events in {sim['wall_s']:.1f} s")
+    if "outside_ns3_fraction" in sim:
+        t.add_row("wall time outside ns-3", f"{sim['outside_ns3_fraction']:.1%}")
     out.print(t)
     if dest is not None:
         out.print(f"results: {dest}/ (summary.json, trace.json -> ui.perfetto.dev, ops.csv, messages.csv, *.png)")
