@@ -76,8 +76,9 @@ def plot_queue_depth(path: Path, stats, extra: dict) -> bool:
         return False
     hot = [p for p in (extra.get("hot_ports") or []) if p in series] or sorted(series)
     fig, ax = plt.subplots(figsize=(10, 4.5))
+    step = _sample_step([series[p][0] for p in hot])
     for port in hot:
-        xs, ys = series[port]
+        xs, ys = _with_empty_samples(*series[port], step)
         ax.plot(xs, ys, lw=0.8, label=port)
     ax.set_xlabel("time (ms)")
     ax.set_ylabel("egress queue (KB)")
@@ -85,6 +86,27 @@ def plot_queue_depth(path: Path, stats, extra: dict) -> bool:
     ax.legend(fontsize=7, ncol=2)
     _save(fig, path)
     return True
+
+
+def _sample_step(all_xs: list[list[float]]) -> float:
+    """The sampling interval: the smallest gap between consecutive samples of a port."""
+    gaps = [b - a for xs in all_xs for a, b in zip(xs, xs[1:]) if b > a]
+    return min(gaps) if gaps else 0.0
+
+
+def _with_empty_samples(xs: list[float], ys: list[float], step: float) -> tuple[list[float], list[float]]:
+    """The backend stores only non-empty samples; put the empty queue back where samples are missing,
+    so a line does not ramp across an idle gap."""
+    if step <= 0:
+        return xs, ys
+    out_x, out_y = [], []
+    for i, (x, y) in enumerate(zip(xs, ys)):
+        if i and x - xs[i - 1] > 1.5 * step:
+            out_x += [xs[i - 1] + step, x - step]
+            out_y += [0.0, 0.0]
+        out_x.append(x)
+        out_y.append(y)
+    return out_x, out_y
 
 
 # ---------------------------------------------------------------- flow rates
