@@ -172,8 +172,7 @@ class Coordinator:
         self._finished_instances: list[_Instance] = []
         self._p2p_posted: dict[tuple, tuple[int, int]] = {}
         self._msg_seq = 0
-        self._msg_owner: dict[int, tuple[_Instance, Any]] = {}
-        self._xfer_state: dict[int, Any] = {}
+        self._msg_owner: dict[int, tuple["_ScheduleState", int]] = {}
         self.messages: list[MessageRecord] = []
         self._dur_tables: dict[tuple, list[int]] = {}
         self._intra_memo: dict[tuple, int] = {}
