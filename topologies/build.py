@@ -6,6 +6,7 @@ unique, links join known endpoints, and every NIC can reach every other NIC.
 from __future__ import annotations
 
 from collections import deque
+from dataclasses import replace
 from pathlib import Path
 
 import networkx as nx
@@ -65,7 +66,9 @@ def build_system(cluster: ClusterConfig | dict, fabric=None, *, file: str | None
             nodes.append(NodeInfo(name=name, group=group.name, index=len(nodes), spec=spec,
                                   gpu_ranks=tuple(ranks), nics=nics, group_index=gi, pod=group.pod))
 
+    gpus = _apply_stragglers(cluster, gpus, file)
     switches, links = generate(fabric, nodes, file)
+    links = _degrade_links(cluster, links, file)
     nic_names = [nic for n in nodes for nic in n.nics]
     _check_unique(nic_names + switches, file)
     net = NetTopology(hosts=nic_names, switches=switches, links=links,
@@ -74,6 +77,31 @@ def build_system(cluster: ClusterConfig | dict, fabric=None, *, file: str | None
     intra = _intra_topology(nodes, gpus)
     graph = _graph(nodes, gpus, net, intra)
     return SystemTopology(gpus=gpus, nodes=nodes, net=net, intra=intra, graph=graph, source=file)
+
+
+def _apply_stragglers(cluster: ClusterConfig, gpus: list[GpuInfo], file: str | None) -> list[GpuInfo]:
+    index = {g.name: g.rank for g in gpus}
+    for i, st in enumerate(cluster.stragglers):
+        rank = index.get(st.gpu)
+        if rank is None:
+            raise UserError("no such GPU in the cluster", file=file, field=f"cluster.stragglers[{i}].gpu",
+                            value=st.gpu)
+        gpus[rank] = replace(gpus[rank], slowdown=gpus[rank].slowdown * st.slowdown)
+    return gpus
+
+
+def _degrade_links(cluster: ClusterConfig, links: list[Link], file: str | None) -> list[Link]:
+    for i, d in enumerate(cluster.degraded_links):
+        hit = False
+        for k, link in enumerate(links):
+            ends = {link.a, link.b}
+            if d.a in ends and (d.b is None or d.b in ends):
+                links[k] = Link(link.a, link.b, link.rate_gbps * d.factor, link.delay_ns)
+                hit = True
+        if not hit:
+            what = f"{d.a} <-> {d.b}" if d.b else d.a
+            raise UserError(f"no fabric link {what}", file=file, field=f"cluster.degraded_links[{i}]", value=what)
+    return links
 
 
 def load_system(path: str | Path) -> SystemTopology:

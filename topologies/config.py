@@ -57,8 +57,32 @@ class DeviceGroup(_Strict):
     """Fabric placement hint (which pod/leaf block); None = packed in order."""
 
 
+class Straggler(_Strict):
+    """One GPU slower than the rest of its group (throttled, shared or failing)."""
+
+    gpu: str = Field(pattern=r"^[A-Za-z][A-Za-z0-9_]*-[0-9]+/gpu[0-9]+$")
+    """GPU name, ``{group}-{node}/gpu{j}``."""
+    slowdown: float = Field(ge=1.0)
+    """Compute time multiplier, on top of the group's ``slowdown``."""
+
+
+class LinkDegradation(_Strict):
+    """A fabric link running below its nominal rate (a lane down, a flapping optic)."""
+
+    a: str
+    """One end: a NIC (``{node}/nic{k}``) or a switch name."""
+    b: str | None = None
+    """The other end; None = every link of ``a``."""
+    factor: float = Field(gt=0.0, le=1.0)
+    """Fraction of the nominal rate that remains."""
+
+
 class ClusterConfig(_Strict):
     groups: list[DeviceGroup] = Field(min_length=1)
+    stragglers: list[Straggler] = Field(default_factory=list)
+    """Soft heterogeneity: individual GPUs slower than their group."""
+    degraded_links: list[LinkDegradation] = Field(default_factory=list)
+    """Soft heterogeneity: fabric links below their nominal rate."""
 
     @model_validator(mode="after")
     def _unique(self):
