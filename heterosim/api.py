@@ -52,7 +52,7 @@ def prepare(scenario: Scenario, *, measurements: str | None = None) -> Prepared:
     file = getattr(scenario, "_source_file", None)
     system = build_system(scenario.cluster, scenario.fabric, file=file)
     rank_devices = [g.device for g in system.gpus]
-    check_plan(scenario, system.num_gpus, rank_devices, file)
+    check_plan(scenario, system.num_gpus, rank_devices, file, rank_groups=[g.group for g in system.gpus])
     ir = compile_workload(scenario, system.num_gpus, rank_devices)
     return Prepared(scenario, system, ir, ComputeModel(measurements), file)
 

@@ -92,6 +92,9 @@ def _resolve_refs(data: dict, base: Path, file: str) -> dict:
     return data
 
 
+_REF_KEYS = ("model", "system", "cluster", "fabric")
+
+
 def load_scenario(path: str | Path, overrides: list[str] | dict[str, Any] | None = None):
     """Read, resolve references, apply ``--set`` overrides, validate."""
     from heterosim.config.scenario import Scenario
@@ -101,9 +104,17 @@ def load_scenario(path: str | Path, overrides: list[str] | dict[str, Any] | None
     raw = load_yaml(path)
     if not isinstance(raw, dict):
         raise ConfigError("a scenario must be a YAML mapping", file=file)
-    data = _resolve_refs(copy.deepcopy(raw), path.parent, file)
-    for key, value in _iter_overrides(overrides, file):
-        set_path(data, key, value, file=file)
+    # a whole reference (``--set model=llama2-7b``, ``--set system={file: ...}``) replaces the
+    # file's before references are resolved; field overrides apply to the resolved values
+    items = _iter_overrides(overrides, file)
+    data = copy.deepcopy(raw)
+    for key, value in items:
+        if key in _REF_KEYS:
+            set_path(data, key, value, file=file)
+    data = _resolve_refs(data, path.parent, file)
+    for key, value in items:
+        if key not in _REF_KEYS:
+            set_path(data, key, value, file=file)
     scenario = validate_model(Scenario, data, file=file)
     scenario._source_file = file  # type: ignore[attr-defined]
     return scenario

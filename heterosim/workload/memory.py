@@ -135,10 +135,11 @@ def _default_hbm(name: str) -> tuple[float, str]:
 
 
 def check_plan(scenario, world_size: int, rank_devices: list[str], file: str | None = None,
-               hbm_of=None) -> dict[tuple[int, int], dict[str, float]]:
+               hbm_of=None, rank_groups: list[str] | None = None) -> dict[tuple[int, int], dict[str, float]]:
     """Raise PlanError if the plan cannot run: divisibility rules, then memory per rank.
 
-    ``hbm_of(name) -> (hbm_bytes, display_name)`` defaults to the hardware catalog.
+    ``hbm_of(name) -> (hbm_bytes, display_name)`` defaults to the hardware catalog;
+    ``rank_groups`` (the device group of each rank) lets the message name the group.
     Returns the memory breakdown per (stage, micro-batch count) when the plan fits."""
     file = file if file is not None else getattr(scenario, "_source_file", None)
     plan = resolve_plan(scenario, world_size, file)
@@ -156,7 +157,8 @@ def check_plan(scenario, world_size: int, rank_devices: list[str], file: str | N
         c = plan.layout.coords(r)
         need = mem[(c["pp"], plan.microbatches[c["dp"]])]["total"]
         if need > have and (worst is None or need / have > worst[0]):
-            worst = (need / have, r, c["pp"], need, have, label)
+            where = f"{label}, group {rank_groups[r]}" if rank_groups else label
+            worst = (need / have, r, c["pp"], need, have, where)
     if worst is not None:
         _, r, stage, need, have, label = worst
         par = scenario.parallelism

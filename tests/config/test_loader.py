@@ -72,3 +72,8 @@ def test_invalid_yaml_names_line(tmp_path):
     path = write(tmp_path, "a: [1, 2\n")
     with pytest.raises(ConfigError, match=r"line \d+"):
         load_scenario(path)
+
+
+def test_whole_reference_override_is_resolved(tmp_path):
+    sc = load_scenario(write(tmp_path, BASE), ["model=llama2-7b", "model.num_layers=4"])
+    assert sc.model.name == "llama2-7b" and sc.model.num_layers == 4
