@@ -162,7 +162,8 @@ def check_plan(scenario, world_size: int, rank_devices: list[str], file: str | N
     if worst is not None:
         _, r, stage, need, have, label = worst
         par = scenario.parallelism
-        summary = (f"tp={plan.tp} pp={plan.pp} dp={plan.dp} cp={plan.cp} zero_stage={plan.zero_stage} "
+        tps = f"stage_tp={plan.stage_tp}" if plan.stage_tp is not None else f"tp={plan.tp}"
+        summary = (f"{tps} pp={plan.pp} dp={plan.dp} cp={plan.cp} zero_stage={plan.zero_stage} "
                    f"recompute={plan.recompute} micro_batch={plan.micro_batch}")
         hint = []
         if par.recompute != "full":

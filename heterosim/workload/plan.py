@@ -103,6 +103,9 @@ def _resolve_stage_tp(scenario, world_size: int, stp: list[int]) -> Plan:
         raise PlanError("needs one TP degree >= 1 per pipeline stage", field=fld, value=stp)
     if par.pp not in (1, len(stp)):
         raise PlanError(f"needs one entry per pipeline stage (pp = {par.pp}), got {len(stp)}", field=fld, value=stp)
+    if par.tp not in (1, max(stp)):
+        raise PlanError(f"stage_tp sets the TP degree of every stage; leave tp at 1 (tp is {par.tp})", field=fld,
+                        value=stp)
     pp, total = len(stp), sum(stp)
     if par.dp is not None:
         dp = par.dp

@@ -91,6 +91,8 @@ def test_uniform_stage_tp_equals_tp():
     (dict(stage_tp=[8, 3]), 11, "num_attention_heads"),
     (dict(stage_tp=[8, 4], pp=3), 12, "one entry per pipeline stage"),
     (dict(stage_tp=[8, 4], order="tp-pp-dp"), 12, "stage-major"),
+    (dict(stage_tp=[8, 4], tp=4), 12, "leave tp at 1"),
+    (dict(stage_tp=[8, 0]), 8, "one TP degree"),
     (dict(stage_tp=[8, 4], dp=1, sequence_parallel=True), 12, None),
 ])
 def test_plan_errors(kw, world, match):
