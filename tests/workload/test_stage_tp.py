@@ -133,3 +133,11 @@ def test_tp_group_crossing_nodes_is_a_plan_error():
     with pytest.raises(UserError, match="parallelism.stage_tp") as e:
         api.run(sc2)
     assert "\n" not in str(e.value)
+
+
+def test_example_scenario():
+    res = api.run(api.load(ROOT / "scenarios" / "stage-tp.yaml",
+                           ["training.global_batch_size=4", "output.trace=false", "output.plots=false"]))
+    assert sorted(len(l.ranks) for l in res.sim.lanes) == [4, 4, 8]
+    assert {l.device for l in res.sim.lanes if len(l.ranks) == 4} == {"GH200"}
+    assert res.prepared.ir.meta["stage_tp"] == [8, 4, 4]
