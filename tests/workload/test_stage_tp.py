@@ -4,6 +4,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from wl_factory import gpt, scenario
 
 from heterosim import api
@@ -141,3 +143,40 @@ def test_example_scenario():
     assert sorted(len(l.ranks) for l in res.sim.lanes) == [4, 4, 8]
     assert {l.device for l in res.sim.lanes if len(l.ranks) == 4} == {"GH200"}
     assert res.prepared.ir.meta["stage_tp"] == [8, 4, 4]
+
+
+@st.composite
+def uneven_plans(draw):
+    pp = draw(st.sampled_from([2, 3]))
+    stp = [draw(st.sampled_from([1, 2, 4])) for _ in range(pp)]
+    cp = draw(st.sampled_from([1, 2]))
+    dp = draw(st.sampled_from([1, 2]))
+    schedule = draw(st.sampled_from(["1f1b", "gpipe", "interleaved"]))
+    v = 2 if schedule == "interleaved" else 1
+    m = pp * draw(st.integers(1, 2)) if schedule == "interleaved" else draw(st.integers(1, 4))
+    par = dict(stage_tp=stp, dp=dp, cp=cp, schedule=schedule, virtual_stages=v,
+               sequence_parallel=draw(st.booleans()), recompute=draw(st.sampled_from(["none", "full"])),
+               zero_stage=draw(st.sampled_from([0, 1])), tp_comm_overlap=draw(st.booleans()),
+               grad_bucket_bytes=draw(st.sampled_from([200_000, 40_000_000])))
+    return par, m
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(uneven_plans())
+def test_random_uneven_plans_replay_and_keep_the_work(p):
+    par, m = p
+    dp, world = par["dp"], sum(par["stage_tp"]) * par["cp"] * par["dp"]
+    model = gpt(layers=12, hidden=128, heads=4, vocab=512)
+    ir = compile_workload(scenario(model, gbs=dp * m, seq=128, **par), world)
+    assert verify_ir(ir) > 0
+    ref = compile_workload(scenario(model, gbs=dp * m, seq=128, recompute=par["recompute"]), dp)
+    gemm = lambda ir_: sum(k[1] for r in range(ir_.world_size) for op in ir_.ops_of(r) for k in op.kernels
+                           if k[0] in ("gemm", "attention"))
+    assert gemm(ir) == pytest.approx(gemm(ref), rel=1e-9)
+
+
+def test_moe_with_uneven_tp_verifies():
+    model = gpt(layers=4, hidden=128, heads=4, vocab=512, num_experts=4, moe_top_k=2)
+    ir = compile_workload(scenario(model, gbs=8, seq=128, stage_tp=[4, 2], dp=2, ep=2), 12)
+    assert verify_ir(ir) > 0
+    assert {len(g) for g in ir.groups["ep"]} == {2}
