@@ -224,3 +224,14 @@ class StageTPLayout:
             embd.extend(mids)
         g["embd"] = embd
         return g
+
+
+def check_tp_in_nodes(tp_groups: list[tuple[int, ...]], rank_nodes: list[str], stage_tp: list[int] | None = None,
+                      file: str | None = None) -> None:
+    """TP groups must stay inside one node (PlanError naming the first group that does not)."""
+    for g in tp_groups:
+        nodes = sorted({rank_nodes[r] for r in g})
+        if len(nodes) > 1:
+            fld, value = ("parallelism.stage_tp", stage_tp) if stage_tp else ("parallelism.tp", len(g))
+            raise PlanError(f"tensor-parallel group of ranks {g[0]}-{g[-1]} spans nodes {nodes}; TP must stay "
+                            f"inside a node", file=file, field=fld, value=value)

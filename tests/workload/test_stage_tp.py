@@ -133,8 +133,8 @@ def test_tp_group_crossing_nodes_is_a_plan_error():
                   "{name: gh, node_type: gh200, num_nodes: 1}]", ["parallelism.schedule=1f1b"])
     api.prepare(sc)  # stage 0 on the 4-GPU node, stage 1 on the 8-GPU node: fine
     with pytest.raises(UserError, match="parallelism.stage_tp") as e:
-        api.run(sc2)
-    assert "\n" not in str(e.value)
+        api.prepare(sc2)  # stage 1 (ranks 2-9) would straddle both nodes
+    assert "\n" not in str(e.value) and "ranks 2-9" in str(e.value)
 
 
 def test_example_scenario():
