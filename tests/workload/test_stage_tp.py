@@ -180,3 +180,18 @@ def test_moe_with_uneven_tp_verifies():
     ir = compile_workload(scenario(model, gbs=8, seq=128, stage_tp=[4, 2], dp=2, ep=2), 12)
     assert verify_ir(ir) > 0
     assert {len(g) for g in ir.groups["ep"]} == {2}
+
+
+def test_planner_suggestion_runs():
+    from heterosim.planner.mapping import apply_overrides
+    from heterosim.planner.stage_tp import suggest_stage_tp
+
+    sc = api.load(ROOT / "scenarios" / "stage-tp.yaml", ["training.global_batch_size=4", "output.trace=false",
+                                                          "output.plots=false"])
+    ov = suggest_stage_tp(sc)
+    assert ov["parallelism.stage_tp"] == [8, 4, 4]
+    assert ov["parallelism.layer_partition"][0] > ov["parallelism.layer_partition"][1]  # the TP8 stage gets more
+    res = api.run(apply_overrides(sc, ov))
+    assert res.summary["iteration_time_s"] > 0
+    with pytest.raises(PlanError, match="whole stages"):
+        suggest_stage_tp(sc, dp=3)
