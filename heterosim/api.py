@@ -54,6 +54,10 @@ def prepare(scenario: Scenario, *, measurements: str | None = None) -> Prepared:
     rank_devices = [g.device for g in system.gpus]
     check_plan(scenario, system.num_gpus, rank_devices, file, rank_groups=[g.group for g in system.gpus])
     ir = compile_workload(scenario, system.num_gpus, rank_devices)
+    if scenario.parallelism.stage_tp is not None:  # uneven TP: say so before simulating (uniform TP: coordinator)
+        from heterosim.workload.groups import check_tp_in_nodes
+
+        check_tp_in_nodes(ir.groups["tp"], [g.node for g in system.gpus], scenario.parallelism.stage_tp, file)
     return Prepared(scenario, system, ir, ComputeModel(measurements), file)
 
 

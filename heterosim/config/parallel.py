@@ -31,6 +31,11 @@ class ParallelConfig(Strict):
     """Rank layout, fastest-varying first (Megatron's RankGenerator order)."""
     layer_partition: list[int] | None = None
     """Layers per pipeline stage (non-uniform); None = equal split."""
+    stage_tp: list[int] | None = None
+    """TP degree of each pipeline stage (uneven TP across device groups, e.g. [8, 4]); None = ``tp``
+    everywhere. Needs dp given or derivable; world = dp * cp * sum(stage_tp); each entry must divide the
+    attention heads and TP groups stay inside one node. Layout is stage-major (pp slowest); ``tp`` stays 1
+    (or max(stage_tp)), ``pp`` 1 or len(stage_tp)."""
     overlap_grad_reduce: bool = True
     """DP gradient reduction overlaps the backward pass (bucketed)."""
     overlap_param_gather: bool = True

@@ -7,6 +7,7 @@
 from heterosim.planner.mapping import Mapping, candidate_mappings, group_infos, map_ranks
 from heterosim.planner.partition import balance_layers, split_microbatches
 from heterosim.planner.search import Candidate, Planner, PlanReport, plan, plan_report
+from heterosim.planner.stage_tp import suggest_stage_tp
 
 __all__ = ["plan", "plan_report", "Planner", "PlanReport", "Candidate", "Mapping", "map_ranks",
-           "candidate_mappings", "group_infos", "balance_layers", "split_microbatches"]
+           "candidate_mappings", "group_infos", "balance_layers", "split_microbatches", "suggest_stage_tp"]

@@ -194,7 +194,8 @@ class Planner:
         ov = {"parallelism.tp": tp, "parallelism.pp": pp, "parallelism.dp": dp, "parallelism.schedule": sched,
               "parallelism.virtual_stages": v, "parallelism.recompute": rc, "training.micro_batch_size": mbs,
               "parallelism.layer_partition": vstage_partition(layers, v) if layers else _even(L, pp * v),
-              "training.microbatch_split": split if split else _even(total_mb, dp, mult)}
+              "training.microbatch_split": split if split else _even(total_mb, dp, mult),
+              "parallelism.stage_tp": None}  # candidates have one TP degree (uneven TP is not searched)
         if mapping is not None:
             ov.update(mapping.overrides(self.scenario))
         return ov
@@ -353,6 +354,8 @@ class Planner:
 
         sc0 = self.scenario
         par, tr = sc0.parallelism, sc0.training
+        if par.stage_tp is not None:  # the closed-form estimate models one TP degree only
+            return None
         tp, pp = par.tp, par.pp
         dp = par.dp or self.world // (tp * pp)
         mbs, v, sched, rc = tr.micro_batch_size, par.virtual_stages, par.schedule, par.recompute

@@ -22,6 +22,9 @@ COLUMNS = ("scenario", "setting", "model", "gpus", "plan", "layers", "microbatch
 def _plan_str(sc) -> str:
     p = sc.parallelism
     sched = p.schedule if p.virtual_stages == 1 else f"interleaved(v={p.virtual_stages})"
+    if p.stage_tp is not None:
+        return (f"TP{'/'.join(map(str, p.stage_tp))} PP{len(p.stage_tp)} DP{p.dp or '-'} "
+                f"mbs{sc.training.micro_batch_size} {sched} rc={p.recompute}")
     return (f"TP{p.tp} PP{p.pp} DP{p.dp or '-'} mbs{sc.training.micro_batch_size} {sched} "
             f"rc={p.recompute}")
 

@@ -192,8 +192,10 @@ class Coordinator:
                                 field="parallelism.tp", value=list(g))
             nodes = {system.gpus[r].node for r in g}
             if len(nodes) != 1:
-                raise PlanError(f"tensor-parallel group spans nodes {sorted(nodes)}; TP must stay inside a node",
-                                field="parallelism.tp", value=len(g))
+                stp = ir.meta.get("stage_tp")
+                raise PlanError(f"tensor-parallel group {list(g)[:2] + ['...']} spans nodes {sorted(nodes)}; TP must "
+                                f"stay inside a node", field="parallelism.stage_tp" if stp else "parallelism.tp",
+                                value=stp if stp else len(g))
             devices = {system.gpus[r].device for r in g}
             lane = Lane(id=len(self.lanes), ranks=tuple(g), program=progs.pop(), device=devices.pop(),
                         slowdown=max(system.gpus[r].slowdown for r in g))
@@ -314,9 +316,14 @@ class Coordinator:
         inst = _Instance(("p2p",) + key, sop, ranks, 2, [src_lane.id, dst_lane.id])
         inst.p2p_ops = (send_side, recv_side)  # type: ignore[attr-defined]
         inst.start_ns = self._now
-        size = max(sop.size_bytes, self.programs[dst_lane.program].ops[recv_side[1]].size_bytes)
-        for a, b in zip(src_lane.ranks, dst_lane.ranks):
-            self._launch_schedule(inst, "send", (a, b), size)
+        rsize = self.programs[dst_lane.program].ops[recv_side[1]].size_bytes
+        if len(src_lane.ranks) == len(dst_lane.ranks):
+            size = max(sop.size_bytes, rsize)
+            for a, b in zip(src_lane.ranks, dst_lane.ranks):
+                self._launch_schedule(inst, "send", (a, b), size)
+        else:  # stages of different TP degree (parallelism.stage_tp): re-shard between the two TP groups
+            for a, b, nbytes in reshard_transfers(src_lane.ranks, sop.size_bytes, dst_lane.ranks, rsize):
+                self._launch_schedule(inst, "send", (a, b), nbytes)
         if inst.pending == 0:
             self._finish_instance(inst)
 
@@ -556,6 +563,33 @@ class Coordinator:
         end = max((max(l.end_ns) if l.end_ns else 0) for l in self.lanes)
         return SimResult(end, self.lanes, self.programs, self._dur_tables, self.messages, self._finished_instances,
                          self.events, net.stats(), intra.stats() if intra is not None else None)
+
+
+def reshard_transfers(src_ranks: tuple[int, ...], src_bytes: int, dst_ranks: tuple[int, ...],
+                      dst_bytes: int) -> list[tuple[int, int, int]]:
+    """(sender, receiver, bytes) moving one pipeline message between TP groups of different size.
+
+    Sharded activations (sequence parallelism: every rank holds 1/tp of the message, so
+    ``src_bytes*tp_a == dst_bytes*tp_b``): receiver j needs bytes [j*dst_bytes, (j+1)*dst_bytes)
+    of the whole activation A. Otherwise each side holds the full (replicated) activation,
+    A = max of the two sizes, and every receiver needs all of it. Either way sender i supplies
+    the i-th of tp_a equal slices of A, so the senders share the work; a transfer carries the
+    overlap of what one sender supplies and one receiver needs."""
+    tp_a, tp_b = len(src_ranks), len(dst_ranks)
+    if src_bytes * tp_a == dst_bytes * tp_b:
+        total = src_bytes * tp_a
+        need = [(j * dst_bytes, (j + 1) * dst_bytes) for j in range(tp_b)]
+    else:
+        total = max(src_bytes, dst_bytes)
+        need = [(0, total)] * tp_b
+    out = []
+    for i, a in enumerate(src_ranks):
+        lo, hi = i * total // tp_a, (i + 1) * total // tp_a
+        for b, (nlo, nhi) in zip(dst_ranks, need):
+            n = min(hi, nhi) - max(lo, nlo)
+            if n > 0:
+                out.append((a, b, n))
+    return out
 
 
 class _ScheduleState:

@@ -306,7 +306,9 @@ def _emit_grad_sync(prog: _Prog, plan: Plan, scenario, stage: int, grad_items: d
     deps = tuple(reduce_ops) if reduce_ops else (last_op,)
     model = scenario.model
     if plan.pp > 1 and model.tie_embeddings and stage in (0, plan.pp - 1):
-        n = model.vocab_size // plan.tp * model.hidden_size
+        # uneven TP: the (first, last) pairs of the embd groups each carry 1/min(tp) of the tied table
+        emb_tp = min(plan.stage_tp[0], plan.stage_tp[-1]) if plan.stage_tp is not None else plan.tp
+        n = model.vocab_size // emb_tp * model.hidden_size
         deps = prog.comm("embedding_grad_allreduce", "allreduce", "embd", n * GRAD_BYTES, "embd:grad", deps, "opt",
                          stream="dp", kind="dp")
     # optimizer over this rank's (sharded, with ZeRO-1) parameters
@@ -361,11 +363,22 @@ def compile_workload(scenario, world_size: int, rank_devices: list[str] | None =
         raise PlanError(f"{len(rank_devices)} device names for {world_size} ranks", field="cluster",
                         value=len(rank_devices))
     model, tr = scenario.model, scenario.training
-    shapes = LayerShapes.of(model, plan, tr.precision)
-    kern = _kernel_table(shapes, model.is_moe, plan.recompute)
-    loss_bytes = 3 * shapes.tokens * 4
-    pp_bytes = shapes.hidden_bytes()
-    grad_items = _grad_items(plan, model)
+    stage_ctx: dict[int, tuple] = {}
+
+    def ctx(stage: int) -> tuple:
+        """(stage plan, shapes, kernels, loss bytes, pipeline message bytes, grad items) with the stage's own
+        TP degree; one shared context when TP is uniform."""
+        key = stage if plan.stage_tp is not None else 0
+        c = stage_ctx.get(key)
+        if c is None:
+            sp = plan.for_stage(stage)
+            shapes = LayerShapes.of(model, sp, tr.precision)
+            # pipeline messages: this rank's shard of the activation (b*s*h/tp with SP, else b*s*h)
+            c = (sp, shapes, _kernel_table(shapes, model.is_moe, sp.recompute), 3 * shapes.tokens * 4,
+                 shapes.hidden_bytes(), _grad_items(sp, model))
+            stage_ctx[key] = c
+        return c
+
     layout = plan.layout
     programs: list[Program] = []
     key_to_pid: dict[tuple[int, int], int] = {}
@@ -377,8 +390,7 @@ def compile_workload(scenario, world_size: int, rank_devices: list[str] | None =
         if pid is None:
             pid = len(programs)
             key_to_pid[key] = pid
-            programs.append(_build_program(pid, key[0], key[1], plan, shapes, kern, scenario, loss_bytes, pp_bytes,
-                                           grad_items))
+            programs.append(_build_program(pid, key[0], key[1], *ctx(key[0])[:3], scenario, *ctx(key[0])[3:]))
         rank_program[r] = pid
     ir = IR(world_size=world_size, programs=programs, rank_program=rank_program, groups=layout.groups())
     mem = memory_for_plan(scenario, plan)
@@ -399,7 +411,7 @@ def compile_workload(scenario, world_size: int, rank_devices: list[str] | None =
         "virtual_stages": plan.chunks,
         "memory_bytes": per_rank_mem,
         "memory_breakdown": {f"stage{s}/mb{m}": {k: int(v) for k, v in d.items()} for (s, m), d in mem.items()},
-        "dp": plan.dp, "tp": plan.tp, "pp": plan.pp, "cp": plan.cp, "ep": plan.ep,
+        "dp": plan.dp, "tp": plan.tp, "pp": plan.pp, **({"stage_tp": list(plan.stage_tp)} if plan.stage_tp else {}), "cp": plan.cp, "ep": plan.ep,
         "sequence_parallel": plan.sp, "recompute": plan.recompute, "zero_stage": plan.zero_stage,
         "precision": tr.precision,
         "total_params": total_params(model),

@@ -127,3 +127,111 @@ def rank_coords(rank: int, world_size: int, tp: int, pp: int, dp: int, cp: int =
                 order: str = "tp-cp-ep-dp-pp") -> dict[str, int]:
     """Coordinates of one rank (tp, cp, dp, pp, ep, edp)."""
     return RankLayout(world_size, tp, pp, dp, cp, ep, order).coords(rank)
+
+
+class StageTPLayout:
+    """Rank layout when pipeline stages have different TP degrees (``parallelism.stage_tp``).
+
+    Stage-major: stage ``s`` owns a contiguous block of ``dp*cp*stage_tp[s]`` ranks,
+    laid out inside the block like a one-stage :class:`RankLayout` (``order`` without
+    ``pp``: tp fastest, then cp, ep, dp). Groups that live inside a stage (tp, cp, dp,
+    dp_cp, tp_cp, ep, edp) are the per-stage groups, offset to the block. ``mp``
+    (tp x pp) is one replica's ranks over all stages.
+
+    ``pp`` groups: for each (tp index k, cp, dp) the ranks with those coordinates in
+    every stage whose degree exceeds k, in stage order. So the TP-index-0 ranks (lane
+    leaders) always form full-length pipelines and ``IR.peer_of`` on a leader gives the
+    leader of the neighbouring stage of the same replica; ranks with k >= some stage's
+    degree sit in shorter groups (only stages with that index). Every rank is in
+    exactly one group, so the groups are disjoint and cover the world. Pipeline data
+    between stages of different degree is re-sharded by the coordinator per lane.
+    ``embd`` (tied embedding): for k < min(stage_tp[0], stage_tp[-1]) the pair
+    (first stage, last stage) at index k, every other first/last-stage rank alone.
+    """
+
+    __slots__ = ("world_size", "stage_tp", "tp", "pp", "dp", "cp", "ep", "order", "_stages", "_base")
+
+    def __init__(self, stage_tp: list[int], dp: int, cp: int = 1, ep: int = 1,
+                 order: str = "tp-cp-ep-dp-pp") -> None:
+        full = _full_order(order, ep)
+        if full[-1] != "pp":
+            raise PlanError("uneven per-stage TP needs a stage-major layout: pp must be the slowest dimension "
+                            "(e.g. tp-cp-ep-dp-pp)", field="parallelism.order", value=order)
+        self.stage_tp = list(stage_tp)
+        self.tp, self.pp, self.dp, self.cp, self.ep = max(stage_tp), len(stage_tp), dp, cp, ep
+        self.order = full
+        inner = "-".join(d for d in full if d != "pp")
+        self._stages: list[RankLayout] = []
+        self._base: list[int] = []
+        base = 0
+        for t in stage_tp:
+            n = t * cp * dp
+            self._stages.append(RankLayout(n, t, 1, dp, cp, ep, inner))
+            self._base.append(base)
+            base += n
+        self.world_size = base
+
+    def stage_of(self, rank: int) -> int:
+        for s in range(self.pp - 1, -1, -1):
+            if rank >= self._base[s]:
+                return s
+        raise PlanError(f"rank out of range (world size {self.world_size})", field="rank", value=rank)
+
+    def rank_at(self, stage: int, c: dict[str, int]) -> int:
+        """The rank of ``stage`` with dense coordinates tp, cp, dp."""
+        r, stride = 0, 1
+        for d, size in self._stages[stage]._dense:
+            r += c.get(d, 0) * stride
+            stride *= size
+        return self._base[stage] + r
+
+    def coords(self, rank: int) -> dict[str, int]:
+        """Coordinates of ``rank``: tp, cp, dp, pp (its stage), ep, edp."""
+        if not 0 <= rank < self.world_size:
+            raise PlanError(f"rank out of range (world size {self.world_size})", field="rank", value=rank)
+        s = self.stage_of(rank)
+        out = self._stages[s].coords(rank - self._base[s])
+        out["pp"] = s
+        return out
+
+    def groups(self) -> dict[str, list[tuple[int, ...]]]:
+        g: dict[str, list[tuple[int, ...]]] = {}
+        per_stage = [lay.groups() for lay in self._stages]
+        for dim in ("tp", "cp", "dp", "dp_cp", "tp_cp", "ep", "edp"):
+            g[dim] = [tuple(self._base[s] + r for r in grp) for s in range(self.pp) for grp in per_stage[s][dim]]
+        pp: list[tuple[int, ...]] = []
+        mp: list[tuple[int, ...]] = []
+        for d in range(self.dp):
+            for c in range(self.cp):
+                mp.append(tuple(self.rank_at(s, {"tp": k, "cp": c, "dp": d})
+                                for s in range(self.pp) for k in range(self.stage_tp[s])))
+                for k in range(self.tp):
+                    pp.append(tuple(self.rank_at(s, {"tp": k, "cp": c, "dp": d})
+                                    for s in range(self.pp) if k < self.stage_tp[s]))
+        g["pp"] = pp
+        g["mp"] = mp
+        g["tp_pp"] = mp
+        embd: list[tuple[int, ...]] = []
+        last = self.pp - 1
+        m = min(self.stage_tp[0], self.stage_tp[last])
+        for grp in pp:
+            ends = [r for r in grp if self.stage_of(r) in (0, last)]
+            mids = [(r,) for r in grp if self.stage_of(r) not in (0, last)]
+            if self.pp > 1 and len(ends) == 2 and self.coords(ends[0])["tp"] < m:
+                embd.append((ends[0], ends[1]))
+            else:
+                embd.extend((r,) for r in ends)
+            embd.extend(mids)
+        g["embd"] = embd
+        return g
+
+
+def check_tp_in_nodes(tp_groups: list[tuple[int, ...]], rank_nodes: list[str], stage_tp: list[int] | None = None,
+                      file: str | None = None) -> None:
+    """TP groups must stay inside one node (PlanError naming the first group that does not)."""
+    for g in tp_groups:
+        nodes = sorted({rank_nodes[r] for r in g})
+        if len(nodes) > 1:
+            fld, value = ("parallelism.stage_tp", stage_tp) if stage_tp else ("parallelism.tp", len(g))
+            raise PlanError(f"tensor-parallel group of ranks {g[0]}-{g[-1]} spans nodes {nodes}; TP must stay "
+                            f"inside a node", file=file, field=fld, value=value)

@@ -85,13 +85,15 @@ def memory_for_plan(scenario, plan: Plan) -> dict[tuple[int, int], dict[str, flo
     zero = plan.zero_stage == 1
     dp_dense = plan.dp * plan.cp
     dp_expert = dp_dense // plan.ep
-    act_layer = activation_bytes_per_layer(model, plan, prec)
     scale = ACT_ELEM_BYTES[prec] / 2
-    sp_div = plan.tp if plan.sp else 1
     sbh = plan.seq_local * plan.micro_batch * model.hidden_size
     last_vs = plan.num_vstages - 1
     out: dict[tuple[int, int], dict[str, float]] = {}
-    for stage in range(plan.pp):
+    whole = plan
+    for stage in range(whole.pp):
+        plan = whole.for_stage(stage)  # its own TP degree with parallelism.stage_tp
+        act_layer = activation_bytes_per_layer(model, plan, prec)
+        sp_div = plan.tp if plan.sp else 1
         dense, expert = _stage_params(model, plan, stage)
         params = (dense + expert) * pb
         grads = (dense + expert) * gb
@@ -162,7 +164,8 @@ def check_plan(scenario, world_size: int, rank_devices: list[str], file: str | N
     if worst is not None:
         _, r, stage, need, have, label = worst
         par = scenario.parallelism
-        summary = (f"tp={plan.tp} pp={plan.pp} dp={plan.dp} cp={plan.cp} zero_stage={plan.zero_stage} "
+        tps = f"stage_tp={plan.stage_tp}" if plan.stage_tp is not None else f"tp={plan.tp}"
+        summary = (f"{tps} pp={plan.pp} dp={plan.dp} cp={plan.cp} zero_stage={plan.zero_stage} "
                    f"recompute={plan.recompute} micro_batch={plan.micro_batch}")
         hint = []
         if par.recompute != "full":

@@ -6,10 +6,10 @@ agree and an impossible plan is reported before any op is built.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from heterosim.errors import PlanError
-from heterosim.workload.groups import RankLayout
+from heterosim.workload.groups import RankLayout, StageTPLayout
 
 
 @dataclass(slots=True)
@@ -34,7 +34,21 @@ class Plan:
     sp: bool
     recompute: str
     zero_stage: int
-    layout: RankLayout
+    layout: RankLayout | StageTPLayout
+    stage_tp: list[int] | None = None
+    """TP degree per stage (uneven TP); None = ``tp`` on every stage."""
+    sp_requested: bool = False
+    """parallelism.sequence_parallel as given (``sp`` is it where tp > 1)."""
+
+    def for_stage(self, stage: int) -> "Plan":
+        """This plan as one stage sees it: ``tp`` (and ``sp``) of that stage. Itself when TP is uniform."""
+        if self.stage_tp is None:
+            return self
+        t = self.stage_tp[stage]
+        return replace(self, tp=t, sp=self.sp_requested and t > 1)
+
+    def tp_of(self, stage: int) -> int:
+        return self.tp if self.stage_tp is None else self.stage_tp[stage]
 
     @property
     def num_vstages(self) -> int:
@@ -61,6 +75,9 @@ def _resolve(scenario, world_size: int) -> Plan:
     tp, pp, cp, ep = par.tp, par.pp, par.cp, par.ep
     if world_size < 1:
         raise PlanError("the cluster has no GPUs", field="cluster", value=world_size)
+    stp = list(par.stage_tp) if par.stage_tp is not None else None
+    if stp is not None:
+        return _resolve_stage_tp(scenario, world_size, stp)
     if par.dp is not None:
         dp = par.dp
         if tp * pp * cp * dp != world_size:
@@ -71,23 +88,65 @@ def _resolve(scenario, world_size: int) -> Plan:
             raise PlanError(f"GPU count mismatch: tp*pp*cp = {tp * pp * cp} does not divide the cluster's "
                             f"{world_size} GPUs", field="cluster", value=f"{world_size} GPUs")
         dp = world_size // (tp * pp * cp)
+    _check_tp(model, tp, "parallelism.tp", tp)
+    seq, seq_local, sp = _check_seq(par, tr, tp, "parallelism.tp", tp)
+    return _finish(scenario, world_size, tp, pp, dp, seq, seq_local, sp,
+                   lambda: RankLayout(world_size, tp, pp, dp, cp, ep, par.order))
 
-    # tensor parallelism splits heads (and KV groups, replicated when tp > kv heads)
+
+def _resolve_stage_tp(scenario, world_size: int, stp: list[int]) -> Plan:
+    """Uneven TP: one degree per stage, stage-major layout (see StageTPLayout)."""
+    par, tr, model = scenario.parallelism, scenario.training, scenario.model
+    cp, ep = par.cp, par.ep
+    fld = "parallelism.stage_tp"
+    if not stp or any(t < 1 for t in stp):
+        raise PlanError("needs one TP degree >= 1 per pipeline stage", field=fld, value=stp)
+    if par.pp not in (1, len(stp)):
+        raise PlanError(f"needs one entry per pipeline stage (pp = {par.pp}), got {len(stp)}", field=fld, value=stp)
+    if par.tp not in (1, max(stp)):
+        raise PlanError(f"stage_tp sets the TP degree of every stage; leave tp at 1 (tp is {par.tp})", field=fld,
+                        value=stp)
+    pp, total = len(stp), sum(stp)
+    if par.dp is not None:
+        dp = par.dp
+        if dp * cp * total != world_size:
+            raise PlanError(f"GPU count mismatch: dp*cp*sum(stage_tp) = {dp * cp * total} but the cluster has "
+                            f"{world_size} GPUs", field=fld, value=stp)
+    else:
+        if world_size % (cp * total):
+            raise PlanError(f"GPU count mismatch: cp*sum(stage_tp) = {cp * total} does not divide the cluster's "
+                            f"{world_size} GPUs", field=fld, value=stp)
+        dp = world_size // (cp * total)
+    sp = False
+    for t in stp:
+        _check_tp(model, t, fld, stp)
+        seq, seq_local, sp_t = _check_seq(par, tr, t, fld, stp)
+        sp = sp or sp_t
+    plan = _finish(scenario, world_size, max(stp), pp, dp, seq, seq_local, sp,
+                   lambda: StageTPLayout(stp, dp, cp, ep, par.order))
+    plan.stage_tp = stp
+    plan.sp_requested = par.sequence_parallel
+    return plan
+
+
+def _check_tp(model, tp: int, fld: str, value) -> None:
+    """tensor parallelism splits heads (and KV groups, replicated when tp > kv heads)"""
     if model.num_attention_heads % tp:
-        raise PlanError(f"tp must divide num_attention_heads ({model.num_attention_heads})",
-                        field="parallelism.tp", value=tp)
+        raise PlanError(f"tp must divide num_attention_heads ({model.num_attention_heads})", field=fld, value=value)
     kv = model.kv_heads
     if kv % tp and tp % kv:
-        raise PlanError(f"tp must divide num_kv_heads ({kv}) or be a multiple of it",
-                        field="parallelism.tp", value=tp)
+        raise PlanError(f"tp must divide num_kv_heads ({kv}) or be a multiple of it", field=fld, value=value)
     if model.ffn_hidden_size % tp:
-        raise PlanError(f"tp must divide ffn_hidden_size ({model.ffn_hidden_size})", field="parallelism.tp", value=tp)
+        raise PlanError(f"tp must divide ffn_hidden_size ({model.ffn_hidden_size})", field=fld, value=value)
     if model.vocab_size % tp:
         # Megatron pads the vocabulary; we do not, so say so
-        raise PlanError(f"tp must divide vocab_size ({model.vocab_size}); pad the vocabulary",
-                        field="parallelism.tp", value=tp)
+        raise PlanError(f"tp must divide vocab_size ({model.vocab_size}); pad the vocabulary", field=fld,
+                        value=value)
 
-    # sequence split
+
+def _check_seq(par, tr, tp: int, fld: str, value) -> tuple[int, int, bool]:
+    """(seq, seq per cp rank, sequence parallel on) for one TP degree."""
+    cp = par.cp
     seq = tr.seq_length
     if seq % cp:
         raise PlanError(f"context parallelism needs seq_length divisible by cp ({cp})",
@@ -97,6 +156,13 @@ def _resolve(scenario, world_size: int) -> Plan:
     if sp and seq_local % tp:
         raise PlanError(f"sequence parallelism needs seq_length/cp ({seq_local}) divisible by tp ({tp})",
                         field="training.seq_length", value=seq)
+    return seq, seq_local, sp
+
+
+def _finish(scenario, world_size: int, tp: int, pp: int, dp: int, seq: int, seq_local: int, sp: bool,
+            make_layout) -> Plan:
+    par, tr, model = scenario.parallelism, scenario.training, scenario.model
+    cp, ep = par.cp, par.ep
 
     # experts
     if ep > 1 and not model.is_moe:
@@ -182,7 +248,7 @@ def _resolve(scenario, world_size: int) -> Plan:
         vstage_layers.append(list(range(start, start + c)))
         start += c
 
-    layout = RankLayout(world_size, tp, pp, dp, cp, ep, par.order)
+    layout = make_layout()
     return Plan(world_size=world_size, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, chunks=chunks, schedule=schedule,
                 micro_batch=mb, seq=seq, seq_local=seq_local, microbatches=microbatches,
                 vstage_layers=vstage_layers, sp=sp, recompute=par.recompute, zero_stage=par.zero_stage,

@@ -62,19 +62,29 @@ def check_tags(ir: IR) -> None:
                 raise SimulationError(f"group {dim} {members[:8]}: members issue different collectives")
     sends: Counter = Counter()
     recvs: Counter = Counter()
+    lanes = _uneven_tp(ir)
     for r in range(ir.world_size):
+        if lanes and ir.group_of(r, "tp")[0] != r:
+            continue  # uneven TP: pipeline messages pair TP groups (via their leaders) and are re-sharded
         for op in ir.ops_of(r):
             if op.peer_offset:
                 peer = ir.peer_of(r, op.peer_offset)
+                size = -1 if lanes else op.size_bytes  # a TP8 and a TP4 stage hold different shards
                 if op.collective == "send":
-                    sends[(r, peer, op.tag, op.size_bytes)] += 1
+                    sends[(r, peer, op.tag, size)] += 1
                 else:
-                    recvs[(peer, r, op.tag, op.size_bytes)] += 1
+                    recvs[(peer, r, op.tag, size)] += 1
     if sends != recvs:
         bad = next(iter((sends - recvs) or (recvs - sends)))
         raise SimulationError(f"unmatched point-to-point message {bad} (src, dst, tag, bytes)")
     if any(c > 1 for c in sends.values()):
         raise SimulationError("a send tag is used twice between the same ranks")
+
+
+def _uneven_tp(ir: IR) -> bool:
+    """TP groups of different sizes (parallelism.stage_tp): pipeline send/recv then pair whole TP groups,
+    as the coordinator runs them, instead of rank with rank."""
+    return len({len(g) for g in ir.groups.get("tp", ())}) > 1
 
 
 def replay(ir: IR) -> int:
@@ -95,7 +105,14 @@ def replay(ir: IR) -> int:
     key_members: dict[tuple, tuple] = {}
     total = 0
 
+    lanes = _uneven_tp(ir)
+
     def key_of(r, op):
+        if op.peer_offset and lanes:
+            lead = ir.group_of(r, "tp")[0]
+            peer = ir.peer_of(lead, op.peer_offset)
+            src, dst = (lead, peer) if op.collective == "send" else (peer, lead)
+            return ("p2p", src, dst, op.tag), ir.group_of(src, "tp") + ir.group_of(dst, "tp")
         if op.peer_offset:
             peer = ir.peer_of(r, op.peer_offset)
             src, dst = (r, peer) if op.collective == "send" else (peer, r)
