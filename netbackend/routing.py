@@ -24,6 +24,12 @@ _M64 = (1 << 64) - 1
 _RAIL_RE = re.compile(r"nic(\d+)$")
 
 
+def rail_of(index: int, name: str) -> int:
+    """Rail of a host for ``ecmp: rail``: k for a NIC named ``.../nic{k}``, else its index."""
+    m = _RAIL_RE.search(name)
+    return int(m.group(1)) if m else index
+
+
 def mix64(x: int) -> int:
     """splitmix64 finaliser: a fast, well-spread, process-independent integer hash
     (Python's ``hash(str)`` is salted per process, so it cannot make runs repeatable)."""
@@ -107,8 +113,7 @@ class Router:
 
     @staticmethod
     def _rail_of(index: int, name: str) -> int:
-        m = _RAIL_RE.search(name)
-        return int(m.group(1)) if m else index
+        return rail_of(index, name)
 
     def _host_idx(self, name: str, field: str) -> int:
         i = self.node_index.get(name)

@@ -13,6 +13,7 @@ from typing import Any
 
 from netbackend.base import Completion, Message, NetStats, NetworkBackend
 from netbackend.config import NetworkConfig, ecn_defaults_for_rate
+from netbackend.routing import rail_of
 from netbackend.errors import NetworkError, UserError
 from netbackend.ns3 import driver
 from netbackend.ns3.driver import run_isolated
@@ -54,6 +55,7 @@ class Ns3Backend(NetworkBackend):
             raise UserError("not implemented yet in the ns3 backend (use one of "
                             f"{', '.join(_CC_IMPLEMENTED)})", field="network.cc", value=cfg.cc)
         self._host_index = {h: i for i, h in enumerate(topology.hosts)}
+        self._rail = ({h: rail_of(i, h) for i, h in enumerate(topology.hosts)} if cfg.ecmp == "rail" else None)
         self._check_topology()
         t0 = time.perf_counter()
         sim_cls = driver.sim_class()
@@ -230,8 +232,10 @@ class Ns3Backend(NetworkBackend):
         self._start[msg.id] = msg.start_ns
         self._size[msg.id] = msg.size_bytes
         self._pending.add(msg.id)
+        # rail mode pins a flow to its source NIC's rail at every switch, as the flow backend does
+        key = self._rail[msg.src] if self._rail is not None else msg.flow_key
         self._sim.AddMessage(msg.id, self._host_index[msg.src], self._host_index[msg.dst],
-                             msg.size_bytes, msg.start_ns, msg.flow_key & 0xFFFFFFFFFFFFFFFF)
+                             msg.size_bytes, msg.start_ns, key & 0xFFFFFFFFFFFFFFFF)
         self._call_wall_s += time.perf_counter() - t0
 
     def advance(self, until_ns: int | None = None) -> list[Completion]:
