@@ -32,3 +32,17 @@ def test_single_node_ring_vs_nvls_busbw_near_nccl_tests():
     assert 340 <= ring.busbw_GBps <= 390
     assert 430 <= nvls.busbw_GBps <= 490
     assert nvls.busbw_GBps > ring.busbw_GBps * 1.15
+
+
+@pytest.mark.ns3
+def test_rail_pinned_ecmp_means_the_same_paths_in_both_backends():
+    """Across spines with ecmp: rail, both backends pin a flow to its NIC's rail: same times."""
+    pytest.importorskip("cppyy")
+    from netbackend.config import NetworkConfig
+
+    system = build_system(ClusterConfig(groups=[DeviceGroup(name="a100", node_type="dgx-a100", num_nodes=4)]),
+                          LeafSpineFabric(hosts_per_leaf=16))
+    cfg = NetworkConfig(ecmp="rail")
+    flow = run_collective(system, "allreduce", 64 << 20, 32, algorithm="ring", backend="flow", network=cfg)
+    ns3 = run_collective(system, "allreduce", 64 << 20, 32, algorithm="ring", backend="ns3", network=cfg)
+    assert ns3.time_ns == pytest.approx(flow.time_ns, rel=0.03)
