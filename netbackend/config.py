@@ -12,8 +12,13 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
-class _Strict(BaseModel):
+class StrictModel(BaseModel):
+    """Base of every config model in every layer: unknown fields are errors, assignments re-validate."""
+
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+_Strict = StrictModel
 
 
 class DcqcnConfig(_Strict):

@@ -1,6 +1,7 @@
-"""Shared pydantic base: unknown fields are errors, assignments re-validate."""
-from pydantic import BaseModel, ConfigDict
+"""Shared pydantic base: unknown fields are errors, assignments re-validate.
 
+One definition for every layer (it lives in the lowest one, ``netbackend.config``).
+"""
+from netbackend.config import StrictModel as Strict
 
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+__all__ = ["Strict"]
