@@ -66,3 +66,23 @@ def test_run_unknown_backend_writes_nothing(tmp_path):
 
 def test_missing_file():
     check_one_line_error(cli("validate", "/nonexistent/x.yaml"), "/nonexistent/x.yaml")
+
+
+def test_schema_and_compile(tmp_path):
+    import json
+
+    from heterosim.workload.ir import IR
+
+    proc = cli("schema")
+    assert proc.returncode == 0
+    schema = json.loads(proc.stdout)
+    assert {"model", "parallelism", "training", "cluster", "network"} <= set(schema["properties"])
+    path = tmp_path / "good.yaml"
+    path.write_text(textwrap.dedent(GOOD))
+    out = tmp_path / "ir"
+    proc = cli("compile", str(path), "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    ir = IR.from_dict(json.loads((out / "ir.json").read_text()))
+    summary = json.loads((out / "summary.json").read_text())
+    assert ir.world_size == 8 and len(summary["ops_per_rank"]) == 8
+    assert summary["total_flops"] == pytest.approx(ir.total_flops())
