@@ -2,8 +2,10 @@
 
 One process per rank, one thread per stream (compute, tp, pp_send, pp_recv,
 dp, ...). The ranks of a TP group run in lock-step, so when a process per rank
-would exceed ``max_events`` (1024 GPUs x 16k ops), a process per TP group is
-written instead and its name lists the ranks. Network messages appear as async
+would exceed ``max_events``, a process per TP group is written instead and its
+name lists the ranks; when even that is too much (1024 GPUs x 15k ops), every
+pipeline stage keeps at least one TP group and the others fill the budget, with
+the omission said in the trace's metadata. Network messages appear as async
 slices under a "network messages" process.
 """
 from __future__ import annotations
@@ -11,10 +13,11 @@ from __future__ import annotations
 import json
 
 
-def write_trace(path, sim, ir, *, max_messages: int = 200_000, max_events: int = 2_000_000) -> None:
+def write_trace(path, sim, ir, *, max_messages: int = 200_000, max_events: int = 500_000) -> None:
     events = []
     per_rank = sum(len(sim.programs[l.program].ops) * len(l.ranks) for l in sim.lanes) <= max_events
-    for lane in sim.lanes:
+    lanes = sim.lanes if per_rank else _lanes_within(sim, max_events)
+    for lane in lanes:
         prog = sim.programs[lane.program]
         ranks = lane.ranks
         stage = ir.program_of(ranks[0]).stage
@@ -39,8 +42,25 @@ def write_trace(path, sim, ir, *, max_messages: int = 200_000, max_events: int =
         events.append({**common, "ph": "b", "ts": m.start_ns / 1000.0,
                        "args": {"bytes": m.size_bytes, "link": m.link, "src": m.src_ep, "dst": m.dst_ep}})
         events.append({**common, "ph": "e", "ts": m.end_ns / 1000.0})
+    meta = {"lanes_shown": len(lanes), "lanes_total": len(sim.lanes),
+            "messages_shown": min(len(sim.messages), max_messages), "messages_total": len(sim.messages)}
     with open(path, "w") as fh:
-        json.dump({"traceEvents": events, "displayTimeUnit": "ns"}, fh)
+        json.dump({"traceEvents": events, "displayTimeUnit": "ns", "metadata": meta}, fh)
+
+
+def _lanes_within(sim, budget: int) -> list:
+    """TP groups to show: the first of each program (every stage appears), then others in order."""
+    size = {l.id: len(sim.programs[l.program].ops) for l in sim.lanes}
+    first = {}
+    for lane in sim.lanes:
+        first.setdefault(lane.program, lane)
+    chosen = {l.id for l in first.values()}
+    used = sum(size[i] for i in chosen)
+    for lane in sim.lanes:
+        if lane.id not in chosen and used + size[lane.id] <= budget:
+            chosen.add(lane.id)
+            used += size[lane.id]
+    return [l for l in sim.lanes if l.id in chosen]
 
 
 def _lane_slices(lane, prog) -> list[dict]:

@@ -54,11 +54,19 @@ def test_big_traces_fall_back_to_a_process_per_tp_group(result, tmp_path):
     from heterosim.results.trace import write_trace
 
     res, _ = result
-    write_trace(tmp_path / "t.json", res.sim, res.prepared.ir, max_events=10)
+    lane_ops = len(res.sim.programs[res.sim.lanes[0].program].ops)
+    write_trace(tmp_path / "t.json", res.sim, res.prepared.ir, max_events=len(res.sim.lanes) * lane_ops * 1.2)
     events = json.loads((tmp_path / "t.json").read_text())["traceEvents"]
     assert {e["pid"] for e in events if e["ph"] == "X"} == {lane.ranks[0] for lane in res.sim.lanes}
     names = [e["args"]["name"] for e in events if e.get("name") == "process_name"]
     assert any("(TP group)" in n for n in names)
+    # a tiny budget still shows every pipeline stage, and says what it left out
+    write_trace(tmp_path / "t.json", res.sim, res.prepared.ir, max_events=10)
+    trace = json.loads((tmp_path / "t.json").read_text())
+    events = trace["traceEvents"]
+    assert trace["metadata"]["lanes_shown"] == 2 < trace["metadata"]["lanes_total"]
+    stages = {res.prepared.ir.program_of(pid).stage for pid in {e["pid"] for e in events if e["ph"] == "X"}}
+    assert stages == {0, 1}
 
 
 def test_tables_list_every_op_and_message(result):
