@@ -177,6 +177,7 @@ class Coordinator:
         self._dur_tables: dict[tuple, list[int]] = {}
         self._intra_memo: dict[tuple, int] = {}
         self._plan_memo: dict[tuple, Any] = {}
+        self._relabel_memo: dict[tuple, list] = {}
         self.events = 0
 
     # ------------------------------------------------------------------ setup
@@ -397,7 +398,14 @@ class Coordinator:
             self._plan_memo[shape] = hit
         base_ranks, transfers, struct = hit
         if base_ranks != ranks:
-            transfers = _relabel(transfers, dict(zip(base_ranks, ranks)), self.system)
+            # the same group runs the same collective many times (buckets, micro-batches)
+            key = (shape, ranks)
+            moved = self._relabel_memo.get(key)
+            if moved is None:
+                moved = _relabel(transfers, dict(zip(base_ranks, ranks)), self.system)
+                if len(self._relabel_memo) < 200_000:
+                    self._relabel_memo[key] = moved
+            transfers = moved
         return transfers, struct
 
     def _start_transfer(self, state: "_ScheduleState", i: int) -> None:
