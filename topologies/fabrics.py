@@ -70,6 +70,16 @@ def place(nodes: Sequence[NodeInfo], weight: Callable[[NodeInfo], int], capacity
     return dict(sorted(blocks.items()))
 
 
+def _attach(nic: str, leaf: str, node: NodeInfo, fabric, switches: list[str], leaf_rate: dict[str, float],
+            links: list[Link]) -> None:
+    """Wire a NIC to its leaf (created on first use); a leaf's rate is its fastest NIC's."""
+    if leaf not in leaf_rate:
+        switches.append(leaf)
+        leaf_rate[leaf] = 0.0
+    leaf_rate[leaf] = max(leaf_rate[leaf], node.spec.nic_gbps)
+    links.append(Link(nic, leaf, node.spec.nic_gbps, fabric.link_delay_ns))
+
+
 def _nic_links(node: NodeInfo, leaf_of: Callable[[int], str], delay_ns: int) -> list[Link]:
     return [Link(nic, leaf_of(k), node.spec.nic_gbps, delay_ns) for k, nic in enumerate(node.nics)]
 
@@ -106,13 +116,8 @@ def leaf_spine(fabric, nodes: list[NodeInfo], file: str | None = None):
             # start a node on a fresh leaf when it would otherwise straddle two
             if len(node.nics) <= H and port % H + len(node.nics) > H:
                 port += H - port % H
-            for k, nic in enumerate(node.nics):
-                leaf = f"leaf{b * per_block + port // H}"
-                if leaf not in leaf_rate:
-                    switches.append(leaf)
-                    leaf_rate[leaf] = 0.0
-                leaf_rate[leaf] = max(leaf_rate[leaf], node.spec.nic_gbps)
-                links.append(Link(nic, leaf, node.spec.nic_gbps, fabric.link_delay_ns))
+            for nic in node.nics:
+                _attach(nic, f"leaf{b * per_block + port // H}", node, fabric, switches, leaf_rate, links)
                 port += 1
     spines, up = _leaves_to_spines(leaf_rate, H, fabric)
     return switches + spines, links + up
@@ -171,12 +176,7 @@ def rail_optimized(fabric, nodes: list[NodeInfo], file: str | None = None):
     for b, members in blocks.items():
         for node in members:
             for k, nic in enumerate(node.nics):
-                leaf = f"block{b}-rail{k}"
-                if leaf not in leaf_rate:
-                    switches.append(leaf)
-                    leaf_rate[leaf] = 0.0
-                leaf_rate[leaf] = max(leaf_rate[leaf], node.spec.nic_gbps)
-                links.append(Link(nic, leaf, node.spec.nic_gbps, fabric.link_delay_ns))
+                _attach(nic, f"block{b}-rail{k}", node, fabric, switches, leaf_rate, links)
     spines, up = _leaves_to_spines(leaf_rate, fabric.nodes_per_block, fabric)
     return switches + spines, links + up
 

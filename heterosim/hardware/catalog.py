@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-import yaml
 
 from netbackend.errors import UserError
+from topologies._util import read_yaml
 
 DEVICES_FILE = Path(__file__).parent / "devices.yaml"
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8")
@@ -114,10 +114,7 @@ def _parse(name: str, raw: dict, file: str) -> Device:
 def load_devices(path: str | Path = DEVICES_FILE) -> dict[str, Device]:
     """Parse a device catalog YAML (the built-in one by default)."""
     path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise UserError(f"cannot read device catalog ({exc})", file=str(path)) from None
+    data = read_yaml(path) or {}
     return {name: _parse(name, raw, str(path)) for name, raw in data.items()}
 
 

@@ -28,10 +28,10 @@ import math
 from pathlib import Path
 from typing import Any
 
-import yaml
 
 from heterosim.hardware.catalog import PRECISIONS, Device, device_names
 from netbackend.errors import UserError
+from topologies._util import read_yaml
 
 EFFICIENCY_FILE = Path(__file__).parent / "efficiency.yaml"
 OP_CLASSES = ("gemm", "attention", "elementwise", "embedding", "optimizer", "layer")
@@ -68,10 +68,7 @@ def _merge(base: dict, over: dict, file: str, where: str) -> dict:
 def load_efficiency(path: str | Path = EFFICIENCY_FILE) -> dict[str, dict]:
     """Family -> merged efficiency parameters (``default`` for devices with an unknown family)."""
     path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise UserError(f"cannot read efficiency curves ({exc})", file=str(path)) from None
+    data = read_yaml(path) or {}
     defaults = data.get("defaults")
     if not isinstance(defaults, dict):
         raise UserError("missing section", file=str(path), field="defaults")
