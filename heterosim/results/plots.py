@@ -27,9 +27,10 @@ def plot_timeline(path, sim, ir, max_lanes: int = 32) -> None:
                 per_stream.setdefault(op.stream, []).append((s / 1e6, (e - s) / 1e6))
         streams = sorted(per_stream)
         h = 0.8 / max(1, len(streams))
+        pixel_ms = sim.iteration_time_ns / 1e6 / 2000  # bars closer than this look joined anyway
         for k, st in enumerate(streams):
-            ax.broken_barh(per_stream[st], (row - 0.4 + k * h, h), color=_STREAM_COLORS.get(st, "#999999"),
-                           label=st if row == 0 else None)
+            ax.broken_barh(_merge_bars(per_stream[st], pixel_ms), (row - 0.4 + k * h, h),
+                           color=_STREAM_COLORS.get(st, "#999999"), label=st if row == 0 else None)
     ax.set_yticks(range(len(lanes)))
     ax.set_yticklabels([f"r{l.ranks[0]} s{ir.program_of(l.ranks[0]).stage}" for l in lanes], fontsize=7)
     ax.set_xlabel("time (ms)")
@@ -39,6 +40,18 @@ def plot_timeline(path, sim, ir, max_lanes: int = 32) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def _merge_bars(bars: list[tuple[float, float]], gap: float) -> list[tuple[float, float]]:
+    """Join (start, width) bars separated by less than ``gap``: a 1024-GPU run has 15k ops
+    per row, far more than the pixels to draw them."""
+    out: list[list[float]] = []
+    for start, width in sorted(bars):
+        if out and start - (out[-1][0] + out[-1][1]) < gap:
+            out[-1][1] = max(out[-1][1], start + width - out[-1][0])
+        else:
+            out.append([start, width])
+    return [tuple(b) for b in out]
 
 
 def plot_breakdown(path, summary: dict) -> None:
