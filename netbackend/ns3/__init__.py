@@ -245,16 +245,8 @@ class Ns3Backend(NetworkBackend):
                 return []
             if until_ns is not None and until_ns < self.now_ns:
                 until_ns = self.now_ns
-            idle_runs = 0
-            while True:
-                before = self.now_ns
-                status = int(self._sim.Run(-1 if until_ns is None else int(until_ns)))
-                flat = list(self._sim.DrainCompletions())
-                # A stop left over from simultaneous completions can end a run early with
-                # nothing new; run on (unless time stood still with nothing to show).
-                idle_runs = idle_runs + 1 if self.now_ns == before else 0
-                if flat or status or (until_ns is not None and self.now_ns >= until_ns) or idle_runs >= 2:
-                    break
+            status = int(self._sim.Run(-1 if until_ns is None else int(until_ns)))
+            flat = list(self._sim.DrainCompletions())
             out = []
             for i in range(0, len(flat), 2):
                 mid, fin = int(flat[i]), int(flat[i + 1])

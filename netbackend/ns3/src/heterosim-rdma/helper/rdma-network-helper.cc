@@ -296,7 +296,7 @@ RdmaNetworkHelper::Complete(uint64_t id)
         // Stop after every event already queued for this instant, so that all
         // completions at the same time come back together.
         m_stopAt = now;
-        Simulator::Stop(Time(0));
+        m_completionStop = Simulator::Stop(Time(0));
     }
 }
 
@@ -404,9 +404,12 @@ RdmaNetworkHelper::Run(int64_t untilNs)
         stop = Simulator::Stop(NanoSeconds(std::max<int64_t>(0, untilNs - now)));
     }
     m_runStart = std::chrono::steady_clock::now();
+    m_stopAt = -1;
     Simulator::Run();
     m_runWall += std::chrono::duration<double>(std::chrono::steady_clock::now() - m_runStart).count();
+    // Whichever stop ended this run, the other must not end the next one early.
     stop.Cancel();
+    m_completionStop.Cancel();
     if (m_status != OK && m_pending > 0)
     {
         // keep the watchdog armed for a caller that decides to go on

@@ -111,6 +111,7 @@ class RdmaNetworkHelper : public Object, public RdmaDeliverySink
     uint64_t m_pending{0};
     std::vector<std::pair<uint64_t, int64_t>> m_completions;
     int64_t m_stopAt{-1};
+    EventId m_completionStop; ///< the stop scheduled by a completion, cancelled when Run returns
     Status m_status{OK};
     std::string m_statusDetail;
     EventId m_watchdog;
