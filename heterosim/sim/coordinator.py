@@ -103,9 +103,8 @@ class _Instance:
     op: Op
     ranks: tuple[int, ...]
     lanes_needed: int
-    lanes_posted: list[int] = field(default_factory=list)
     lane_ops: dict[int, int] = field(default_factory=dict)
-    """Lane id -> the op id it posted (programs of different lanes may differ)."""
+    """Lane id -> the op id it posted (programs of different lanes may differ), in posting order."""
     pending: int = 0
     start_ns: int = -1
     end_ns: int = -1
@@ -292,11 +291,10 @@ class Coordinator:
                 inst = _Instance(key, op, self.ir.groups[dim][gid], self._lanes_in_group(dim, gid))
                 self._instances[key] = inst
             if lane.id not in inst.lane_ops:
-                inst.lanes_posted.append(lane.id)
                 inst.lane_ops[lane.id] = op.id
                 insts.append(inst)
         for inst in insts:
-            if len(inst.lanes_posted) == inst.lanes_needed:
+            if len(inst.lane_ops) == inst.lanes_needed:
                 self._start_instance(inst)
 
     def _post_p2p(self, lane: Lane, op: Op) -> None:
@@ -314,7 +312,7 @@ class Coordinator:
         dst_lane = self.lanes[recv_side[0]]
         sop = self.programs[src_lane.program].ops[send_side[1]]
         ranks = tuple(src_lane.ranks) + tuple(dst_lane.ranks)
-        inst = _Instance(("p2p",) + key, sop, ranks, 2, [src_lane.id, dst_lane.id])
+        inst = _Instance(("p2p",) + key, sop, ranks, 2, {send_side[0]: send_side[1], recv_side[0]: recv_side[1]})
         inst.p2p_ops = (send_side, recv_side)  # type: ignore[attr-defined]
         inst.start_ns = self._now
         rsize = self.programs[dst_lane.program].ops[recv_side[1]].size_bytes
@@ -456,16 +454,18 @@ class Coordinator:
                 self.lanes[lane_id].comm_start_ns[oid] = inst.start_ns
                 self._complete_op(self.lanes[lane_id], oid)
             return
-        for lane_id in inst.lanes_posted:
+        for lane_id, op_id in inst.lane_ops.items():
             lane = self.lanes[lane_id]
-            op_id = inst.lane_ops[lane_id]
             # a lane whose ranks sit in several instances of this op completes with the last one
-            counter = self._lane_inst_pending.setdefault((lane_id, op_id, inst.op.tag), self._lane_instances(lane, inst.op))
+            key = (lane_id, op_id, inst.op.tag)
+            counter = self._lane_inst_pending.get(key)
+            if counter is None:
+                counter = self._lane_instances(lane, inst.op)
             counter -= 1
-            self._lane_inst_pending[(lane_id, op_id, inst.op.tag)] = counter
+            self._lane_inst_pending[key] = counter
             lane.comm_start_ns[op_id] = max(lane.comm_start_ns.get(op_id, -1), inst.start_ns)
             if counter == 0:
-                del self._lane_inst_pending[(lane_id, op_id, inst.op.tag)]
+                del self._lane_inst_pending[key]
                 self._complete_op(lane, op_id)
 
     def _lane_instances(self, lane: Lane, op: Op) -> int:
