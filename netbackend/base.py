@@ -30,6 +30,12 @@ class Message:
     """When the sender posts it; must be >= the backend's current time."""
     flow_key: int = 0
     """Extra entropy for ECMP hashing (e.g. NCCL channel); same key, same path."""
+    connection: int = -1
+    """Transport connection (e.g. NCCL's per-channel connection to a peer): messages with the same
+    (src, dst, connection) share long-lived queue pairs and are carried in posting order.
+    -1: a connection of its own (one-off flows such as background traffic)."""
+    step_bytes: int = 0
+    """The sender posts the message in work requests (NCCL steps) of at most this size; 0 = one."""
 
 
 @dataclass(frozen=True, slots=True)

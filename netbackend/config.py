@@ -22,30 +22,64 @@ _Strict = StrictModel
 
 
 class DcqcnConfig(_Strict):
-    """DCQCN reaction/notification point parameters (per QP)."""
+    """DCQCN reaction/notification point parameters (per QP).
 
-    g: float = Field(1 / 256, gt=0, le=1)
-    """Alpha EWMA gain (paper, HPCC preset and SimAI: 1/256)."""
-    alpha_update_interval_ns: int = Field(1_000, gt=0)
-    """Alpha decay timer (HPCC preset/SimAI: 1 us; paper: 55 us)."""
-    rate_decrease_interval_ns: int = Field(4_000, gt=0)
-    """At most one rate cut per interval (HPCC preset/SimAI: 4 us; paper: 50 us)."""
-    rate_increase_interval_ns: int = Field(300_000, gt=0)
-    """Rate-increase timer (HPCC preset: 300 us; SimAI: 900 us; paper: 55 us)."""
-    byte_counter_bytes: int = Field(0, ge=0)
-    """Rate-increase byte counter; 0 disables it (HPCC preset/SimAI; paper: 10 MB)."""
-    fast_recovery_stages: int = Field(1, ge=0)
-    """F: fast-recovery stages before additive increase (HPCC preset: 1; paper: 5)."""
+    Every field left at None takes its value from the preset that ``network.cc``
+    names (:data:`DCQCN_PRESETS`): ``dcqcn`` is DCQCN as deployed NICs run it, in the
+    form the HPCC simulator's ``dcqcn`` (Mellanox) preset models; ``dcqcn_paper`` is
+    Zhu et al., SIGCOMM 2015.  A value set here overrides the preset's.
+    """
+
+    g: float | None = Field(None, gt=0, le=1)
+    """Alpha EWMA gain (both presets: 1/256)."""
+    alpha_update_interval_ns: int | None = Field(None, gt=0)
+    """Alpha timer (vendor: 1 us, applied every period with +g when a CNP arrived in it; paper: 55 us)."""
+    rate_decrease_interval_ns: int | None = Field(None, ge=0)
+    """Vendor: a cut is checked every interval (4 us); paper: 0 = every CNP cuts (the NP spaces CNPs)."""
+    rate_increase_interval_ns: int | None = Field(None, gt=0)
+    """Rate-increase timer (vendor: 300 us; paper: 55 us)."""
+    byte_counter_bytes: int | None = Field(None, ge=0)
+    """Rate-increase byte counter; 0 disables it (vendor: off; paper: 10 MB)."""
+    fast_recovery_stages: int | None = Field(None, ge=0)
+    """F: fast-recovery stages before additive increase (vendor: 1; paper: 5)."""
     rate_ai_mbps: float | None = Field(None, gt=0)
-    """Additive increase step; None = 5*bw/25 Mb/s (HPCC preset, 20 Mb/s at 100G)."""
+    """Additive increase step (vendor: 5 Mb/s per 25 Gb/s of line rate, 20 Mb/s at 100G; paper: 40 Mb/s)."""
     rate_hai_mbps: float | None = Field(None, gt=0)
-    """Hyper-additive step; None = 50*bw/25 Mb/s (HPCC preset, 200 Mb/s at 100G)."""
-    min_rate_mbps: float = Field(100.0, gt=0)
-    """Floor of the current rate (HPCC preset/SimAI: 100 Mb/s)."""
-    cnp_interval_ns: int = Field(50_000, ge=0)
-    """Notification point: at most one CNP per QP per interval (paper: 50 us)."""
-    cnp_mode: Literal["interval", "ack_piggyback"] = "interval"
-    """Send CNPs as separate packets, or as a flag on the next ACK."""
+    """Hyper-additive step (vendor: 50 Mb/s per 25 Gb/s; paper: 10 x R_AI)."""
+    min_rate_mbps: float | None = Field(None, gt=0)
+    """Floor of the current rate (vendor: 1000 Mb/s, the HPCC simulator's run.py; paper: 100 Mb/s)."""
+    clamp_target_rate: bool | None = None
+    """RT <- RC on every cut (paper), or only on cuts after an increase event (vendor: CLAMP_TARGET_RATE 0)."""
+    cnp_interval_ns: int | None = Field(None, ge=0)
+    """Notification point, ``interval`` mode: at most one CNP per QP per interval (paper: 50 us)."""
+    cnp_mode: Literal["interval", "ack_piggyback"] | None = None
+    """``ack_piggyback``: the receiver flags the ACK of every CE-marked packet (vendor, ACK per
+    packet); ``interval``: separate CNP packets at most once per ``cnp_interval_ns`` (paper)."""
+    reaction: Literal["vendor", "paper"] | None = None
+    """Reaction-point state machine: ``vendor`` (alpha and cut checks on fixed periods, HPCC
+    simulator's Mellanox model) or ``paper`` (cut on each CNP, alpha timer restarted by CNPs)."""
+
+
+DCQCN_PRESETS: dict[str, dict] = {
+    # DCQCN as deployed NICs run it, as the HPCC simulator's dcqcn (Mellanox) preset models it:
+    # shared/network-reference.md, column "HPCC simulator dcqcn preset" and the text above it
+    # (ECN echoed on every ACK, alpha every 1 us, cut check every 4 us, no target clamping,
+    # min rate 1000 Mb/s from its run.py).  R_AI/R_HAI scale with line rate (None here).
+    "dcqcn": dict(g=1 / 256, alpha_update_interval_ns=1_000, rate_decrease_interval_ns=4_000,
+                  rate_increase_interval_ns=300_000, byte_counter_bytes=0, fast_recovery_stages=1,
+                  rate_ai_mbps=None, rate_hai_mbps=None, min_rate_mbps=1000.0, clamp_target_rate=False,
+                  cnp_interval_ns=0, cnp_mode="ack_piggyback", reaction="vendor"),
+    # Zhu et al., SIGCOMM 2015 (network-reference.md, column "DCQCN paper"): 50 us CNP interval,
+    # 55 us alpha and increase timers, 10 MB byte counter, F = 5, R_AI = 40 Mb/s.  The paper
+    # gives no R_HAI or floor: R_HAI = 10 x R_AI and 100 Mb/s are the HPCC simulator's
+    # RdmaHw defaults' ratio (5/50 Mb/s) and MinRate.
+    "dcqcn_paper": dict(g=1 / 256, alpha_update_interval_ns=55_000, rate_decrease_interval_ns=0,
+                        rate_increase_interval_ns=55_000, byte_counter_bytes=10_000_000,
+                        fast_recovery_stages=5, rate_ai_mbps=40.0, rate_hai_mbps=400.0,
+                        min_rate_mbps=100.0, clamp_target_rate=True, cnp_interval_ns=50_000,
+                        cnp_mode="interval", reaction="paper"),
+}
+"""Each preset is one coherent column of shared/network-reference.md; never mixed."""
 
 
 class EcnConfig(_Strict):
@@ -53,11 +87,11 @@ class EcnConfig(_Strict):
 
     enabled: bool = True
     kmin_kb: float | None = Field(None, ge=0)
-    """Marking starts here; None = by link rate (SimAI.conf table, e.g. 400 KB at 100G)."""
+    """Marking starts here; None = by link rate and CC (:func:`ecn_defaults`)."""
     kmax_kb: float | None = Field(None, ge=0)
-    """Always mark above; None = by link rate (1600 KB at 100G)."""
+    """Always mark above; None = by link rate and CC."""
     pmax: float | None = Field(None, ge=0, le=1)
-    """Marking probability at Kmax; None = by link rate (0.2 at 100G)."""
+    """Marking probability at Kmax; None = by link rate and CC."""
 
     @model_validator(mode="after")
     def _order(self):
@@ -78,6 +112,13 @@ class PfcConfig(_Strict):
     """RESUME when the ingress queue drops this far below the threshold (HPCC sim: 3 KB)."""
     pause_quanta_ns: int = Field(0, ge=0)
     """0: a PAUSE lasts until RESUME (XON/XOFF); otherwise pause duration."""
+
+    @model_validator(mode="after")
+    def _can_resume(self):
+        if self.enabled and self.threshold == "static" and self.static_threshold_kb <= self.resume_offset_kb:
+            raise ValueError(f"static_threshold_kb ({self.static_threshold_kb}) must exceed resume_offset_kb "
+                             f"({self.resume_offset_kb}), or a paused ingress could never resume")
+        return self
 
 
 class BufferConfig(_Strict):
@@ -103,8 +144,9 @@ class HpccConfig(_Strict):
     """Target utilisation (paper and simulator: 0.95)."""
     max_stage: int = Field(0, ge=0)
     """Additive-increase stages before a multiplicative update (simulator: 0; paper: 5)."""
-    w_ai_mbps: float | None = Field(None, gt=0)
-    """W_AI as a rate (W_AI = rate x T); None = 10*bw/25 Mb/s (HPCC simulator; 40 Mb/s at 100G)."""
+    w_ai_bytes: float = Field(80.0, gt=0)
+    """Additive increase W_AI per update (paper, SIGCOMM 2019 section 5: 80 B, i.e. B T (1 - eta) / N
+    for N = 100 flows at 100G, T = 13 us)."""
     base_rtt_ns: int | None = Field(None, gt=0)
     """T; None = per host, the largest unloaded RTT to any host in the fabric (computed)."""
     int_bytes: int = Field(42, ge=0, le=1024)
@@ -148,6 +190,43 @@ class TimelyConfig(_Strict):
         return self
 
 
+class DctcpConfig(_Strict):
+    """DCTCP (Alizadeh et al., SIGCOMM 2010; RFC 8257) in the NIC: a window, not a rate.
+
+    Switches mark at one threshold K (Kmin = Kmax); the receiver echoes CE on ACKs;
+    once per window of data the sender sets alpha <- (1 - g) alpha + g M (M = share of
+    acknowledged bytes that were marked) and, at most once per window when marks
+    were echoed, W <- W (1 - alpha/2); otherwise W grows by one MTU per window.
+    """
+
+    g: float = Field(1 / 16, gt=0, le=1)
+    """Alpha gain (paper and RFC 8257: 1/16)."""
+    k_kb: float | None = Field(None, gt=0)
+    """Marking threshold; None = 30 KB x (link rate / 10G) (HPCC paper's DCTCP setting)."""
+
+
+class TransportConfig(_Strict):
+    """How the NIC carries messages: NCCL-like long-lived queue pairs, or one QP per message."""
+
+    qp_mode: Literal["per_connection", "per_message"] = "per_connection"
+    """``per_connection``: messages of one (peer, connection) share long-lived QPs whose congestion
+    state persists across operations, as NCCL keeps QPs per channel and peer; ``per_message``: a
+    fresh QP at line rate per message (what RDMA benchmarks with one QP per transfer do)."""
+    qps_per_connection: int = Field(1, ge=1, le=16)
+    """QPs per connection; whole messages round-robin over them (NCCL_IB_QPS_PER_CONNECTION = 1,
+    NCCL_IB_SPLIT_DATA_ON_QPS = 0: NCCL environment-variable docs)."""
+    max_outstanding_steps: int = Field(8, ge=1, le=64)
+    """Steps in flight per connection before the receiver's clear-to-send (NCCL_STEPS = 8 slots of
+    NCCL_BUFFSIZE = 4 MiB)."""
+    retransmit_timeout_ns: int = Field(4_000_000, gt=0)
+    """Go back to the last acknowledged byte after this long without progress.  Larger than the
+    time to drain a full 32 MB buffer at 100 Gb/s (2.56 ms), so queueing alone never fires it;
+    a real NIC's NCCL_IB_TIMEOUT = 20 (4.3 s) would hide a lost packet for the whole run."""
+    nack_interval_ns: int = Field(500_000, gt=0)
+    """A receiver repeats a NACK for the same gap after this long (HPCC simulator, RdmaHw
+    "NACK Generation Interval": 500 us)."""
+
+
 class BackgroundConfig(_Strict):
     """``network.background``: other tenants' traffic sharing the fabric."""
 
@@ -171,7 +250,17 @@ class BackgroundConfig(_Strict):
         return self
 
 
-CcKind = Literal["dcqcn", "none", "hpcc", "timely"]
+CcKind = Literal["dcqcn", "dcqcn_paper", "hpcc", "timely", "dctcp", "none"]
+"""Congestion-control presets, each coherent with one named source (see :data:`CC_SOURCES`)."""
+
+CC_SOURCES: dict[str, str] = {
+    "dcqcn": "DCQCN as NICs run it: HPCC simulator's dcqcn (Mellanox) preset",
+    "dcqcn_paper": "DCQCN as in Zhu et al., SIGCOMM 2015",
+    "hpcc": "HPCC, Li et al., SIGCOMM 2019 (paper's W_AI and eta)",
+    "timely": "TIMELY, Mittal et al., SIGCOMM 2015 (HPCC simulator's settings)",
+    "dctcp": "DCTCP, Alizadeh et al., SIGCOMM 2010 / RFC 8257 (window; K as in the HPCC paper)",
+    "none": "no end-to-end CC: line rate, PFC only",
+}
 
 
 class NetworkConfig(_Strict):
@@ -180,26 +269,29 @@ class NetworkConfig(_Strict):
     backend: str = "flow"
     """Registered backend name: ``flow`` (fast, flow-level) or ``ns3`` (packet-level)."""
     cc: CcKind = "dcqcn"
-    """Congestion control; ``none`` = PFC only.  Only the ns3 backend models it
-    (dcqcn, hpcc, timely, none); the flow backend ignores it (max-min fair sharing)."""
+    """Congestion-control preset (:data:`CC_SOURCES`); ``none`` = PFC only.  Only the ns3 backend
+    models it; the flow backend ignores it (max-min fair sharing)."""
+    cc_window: bool = False
+    """DCQCN/TIMELY "+window": also cap bytes in flight per QP at one BDP (line rate x base RTT),
+    as the HPCC simulator's window option does.  HPCC and DCTCP are window-based anyway."""
     mtu_bytes: int = Field(4096, ge=1024, le=9000)
     """Payload per data packet (RoCE's largest MTU on real NICs is 4096 B)."""
     header_bytes: int = Field(78, ge=0)
     """Per packet on the wire: Eth 14 + FCS 4 + IPv4 20 + UDP 8 + BTH 12 + ICRC 4 + preamble/IFG 20 - ... (RoCEv2)."""
     ack_interval_packets: int = Field(1, ge=1)
     """Receiver ACKs every N data packets (coalescing)."""
-    qp_mode: Literal["per_message", "per_pair"] = "per_message"
-    """One QP per message, or one reused QP per (src, dst) pair."""
+    transport: TransportConfig = TransportConfig()
     ecmp: Literal["hash", "rail"] = "hash"
     """Path choice among equal-cost paths: 5-tuple hash with per-switch seed, or rail-pinned."""
     per_hop_latency_ns: int = Field(500, ge=0)
-    """Switch pipeline latency (flow backend adds it per hop)."""
+    """Switch pipeline latency, added per switch traversed by both backends."""
     dcqcn: DcqcnConfig = DcqcnConfig()
     ecn: EcnConfig = EcnConfig()
     pfc: PfcConfig = PfcConfig()
     buffer: BufferConfig = BufferConfig()
     hpcc: HpccConfig = HpccConfig()
     timely: TimelyConfig = TimelyConfig()
+    dctcp: DctcpConfig = DctcpConfig()
     background: BackgroundConfig | None = None
     """Other tenants' traffic sharing the fabric (Poisson flows from a size CDF); None = none."""
     queue_sample_interval_ns: int = Field(10_000, gt=0)
@@ -210,12 +302,38 @@ class NetworkConfig(_Strict):
     """Stop with a deadlock error if no byte is delivered for this long while paused."""
 
 
+ECN_RATE_TABLE_KB: tuple[tuple[float, float, float, float], ...] = (
+    (25, 100, 400, 0.2), (50, 200, 800, 0.2), (100, 400, 1600, 0.2), (200, 800, 3200, 0.2),
+    (400, 1600, 6400, 0.2), (800, 3200, 12800, 0.2),
+)
+"""(link Gb/s, Kmin KB, Kmax KB, Pmax) for DCQCN: the HPCC simulator's setting, Kmin/Kmax =
+100/400 KB x (rate / 25G), Pmax 0.2 (shared/network-reference.md, "Published evaluation setups";
+SimAI.conf's table agrees up to 100G and differs at 200/400G)."""
+
+DCQCN_PAPER_ECN_KB = (5.0, 200.0, 0.01)
+"""Kmin/Kmax/Pmax of Zhu et al., SIGCOMM 2015 (5 KB / 200 KB / 1%)."""
+
+
 def ecn_defaults_for_rate(rate_gbps: float) -> tuple[float, float, float]:
-    """(Kmin KB, Kmax KB, Pmax) by link rate, from SimAI.conf (../shared/network-reference.md)."""
-    table = [(25, 100, 400, 0.2), (50, 200, 800, 0.2), (100, 400, 1600, 0.2),
-             (200, 300, 1200, 0.8), (400, 800, 3200, 0.2)]
-    best = min(table, key=lambda row: abs(row[0] - rate_gbps))
-    if rate_gbps > 400:
-        scale = rate_gbps / 400
-        return 800 * scale, 3200 * scale, 0.2
-    return float(best[1]), float(best[2]), float(best[3])
+    """(Kmin KB, Kmax KB, Pmax) for DCQCN at a link rate: :data:`ECN_RATE_TABLE_KB`, linear in the
+    rate between and beyond its rows (it is 4 KB and 16 KB per Gb/s throughout)."""
+    return 4.0 * rate_gbps, 16.0 * rate_gbps, 0.2
+
+
+def ecn_defaults(rate_gbps: float, cc: str, dctcp_k_kb: float | None = None) -> tuple[float, float, float]:
+    """(Kmin KB, Kmax KB, Pmax) a switch port uses by default for ``cc`` at ``rate_gbps``."""
+    if cc == "dctcp":
+        k = dctcp_k_kb if dctcp_k_kb is not None else 30.0 * rate_gbps / 10.0  # HPCC paper's DCTCP
+        return k, k, 1.0
+    if cc == "dcqcn_paper":
+        return DCQCN_PAPER_ECN_KB
+    return ecn_defaults_for_rate(rate_gbps)
+
+
+def resolved_dcqcn(cfg: "NetworkConfig") -> dict:
+    """The DCQCN parameters in force: the preset's column, overridden by fields set explicitly."""
+    preset = dict(DCQCN_PRESETS["dcqcn_paper" if cfg.cc == "dcqcn_paper" else "dcqcn"])
+    for name, value in cfg.dcqcn.model_dump().items():
+        if value is not None:
+            preset[name] = value
+    return preset

@@ -12,8 +12,8 @@ import time
 from typing import Any
 
 from netbackend.base import Completion, Message, NetStats, NetworkBackend
-from netbackend.config import NetworkConfig, ecn_defaults_for_rate
-from netbackend.routing import rail_of
+from netbackend.config import NetworkConfig, ecn_defaults, resolved_dcqcn
+from netbackend.routing import Router, rail_of
 from netbackend.errors import NetworkError, UserError
 from netbackend.ns3 import driver
 from netbackend.ns3.driver import run_isolated
@@ -23,7 +23,10 @@ from netbackend.topo import NetTopology
 __all__ = ["Ns3Backend", "run_isolated", "unit_test_command"]
 
 _STATUS = {1: "PFC deadlock", 2: "no progress", 3: "wall-clock limit"}
-_CC_IMPLEMENTED = ("dcqcn", "hpcc", "timely", "none")
+_CC_IMPLEMENTED = ("dcqcn", "dcqcn_paper", "hpcc", "timely", "dctcp", "none")
+_CC_MODE = {"dcqcn": "dcqcn", "dcqcn_paper": "dcqcn", "hpcc": "hpcc", "timely": "timely",
+            "dctcp": "dctcp", "none": "none"}
+"""network.cc preset -> the NIC's CongestionControl state machine."""
 _HOT_PORTS = 8
 """Queue samples are returned for this many ports with the largest mean queue."""
 
@@ -56,6 +59,7 @@ class Ns3Backend(NetworkBackend):
                             f"{', '.join(_CC_IMPLEMENTED)})", field="network.cc", value=cfg.cc)
         self._host_index = {h: i for i, h in enumerate(topology.hosts)}
         self._rail = ({h: rail_of(i, h) for i, h in enumerate(topology.hosts)} if cfg.ecmp == "rail" else None)
+        self._router = Router(topology, mode=cfg.ecmp, seed=seed) if cfg.ecmp == "hash" else None
         self._check_topology()
         t0 = time.perf_counter()
         sim_cls = driver.sim_class()
@@ -101,7 +105,8 @@ class Ns3Backend(NetworkBackend):
 
     def _configure(self, sim_cls, track_message_bytes: bool, rate_sample_qps: int) -> None:
         cfg = self.config
-        d, pfc, buf, hp, tm = cfg.dcqcn, cfg.pfc, cfg.buffer, cfg.hpcc, cfg.timely
+        pfc, buf, hp, tm, tr = cfg.pfc, cfg.buffer, cfg.hpcc, cfg.timely, cfg.transport
+        d = resolved_dcqcn(cfg)
         nic = "ns3::RdmaNic::"
         sw = "ns3::RdmaSwitchNode::"
         helper = "ns3::RdmaNetworkHelper::"
@@ -109,29 +114,33 @@ class Ns3Backend(NetworkBackend):
             nic + "Payload": str(cfg.mtu_bytes),
             nic + "HeaderBytes": str(cfg.header_bytes),
             nic + "AckInterval": str(cfg.ack_interval_packets),
-            nic + "QpPerPair": "true" if cfg.qp_mode == "per_pair" else "false",
-            nic + "CongestionControl": cfg.cc,
-            nic + "CnpMode": d.cnp_mode,
-            nic + "CnpInterval": _ns(d.cnp_interval_ns),
-            # Lossless fabric: data is never dropped, so no timeout (a drop is
-            # reported and the watchdog stops the run); lossy: 1 ms.
-            nic + "RetransmitTimeout": "0ns" if pfc.enabled else "1ms",
-            nic + "FlowHashIsKey": "true" if cfg.ecmp == "rail" else "false",
+            nic + "QpMode": tr.qp_mode,
+            nic + "QpsPerConnection": str(tr.qps_per_connection),
+            nic + "MaxOutstandingSteps": str(tr.max_outstanding_steps),
+            nic + "CongestionControl": _CC_MODE[cfg.cc],
+            nic + "CcWindow": "true" if cfg.cc_window else "false",
+            nic + "CnpMode": d["cnp_mode"],
+            nic + "CnpInterval": _ns(d["cnp_interval_ns"]),
+            nic + "RetransmitTimeout": _ns(tr.retransmit_timeout_ns),
+            nic + "NackInterval": _ns(tr.nack_interval_ns),
             nic + "TrackMessageBytes": "true" if track_message_bytes else "false",
             nic + "RateSampleQps": str(int(rate_sample_qps)),
-            nic + "DcqcnG": repr(float(d.g)),
-            nic + "DcqcnAlphaInterval": _ns(d.alpha_update_interval_ns),
-            nic + "DcqcnRateDecreaseInterval": _ns(d.rate_decrease_interval_ns),
-            nic + "DcqcnRateIncreaseInterval": _ns(d.rate_increase_interval_ns),
-            nic + "DcqcnByteCounter": str(d.byte_counter_bytes),
-            nic + "DcqcnFastRecoveryStages": str(d.fast_recovery_stages),
-            nic + "DcqcnRateAi": _bps(d.rate_ai_mbps) if d.rate_ai_mbps else "0bps",
-            nic + "DcqcnRateHai": _bps(d.rate_hai_mbps) if d.rate_hai_mbps else "0bps",
-            nic + "DcqcnMinRate": _bps(d.min_rate_mbps),
+            nic + "DcqcnVendor": "true" if d["reaction"] == "vendor" else "false",
+            nic + "DcqcnClampTargetRate": "true" if d["clamp_target_rate"] else "false",
+            nic + "DcqcnG": repr(float(d["g"])),
+            nic + "DcqcnAlphaInterval": _ns(d["alpha_update_interval_ns"]),
+            nic + "DcqcnRateDecreaseInterval": _ns(d["rate_decrease_interval_ns"]),
+            nic + "DcqcnRateIncreaseInterval": _ns(d["rate_increase_interval_ns"]),
+            nic + "DcqcnByteCounter": str(d["byte_counter_bytes"]),
+            nic + "DcqcnFastRecoveryStages": str(d["fast_recovery_stages"]),
+            nic + "DcqcnRateAi": _bps(d["rate_ai_mbps"]) if d["rate_ai_mbps"] else "0bps",
+            nic + "DcqcnRateHai": _bps(d["rate_hai_mbps"]) if d["rate_hai_mbps"] else "0bps",
+            nic + "DcqcnMinRate": _bps(d["min_rate_mbps"]),
+            nic + "DctcpG": repr(float(cfg.dctcp.g)),
             nic + "IntHeaderBytes": str(hp.int_bytes),
             nic + "HpccEta": repr(float(hp.eta)),
             nic + "HpccMaxStage": str(hp.max_stage),
-            nic + "HpccRateAi": _bps(hp.w_ai_mbps) if hp.w_ai_mbps else "0bps",
+            nic + "HpccWai": repr(float(hp.w_ai_bytes)),
             nic + "HpccBaseRtt": _ns(hp.base_rtt_ns or 0),
             nic + "HpccMinRate": _bps(hp.min_rate_mbps),
             nic + "TimelyAlpha": repr(float(tm.alpha)),
@@ -174,7 +183,7 @@ class Ns3Backend(NetworkBackend):
             lb.append(index[link.b])
             rate.append(link.rate_gbps * 1e9)
             delay.append(int(link.delay_ns))
-            dk = ecn_defaults_for_rate(link.rate_gbps)
+            dk = ecn_defaults(link.rate_gbps, cfg.cc, cfg.dctcp.k_kb)
             e = cfg.ecn
             kmin.append((e.kmin_kb if e.kmin_kb is not None else dk[0]) * 1000.0)
             kmax.append((e.kmax_kb if e.kmax_kb is not None else dk[1]) * 1000.0)
@@ -232,10 +241,15 @@ class Ns3Backend(NetworkBackend):
         self._start[msg.id] = msg.start_ns
         self._size[msg.id] = msg.size_bytes
         self._pending.add(msg.id)
-        # rail mode pins a flow to its source NIC's rail at every switch, as the flow backend does
-        key = self._rail[msg.src] if self._rail is not None else msg.flow_key
+        # rail mode pins a flow to its source NIC's rail at every switch, as the flow backend does;
+        # hash mode: the flow backend's own flow hash, so both backends pick the same paths
+        if self._rail is not None:
+            fhash = self._rail[msg.src]
+        else:
+            fhash = self._router.flow_hash32(msg.src, msg.dst, msg.flow_key)
         self._sim.AddMessage(msg.id, self._host_index[msg.src], self._host_index[msg.dst],
-                             msg.size_bytes, msg.start_ns, key & 0xFFFFFFFFFFFFFFFF)
+                             msg.size_bytes, msg.start_ns, fhash & 0xFFFFFFFF, int(msg.connection),
+                             max(0, int(msg.step_bytes)))
         self._call_wall_s += time.perf_counter() - t0
 
     def advance(self, until_ns: int | None = None) -> list[Completion]:

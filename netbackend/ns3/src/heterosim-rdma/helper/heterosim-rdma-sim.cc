@@ -59,9 +59,10 @@ HeterosimRdmaSim::Build(const FabricSpec& fabric)
 
 void
 HeterosimRdmaSim::AddMessage(uint64_t id, uint32_t src, uint32_t dst, uint64_t bytes,
-                             int64_t startNs, uint64_t flowKey)
+                             int64_t startNs, uint32_t flowHash,
+                             int64_t connection, uint64_t stepBytes)
 {
-    m_impl->helper->AddMessage(id, src, dst, bytes, startNs, flowKey);
+    m_impl->helper->AddMessage(id, src, dst, bytes, startNs, flowHash, connection, stepBytes);
 }
 
 int
@@ -163,17 +164,25 @@ HeterosimRdmaSim::CounterNames() const
 {
     return {"data_packets_sent", "retransmitted_packets", "acks_sent", "nacks_sent",
             "cnps_sent", "cnps_received", "ce_received", "rate_cuts", "timeouts",
-            "delivered_bytes", "unroutable"};
+            "delivered_bytes", "unroutable", "send_qps", "rx_qp_states", "connections"};
 }
 
 std::vector<double>
 HeterosimRdmaSim::CounterValues() const
 {
-    const RdmaCounters& c = m_impl->helper->GetCounters();
+    auto& h = *m_impl->helper;
+    const RdmaCounters& c = h.GetCounters();
+    double qps = 0, rx = 0, conns = 0;
+    for (uint32_t i = 0; i < h.GetNHosts(); ++i)
+    {
+        qps += h.GetNic(i)->GetActiveQps();
+        rx += h.GetNic(i)->GetRxQpStates();
+        conns += h.GetNic(i)->GetConnections();
+    }
     return {double(c.dataPacketsSent), double(c.retransmittedPackets), double(c.acksSent),
             double(c.nacksSent), double(c.cnpsSent), double(c.cnpsReceived),
             double(c.ceReceived), double(c.rateCuts), double(c.timeouts),
-            double(c.deliveredBytes), double(c.unroutable)};
+            double(c.deliveredBytes), double(c.unroutable), qps, rx, conns};
 }
 
 std::vector<int64_t>

@@ -257,17 +257,20 @@ RdmaNetworkHelper::Build(const FabricSpec& fabric)
 
 void
 RdmaNetworkHelper::AddMessage(uint64_t id, uint32_t src, uint32_t dst, uint64_t bytes,
-                              int64_t startNs, uint64_t flowKey)
+                              int64_t startNs, uint32_t flowHash,
+                             int64_t connection, uint64_t stepBytes)
 {
     m_pending++;
     const int64_t now = Simulator::Now().GetNanoSeconds();
     Simulator::Schedule(NanoSeconds(std::max<int64_t>(0, startNs - now)),
-                        &RdmaNetworkHelper::Post, this, id, src, dst, bytes, flowKey);
+                        &RdmaNetworkHelper::Post, this, id, src, dst, bytes, flowHash, connection,
+                        stepBytes);
     ArmPeriodic();
 }
 
 void
-RdmaNetworkHelper::Post(uint64_t id, uint32_t src, uint32_t dst, uint64_t bytes, uint64_t flowKey)
+RdmaNetworkHelper::Post(uint64_t id, uint32_t src, uint32_t dst, uint64_t bytes, uint32_t flowHash,
+                        int64_t connection, uint64_t stepBytes)
 {
     if (bytes == 0 || src == dst)
     {
@@ -275,7 +278,7 @@ RdmaNetworkHelper::Post(uint64_t id, uint32_t src, uint32_t dst, uint64_t bytes,
         Complete(id);
         return;
     }
-    m_nics[src]->PostMessage(id, dst, bytes, flowKey);
+    m_nics[src]->PostMessage(id, dst, bytes, flowHash, connection, stepBytes);
 }
 
 void

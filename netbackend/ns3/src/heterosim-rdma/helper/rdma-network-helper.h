@@ -39,7 +39,7 @@ class RdmaNetworkHelper : public Object, public RdmaDeliverySink
     void Build(const FabricSpec& fabric);
 
     void AddMessage(uint64_t id, uint32_t src, uint32_t dst, uint64_t bytes, int64_t startNs,
-                    uint64_t flowKey);
+                    uint32_t flowHash, int64_t connection, uint64_t stepBytes);
     /// Run until the next completion time or @p untilNs (< 0: no limit).
     Status Run(int64_t untilNs);
     uint64_t Pending() const { return m_pending; }
@@ -95,7 +95,8 @@ class RdmaNetworkHelper : public Object, public RdmaDeliverySink
         uint32_t peer;  //!< node index at the other end
     };
 
-    void Post(uint64_t id, uint32_t src, uint32_t dst, uint64_t bytes, uint64_t flowKey);
+    void Post(uint64_t id, uint32_t src, uint32_t dst, uint64_t bytes, uint32_t flowHash,
+              int64_t connection, uint64_t stepBytes);
     void Complete(uint64_t id);
     void ArmPeriodic();
     void Watchdog();

@@ -18,11 +18,96 @@ DcqcnRp::Init(const DcqcnParams* p, int64_t nowNs)
     lastCutNs = -1;
     alphaRefNs = nowNs;
     cnpSeen = false;
+    alphaCnp = decreaseCnp = false;
+    alphaNextNs = gridNs = 0;
+}
+
+void
+DcqcnRp::Cut()
+{
+    // Without clamping, RT moves to RC only when an increase event happened
+    // since the last cut (HPCC simulator: rpTimeStage != 0).
+    if (m_p->clampTargetRate || timerStage != 0 || byteStage != 0)
+    {
+        target = rate;
+    }
+    rate = std::max(m_p->minRateBps, rate * (1.0 - alpha / 2.0));
+    timerStage = byteStage = 0;
+    bytesSinceEvent = 0;
+}
+
+void
+DcqcnRp::CatchUpAlpha(int64_t nowNs)
+{
+    if (!cnpSeen || nowNs < alphaNextNs)
+    {
+        return;
+    }
+    const int64_t periods = (nowNs - alphaNextNs) / m_p->alphaIntervalNs + 1;
+    // The first period that ended may have seen a CNP; the rest saw none.
+    alpha = alphaCnp ? (1.0 - m_p->g) * alpha + m_p->g : (1.0 - m_p->g) * alpha;
+    if (periods > 1)
+    {
+        alpha *= std::pow(1.0 - m_p->g, static_cast<double>(periods - 1));
+    }
+    alphaCnp = false;
+    alphaNextNs += periods * m_p->alphaIntervalNs;
+}
+
+int64_t
+DcqcnRp::NextDecreaseCheckNs(int64_t nowNs) const
+{
+    if (!cnpSeen)
+    {
+        return -1;
+    }
+    if (nowNs <= gridNs)
+    {
+        return gridNs;
+    }
+    const int64_t period = std::max<int64_t>(1, m_p->rateDecreaseIntervalNs);
+    const int64_t k = (nowNs - gridNs + period - 1) / period;
+    return gridNs + k * period;
+}
+
+bool
+DcqcnRp::OnDecreaseCheck(int64_t nowNs)
+{
+    CatchUpAlpha(nowNs);
+    if (!decreaseCnp)
+    {
+        return false;
+    }
+    decreaseCnp = false;
+    Cut();
+    lastCutNs = nowNs;
+    return true;
 }
 
 bool
 DcqcnRp::OnCnp(int64_t nowNs)
 {
+    if (m_p->vendor)
+    {
+        if (!cnpSeen)
+        {
+            // First CNP: alpha = 1, both period grids start now; this CNP
+            // still counts for the first cut check (not for the alpha period).
+            cnpSeen = true;
+            alpha = 1.0;
+            alphaCnp = false;
+            alphaNextNs = nowNs + m_p->alphaIntervalNs;
+            gridNs = nowNs + std::max<int64_t>(1, m_p->rateDecreaseIntervalNs) + 1;
+            target = rate;
+        }
+        else
+        {
+            CatchUpAlpha(nowNs);
+            alphaCnp = true;
+        }
+        decreaseCnp = true;
+        return false;
+    }
     if (!cnpSeen)
     {
         alpha = 1.0;
@@ -42,11 +127,8 @@ DcqcnRp::OnCnp(int64_t nowNs)
         return false;
     }
     lastCutNs = nowNs;
-    target = rate;
-    rate = std::max(m_p->minRateBps, rate * (1.0 - alpha / 2.0));
+    Cut();
     alpha = (1.0 - m_p->g) * alpha + m_p->g;
-    timerStage = byteStage = 0;
-    bytesSinceEvent = 0;
     return true;
 }
 

@@ -13,6 +13,18 @@
 //    max(T,BC) < F: fast recovery RC <- (RC+RT)/2; min(T,BC) > F: hyper
 //    increase RT += R_HAI; otherwise additive RT += R_AI; then RC <- (RC+RT)/2.
 //    RT and RC never exceed the line rate.
+//
+// Two reaction-point variants, each one coherent reference:
+//  * PAPER (Zhu et al., SIGCOMM 2015): the above; every CNP may cut (the
+//    notification point spaces CNPs), RT <- RC on every cut.
+//  * VENDOR (the Mellanox behaviour that the HPCC simulator's dcqcn preset
+//    models): a CNP only sets two flags.  Alpha is updated at the end of every
+//    alpha period, with +g if a CNP arrived in it; every rate-decrease period
+//    a cut happens if a CNP arrived since the last check; periods run on a grid
+//    anchored at the QP's first CNP (the cut check 1 ns after the alpha
+//    update).  Without target clamping RT <- RC only on cuts that follow an
+//    increase event.  Periods are evaluated lazily (no event per period): the
+//    NIC schedules a cut check only when a CNP is pending.
 #ifndef HETEROSIM_DCQCN_H
 #define HETEROSIM_DCQCN_H
 
@@ -33,6 +45,8 @@ struct DcqcnParams
     double rateHaiBps{200e6};
     double minRateBps{100e6};
     double lineRateBps{100e9};
+    bool vendor{false};         //!< VENDOR reaction point (else PAPER)
+    bool clampTargetRate{true}; //!< RT <- RC on every cut
 };
 
 /// Reaction-point state of one queue pair.
@@ -47,8 +61,15 @@ class DcqcnRp
     };
 
     void Init(const DcqcnParams* p, int64_t nowNs);
-    /// A CNP arrived; returns true when it cut the rate.
+    /// A CNP arrived; returns true when it cut the rate (PAPER).  VENDOR: never
+    /// cuts here; the NIC calls OnDecreaseCheck at NextDecreaseCheckNs().
     bool OnCnp(int64_t nowNs);
+    /// VENDOR: the periodic cut check at @p nowNs; returns true when it cut.
+    bool OnDecreaseCheck(int64_t nowNs);
+    /// VENDOR: the first check time >= @p nowNs on this QP's grid (-1: no CNP yet).
+    int64_t NextDecreaseCheckNs(int64_t nowNs) const;
+    /// VENDOR: apply every alpha period that ended at or before @p nowNs.
+    void CatchUpAlpha(int64_t nowNs);
     /// The rate-increase timer fired; returns the stage applied.
     Stage OnIncreaseTimer();
     /// @p bytes were sent; returns true if the byte counter fired (rate raised).
@@ -65,8 +86,13 @@ class DcqcnRp
     int64_t lastCutNs{-1};
     int64_t alphaRefNs{0};
     bool cnpSeen{false};
+    bool alphaCnp{false};    //!< VENDOR: a CNP arrived in the current alpha period
+    bool decreaseCnp{false}; //!< VENDOR: a CNP arrived since the last cut check
+    int64_t alphaNextNs{0};  //!< VENDOR: end of the current alpha period
+    int64_t gridNs{0};       //!< VENDOR: first cut check (first CNP + period + 1 ns)
 
   private:
+    void Cut();
     Stage Increase();
     const DcqcnParams* m_p{nullptr};
 };

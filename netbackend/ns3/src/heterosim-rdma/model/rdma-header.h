@@ -39,13 +39,19 @@ class RdmaHeader : public Header
         FLAG_ECE = 64,      //!< ACK: the acknowledged data packet was CE-marked (DCTCP)
     };
 
+    enum Flag2 : uint8_t
+    {
+        FLAG2_WR_END = 1,   //!< data: last packet of a work request (acknowledge it now)
+        FLAG2_QP_END = 2,   //!< data: last packet of a per-message QP (receiver frees its state)
+    };
+
 #pragma pack(push, 1)
     struct Fields
     {
         uint8_t kind;
         uint8_t flags;
         uint8_t priority;   //!< data/control class; for PFC the paused class
-        uint8_t pad;
+        uint8_t flags2;     //!< Flag2 bits
         uint32_t src;       //!< source host index
         uint32_t dst;       //!< destination host index
         uint32_t qp;        //!< sender QP id (unique per sender NIC)

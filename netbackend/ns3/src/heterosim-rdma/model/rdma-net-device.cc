@@ -1,5 +1,8 @@
 #include "rdma-net-device.h"
 
+#include "ns3/error-model.h"
+#include "ns3/pointer.h"
+
 #include "ns3/log.h"
 #include "ns3/node.h"
 #include "ns3/simulator.h"
@@ -24,7 +27,12 @@ RdmaNetDevice::GetTypeId()
                           "Line rate of the port.",
                           DataRateValue(DataRate("100Gbps")),
                           MakeDataRateAccessor(&RdmaNetDevice::SetDataRate),
-                          MakeDataRateChecker());
+                          MakeDataRateChecker())
+            .AddAttribute("ReceiveErrorModel",
+                          "Drops received packets it marks corrupt (loss experiments and tests).",
+                          PointerValue(),
+                          MakePointerAccessor(&RdmaNetDevice::m_rxErrorModel),
+                          MakePointerChecker<ErrorModel>());
     return tid;
 }
 
@@ -92,6 +100,11 @@ RdmaNetDevice::TransmitComplete()
 void
 RdmaNetDevice::Receive(Ptr<Packet> p)
 {
+    if (m_rxErrorModel && m_rxErrorModel->IsCorrupt(p))
+    {
+        m_rxDrops++;
+        return;
+    }
     m_owner->PortReceive(m_port, p);
 }
 
@@ -99,6 +112,7 @@ void
 RdmaNetDevice::DoDispose()
 {
     m_channel = nullptr;
+    m_rxErrorModel = nullptr;
     m_node = nullptr;
     m_owner = nullptr;
     NetDevice::DoDispose();

@@ -9,6 +9,7 @@
 
 #include "ns3/channel.h"
 #include "ns3/data-rate.h"
+#include "ns3/error-model.h"
 #include "ns3/mac48-address.h"
 #include "ns3/net-device.h"
 #include "ns3/nstime.h"
@@ -20,6 +21,7 @@ namespace ns3
 {
 
 class RdmaChannel;
+
 
 /// What a port reports to the node that owns it.
 class RdmaPortOwner
@@ -45,6 +47,8 @@ class RdmaNetDevice : public NetDevice
     /// Start serializing @p p; the port must be idle.
     void Transmit(Ptr<Packet> p);
     bool IsBusy() const { return m_busy; }
+    /// Packets the ReceiveErrorModel dropped.
+    uint64_t GetRxDrops() const { return m_rxDrops; }
     /// Called by the channel when a packet has fully arrived.
     void Receive(Ptr<Packet> p);
 
@@ -99,6 +103,8 @@ class RdmaNetDevice : public NetDevice
     uint16_t m_mtu{9216};
     Mac48Address m_address;
     bool m_busy{false};
+    Ptr<ErrorModel> m_rxErrorModel;
+    uint64_t m_rxDrops{0};
     uint64_t m_txBytes{0};
     uint64_t m_txPackets{0};
     uint64_t m_carryFs{0}; //!< sub-ns remainder of serialization times (femtoseconds)

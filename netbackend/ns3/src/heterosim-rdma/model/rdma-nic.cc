@@ -47,17 +47,36 @@ RdmaNic::GetTypeId()
                           UintegerValue(1),
                           MakeUintegerAccessor(&RdmaNic::m_ackInterval),
                           MakeUintegerChecker<uint32_t>(1))
-            .AddAttribute("QpPerPair",
-                          "Reuse one QP per (destination, flow key) instead of one per message.",
-                          BooleanValue(false),
-                          MakeBooleanAccessor(&RdmaNic::m_qpPerPair),
-                          MakeBooleanChecker())
+            .AddAttribute("QpMode",
+                          "per_connection: long-lived QPs per (peer, connection), as NCCL keeps "
+                          "them; per_message: a fresh QP per message.",
+                          EnumValue(QP_PER_CONNECTION),
+                          MakeEnumAccessor<QpMode>(&RdmaNic::m_qpMode),
+                          MakeEnumChecker(QP_PER_CONNECTION, "per_connection", QP_PER_MESSAGE,
+                                          "per_message"))
+            .AddAttribute("QpsPerConnection",
+                          "QPs per connection; whole messages round-robin over them "
+                          "(NCCL_IB_QPS_PER_CONNECTION, default 1).",
+                          UintegerValue(1),
+                          MakeUintegerAccessor(&RdmaNic::m_qpsPerConn),
+                          MakeUintegerChecker<uint32_t>(1, 64))
+            .AddAttribute("MaxOutstandingSteps",
+                          "Work requests (steps) in flight per connection (NCCL_STEPS = 8).",
+                          UintegerValue(8),
+                          MakeUintegerAccessor(&RdmaNic::m_maxSteps),
+                          MakeUintegerChecker<uint32_t>(1))
             .AddAttribute("CongestionControl",
-                          "dcqcn, hpcc, timely, or none (line rate, PFC only).",
+                          "dcqcn, hpcc, timely, dctcp, or none (line rate, PFC only).",
                           EnumValue(CC_DCQCN),
                           MakeEnumAccessor<CcMode>(&RdmaNic::m_cc),
                           MakeEnumChecker(CC_NONE, "none", CC_DCQCN, "dcqcn", CC_HPCC, "hpcc",
-                                          CC_TIMELY, "timely"))
+                                          CC_TIMELY, "timely", CC_DCTCP, "dctcp"))
+            .AddAttribute("CcWindow",
+                          "DCQCN/TIMELY: also cap bytes in flight per QP at one BDP "
+                          "(line rate x base RTT), the HPCC simulator's window option.",
+                          BooleanValue(false),
+                          MakeBooleanAccessor(&RdmaNic::m_ccWindow),
+                          MakeBooleanChecker())
             .AddAttribute("CnpMode",
                           "Separate CNP packets at most once per interval, or a flag on the next ACK.",
                           EnumValue(CNP_INTERVAL),
@@ -70,19 +89,19 @@ RdmaNic::GetTypeId()
                           MakeTimeChecker())
             .AddAttribute("RetransmitTimeout",
                           "Go back to the last acknowledged byte after this long without progress; 0 = off.",
-                          TimeValue(MilliSeconds(1)),
+                          TimeValue(MilliSeconds(4)),
                           MakeTimeAccessor(&RdmaNic::m_rto),
+                          MakeTimeChecker())
+            .AddAttribute("NackInterval",
+                          "Repeat a NACK for the same gap after this long (HPCC simulator: 500 us).",
+                          TimeValue(MicroSeconds(500)),
+                          MakeTimeAccessor(&RdmaNic::m_nackInterval),
                           MakeTimeChecker())
             .AddAttribute("DataPriority",
                           "Traffic class of data packets (0 is reserved for control).",
                           UintegerValue(1),
                           MakeUintegerAccessor(&RdmaNic::m_dataPrio),
                           MakeUintegerChecker<uint8_t>(1, 7))
-            .AddAttribute("FlowHashIsKey",
-                          "Use the flow key itself as ECMP entropy (rail pinning) instead of a hash.",
-                          BooleanValue(false),
-                          MakeBooleanAccessor(&RdmaNic::m_flowHashIsKey),
-                          MakeBooleanChecker())
             .AddAttribute("TrackMessageBytes",
                           "Count delivered bytes per message at the receiver (for rate tests).",
                           BooleanValue(false),
@@ -138,6 +157,23 @@ RdmaNic::GetTypeId()
                           DataRateValue(DataRate("100Mbps")),
                           MakeDataRateAccessor(&RdmaNic::m_minRate),
                           MakeDataRateChecker())
+            .AddAttribute("DcqcnVendor",
+                          "Vendor (Mellanox, as the HPCC simulator models it) reaction point: "
+                          "periodic alpha and cut checks; false = the SIGCOMM'15 paper's.",
+                          BooleanValue(true),
+                          MakeBooleanAccessor(&RdmaNic::m_dcqcnVendor),
+                          MakeBooleanChecker())
+            .AddAttribute("DcqcnClampTargetRate",
+                          "RT <- RC on every cut; false: only on cuts after an increase event.",
+                          BooleanValue(false),
+                          MakeBooleanAccessor(&RdmaNic::m_dcqcnClamp),
+                          MakeBooleanChecker())
+            // DCTCP: Alizadeh et al., SIGCOMM 2010; RFC 8257.
+            .AddAttribute("DctcpG",
+                          "DCTCP alpha gain g (paper and RFC 8257: 1/16).",
+                          DoubleValue(1.0 / 16),
+                          MakeDoubleAccessor(&RdmaNic::m_dctcpG),
+                          MakeDoubleChecker<double>(0, 1))
             // HPCC: Li et al., SIGCOMM 2019; defaults of its public ns-3 simulator
             // (shared/network-reference.md).
             .AddAttribute("IntHeaderBytes",
@@ -155,11 +191,11 @@ RdmaNic::GetTypeId()
                           UintegerValue(0),
                           MakeUintegerAccessor(&RdmaNic::m_hpccMaxStage),
                           MakeUintegerChecker<uint32_t>())
-            .AddAttribute("HpccRateAi",
-                          "W_AI as a rate (W_AI = rate x T); 0 = line rate x 10/25000 (40 Mb/s at 100G, simulator).",
-                          DataRateValue(DataRate("0bps")),
-                          MakeDataRateAccessor(&RdmaNic::m_hpccRateAi),
-                          MakeDataRateChecker())
+            .AddAttribute("HpccWai",
+                          "Additive increase W_AI in bytes (paper: 80 B).",
+                          DoubleValue(80.0),
+                          MakeDoubleAccessor(&RdmaNic::m_hpccWai),
+                          MakeDoubleChecker<double>(0))
             .AddAttribute("HpccBaseRtt",
                           "T; 0 = the largest unloaded RTT from this host to any host (computed from the fabric).",
                           TimeValue(Time(0)),
@@ -246,6 +282,10 @@ RdmaNic::Setup(uint32_t hostIndex, Ptr<RdmaNetDevice> dev, RdmaCounters* counter
     m_dcqcn.rateHaiBps = m_rateHai.GetBitRate() > 0 ? static_cast<double>(m_rateHai.GetBitRate())
                                                     : m_dcqcn.lineRateBps * 50.0 / 25000.0;
     m_dcqcn.minRateBps = static_cast<double>(m_minRate.GetBitRate());
+    m_dcqcn.vendor = m_dcqcnVendor;
+    m_dcqcn.clampTargetRate = m_dcqcnClamp;
+    m_dctcp.g = m_dctcpG;
+    m_dctcp.mtuBytes = static_cast<double>(m_payload);
     m_headerBytes = std::max<uint32_t>(m_headerBytes, sizeof(RdmaHeader::Fields));
 
     const double line = m_dcqcn.lineRateBps;
@@ -292,11 +332,10 @@ RdmaNic::SetAutoBaseRtt(int64_t ns)
         t = ns > 0 ? ns : 10000;
     }
     m_hpcc.baseRttNs = static_cast<double>(t);
-    // W_AI = R_AI x T; R_AI = 0 scales with the line rate as the HPCC simulator
-    // does: 10 Mb/s per 25 Gb/s (shared/network-reference.md).
-    const double rai = m_hpccRateAi.GetBitRate() > 0 ? static_cast<double>(m_hpccRateAi.GetBitRate())
-                                                     : m_hpcc.lineRateBps * 10.0 / 25000.0;
-    m_hpcc.wAiBytes = rai * m_hpcc.baseRttNs / 8e9;
+    m_hpcc.wAiBytes = m_hpccWai;
+    // One BDP at line rate over the same T: the +window cap and DCTCP's ceiling.
+    m_bdpBytes = m_hpcc.lineRateBps * m_hpcc.baseRttNs / 8e9;
+    m_dctcp.maxWindowBytes = m_bdpBytes;
 }
 
 double
@@ -319,55 +358,106 @@ bool
 RdmaNic::WindowBlocked(const SendQp& qp) const
 {
     // HPCC simulator convention: send while bytes in flight are below W.
-    return m_cc == CC_HPCC && static_cast<double>(qp.sndNxt - qp.sndUna) >= qp.hpcc.window;
+    const double inflight = static_cast<double>(qp.sndNxt - qp.sndUna);
+    switch (m_cc)
+    {
+    case CC_HPCC:
+        return inflight >= qp.hpcc.window;
+    case CC_DCTCP:
+        return inflight >= qp.dctcp.window;
+    case CC_DCQCN:
+    case CC_TIMELY:
+        return m_ccWindow && inflight >= std::max(m_bdpBytes, static_cast<double>(m_payload));
+    default:
+        return false;
+    }
+}
+
+RdmaNic::SendQp&
+RdmaNic::NewQp(uint32_t dst, uint32_t flowHash, bool perMessage)
+{
+    const int64_t now = Simulator::Now().GetNanoSeconds();
+    const uint32_t id = m_nextQpId++;
+    SendQp& qp = m_qps[id];
+    qp.id = id;
+    qp.dst = dst;
+    qp.flowHash = flowHash; // the caller's ECMP hash, unchanged (netbackend/routing.py)
+    qp.perMessage = perMessage;
+    qp.cc.Init(&m_dcqcn, now);
+    qp.hpcc.Init(&m_hpcc);
+    qp.timely.Init(&m_timely);
+    qp.dctcp.Init(&m_dctcp);
+    qp.timelyNextSeq = 0;
+    qp.nextSendNs = static_cast<double>(now);
+    RecordRate(qp);
+    return qp;
+}
+
+void
+RdmaNic::Enqueue(SendQp& qp, const MsgRec& rec)
+{
+    qp.streamEnd = rec.end;
+    qp.msgs.push_back(rec);
+    MakeReady(qp);
 }
 
 uint32_t
-RdmaNic::PostMessage(uint64_t msgId, uint32_t dstHost, uint64_t bytes, uint64_t flowKey)
+RdmaNic::PostMessage(uint64_t msgId, uint32_t dstHost, uint64_t bytes, uint32_t flowHash,
+                     int64_t connection, uint64_t stepBytes)
 {
-    const int64_t now = Simulator::Now().GetNanoSeconds();
-    SendQp* qp = nullptr;
-    const auto key = std::make_pair(dstHost, flowKey);
-    if (m_qpPerPair)
+    if (connection < 0 || m_qpMode == QP_PER_MESSAGE)
     {
-        auto it = m_pairQps.find(key);
-        if (it != m_pairQps.end())
+        SendQp& qp = NewQp(dstHost, flowHash, true);
+        Enqueue(qp, MsgRec{msgId, qp.streamEnd + bytes, true, -1});
+        TryTransmit();
+        return qp.id;
+    }
+    const auto key = std::make_pair(dstHost, connection);
+    auto it = m_connIndex.find(key);
+    int32_t ci;
+    if (it == m_connIndex.end())
+    {
+        ci = static_cast<int32_t>(m_conns.size());
+        m_connIndex.emplace(key, ci);
+        m_conns.emplace_back();
+        Connection& c = m_conns.back();
+        c.dst = dstHost;
+        for (uint32_t i = 0; i < m_qpsPerConn; ++i)
         {
-            qp = &m_qps[it->second];
+            // QP i > 0 has another UDP source port, hence other ECMP entropy.
+            const uint32_t h = i == 0 ? flowHash : RdmaMix32(flowHash + i * 0x9e3779b9U);
+            c.qps.push_back(NewQp(dstHost, h, false).id);
         }
     }
-    if (qp == nullptr)
+    else
     {
-        const uint32_t id = m_nextQpId++;
-        qp = &m_qps[id];
-        qp->id = id;
-        qp->dst = dstHost;
-        // Same (src, dst, key): same path, as Message.flow_key promises.
-        qp->flowHash = RdmaMix32(m_host * 0x9e3779b1U ^ RdmaMix32(dstHost + 0x7f4a7c15U) ^
-                                 RdmaMix32(static_cast<uint32_t>(flowKey) ^
-                                           static_cast<uint32_t>(flowKey >> 32) * 0x85ebca6bU));
-        if (m_flowHashIsKey)
-        {
-            qp->flowHash = static_cast<uint32_t>(flowKey);
-        }
-        qp->perMessage = !m_qpPerPair;
-        qp->pairKey = key;
-        qp->cc.Init(&m_dcqcn, now);
-        qp->hpcc.Init(&m_hpcc);
-        qp->timely.Init(&m_timely);
-        qp->timelyNextSeq = 0;
-        qp->nextSendNs = static_cast<double>(now);
-        if (m_qpPerPair)
-        {
-            m_pairQps[key] = id;
-        }
-        RecordRate(*qp);
+        ci = it->second;
     }
-    qp->streamEnd += bytes;
-    qp->msgs.push_back(MsgRec{msgId, qp->streamEnd});
-    MakeReady(*qp);
+    Connection& c = m_conns[ci];
+    const uint32_t qpId = c.qps[c.nextQp++ % c.qps.size()];
+    const uint64_t step = stepBytes > 0 ? stepBytes : bytes;
+    for (uint64_t off = 0; off < bytes; off += step)
+    {
+        const uint64_t len = std::min(step, bytes - off);
+        c.waiting.push_back(Step{msgId, len, off + len == bytes, qpId});
+    }
+    ReleaseSteps(ci);
     TryTransmit();
-    return qp->id;
+    return qpId;
+}
+
+void
+RdmaNic::ReleaseSteps(int32_t ci)
+{
+    Connection& c = m_conns[ci];
+    while (!c.waiting.empty() && c.outstanding < m_maxSteps)
+    {
+        const Step st = c.waiting.front();
+        c.waiting.pop_front();
+        c.outstanding++;
+        SendQp& qp = m_qps[st.qp];
+        Enqueue(qp, MsgRec{st.id, qp.streamEnd + st.bytes, st.last, ci});
+    }
 }
 
 void
@@ -470,7 +560,7 @@ RdmaNic::SendData(SendQp& qp)
     const uint32_t payload = static_cast<uint32_t>(std::min<uint64_t>(m_payload, msg->end - qp.sndNxt));
     RdmaHeader h;
     h.f.kind = RdmaHeader::DATA;
-    h.f.flags = m_cc == CC_DCQCN ? RdmaHeader::FLAG_ECT : 0;
+    h.f.flags = (m_cc == CC_DCQCN || m_cc == CC_DCTCP) ? RdmaHeader::FLAG_ECT : 0;
     h.f.priority = m_dataPrio;
     h.f.src = m_host;
     h.f.dst = qp.dst;
@@ -482,7 +572,15 @@ RdmaNic::SendData(SendQp& qp)
     h.f.ts = Simulator::Now().GetNanoSeconds();
     if (qp.sndNxt + payload == msg->end)
     {
-        h.f.flags |= RdmaHeader::FLAG_LAST;
+        h.f.flags2 |= RdmaHeader::FLAG2_WR_END;
+        if (msg->last)
+        {
+            h.f.flags |= RdmaHeader::FLAG_LAST;
+            if (qp.perMessage && msg->end == qp.streamEnd)
+            {
+                h.f.flags2 |= RdmaHeader::FLAG2_QP_END;
+            }
+        }
     }
     uint32_t wire = payload + m_headerBytes;
     if (m_cc == CC_HPCC)
@@ -620,7 +718,11 @@ RdmaNic::OnData(const RdmaHeader& h, Ptr<Packet> p)
     if (h.f.flags & RdmaHeader::FLAG_CE)
     {
         m_counters->ceReceived++;
-        if (m_cc == CC_DCQCN)
+        if (m_cc == CC_DCTCP)
+        {
+            rq.ecePending = true;
+        }
+        else if (m_cc == CC_DCQCN)
         {
             if (m_cnpMode == CNP_ACK_PIGGYBACK)
             {
@@ -637,10 +739,10 @@ RdmaNic::OnData(const RdmaHeader& h, Ptr<Packet> p)
     if (h.f.seq == rq.expected)
     {
         rq.expected += h.f.payload;
-        rq.nackSent = false;
         rq.unacked++;
         m_counters->deliveredBytes += h.f.payload;
         const bool last = h.f.flags & RdmaHeader::FLAG_LAST;
+        const bool wrEnd = h.f.flags2 & RdmaHeader::FLAG2_WR_END;
         if (m_trackMsgBytes)
         {
             if (last)
@@ -652,7 +754,7 @@ RdmaNic::OnData(const RdmaHeader& h, Ptr<Packet> p)
                 m_msgRxBytes[h.f.msgId] += h.f.payload;
             }
         }
-        if (last || rq.unacked >= m_ackInterval || rq.cnpPending)
+        if (wrEnd || rq.unacked >= m_ackInterval || rq.cnpPending || rq.ecePending)
         {
             uint8_t flags = 0;
             if (rq.cnpPending)
@@ -660,6 +762,11 @@ RdmaNic::OnData(const RdmaHeader& h, Ptr<Packet> p)
                 flags |= RdmaHeader::FLAG_CNP;
                 rq.cnpPending = false;
                 m_counters->cnpsSent++;
+            }
+            if (rq.ecePending)
+            {
+                flags |= RdmaHeader::FLAG_ECE;
+                rq.ecePending = false;
             }
             rq.unacked = 0;
             m_counters->acksSent++;
@@ -669,6 +776,10 @@ RdmaNic::OnData(const RdmaHeader& h, Ptr<Packet> p)
             SendControl(RdmaHeader::ACK, h.f.src, h.f.qp, rq.expected, flags, h.f.ts,
                         hasInt ? &tag : nullptr);
         }
+        if (h.f.flags2 & RdmaHeader::FLAG2_QP_END)
+        {
+            m_rx.erase(key); // a per-message QP ends here: free the receiver's state
+        }
         if (last)
         {
             m_sink->MessageDelivered(h.f.msgId);
@@ -676,9 +787,12 @@ RdmaNic::OnData(const RdmaHeader& h, Ptr<Packet> p)
     }
     else if (h.f.seq > rq.expected)
     {
-        if (!rq.nackSent)
+        // One NACK per gap, repeated after NackInterval while the gap persists
+        // (the NACK itself may be lost, or the retransmission dropped again).
+        if (rq.nackAgainNs < 0 || rq.lastNackSeq != rq.expected || now >= rq.nackAgainNs)
         {
-            rq.nackSent = true;
+            rq.nackAgainNs = now + m_nackInterval.GetNanoSeconds();
+            rq.lastNackSeq = rq.expected;
             m_counters->nacksSent++;
             SendControl(RdmaHeader::NACK, h.f.src, h.f.qp, rq.expected, 0);
         }
@@ -720,18 +834,39 @@ RdmaNic::OnAck(const RdmaHeader& h, Ptr<Packet> p)
             RecordRate(qp);
         }
     }
+    else if (m_cc == CC_DCTCP && h.f.kind == RdmaHeader::ACK)
+    {
+        if (qp.dctcp.OnAck(std::min(h.f.seq, qp.streamEnd), h.f.flags & RdmaHeader::FLAG_ECE, qp.sndNxt))
+        {
+            if (h.f.flags & RdmaHeader::FLAG_ECE)
+            {
+                m_counters->rateCuts++;
+            }
+            RecordRate(qp);
+        }
+    }
     if (h.f.flags & RdmaHeader::FLAG_CNP)
     {
         m_counters->cnpsReceived++;
         OnCnp(qp);
     }
+    std::vector<int32_t> credited;
     if (h.f.seq > qp.sndUna)
     {
         qp.sndUna = std::min(h.f.seq, qp.streamEnd);
         while (!qp.msgs.empty() && qp.msgs.front().end <= qp.sndUna)
         {
+            if (qp.msgs.front().conn >= 0)
+            {
+                m_conns[qp.msgs.front().conn].outstanding--; // the step's slot is free again
+                credited.push_back(qp.msgs.front().conn);
+            }
             qp.msgs.pop_front();
         }
+    }
+    for (int32_t ci : credited)
+    {
+        ReleaseSteps(ci);
     }
     if (h.f.kind == RdmaHeader::NACK && h.f.seq < qp.sndNxt)
     {
@@ -742,13 +877,11 @@ RdmaNic::OnAck(const RdmaHeader& h, Ptr<Packet> p)
     if (qp.sndUna >= qp.streamEnd && qp.perMessage)
     {
         RetireQp(qp.id);
+        TryTransmit();
         return;
     }
-    if (m_cc == CC_HPCC)
-    {
-        MakeReady(qp); // the ACK may have opened the window
-        TryTransmit();
-    }
+    MakeReady(qp); // the ACK may have opened a window or released steps
+    TryTransmit();
 }
 
 void
@@ -760,6 +893,7 @@ RdmaNic::RetireQp(uint32_t qpId)
         return;
     }
     it->second.incTimer.Cancel();
+    it->second.decTimer.Cancel();
     it->second.rtoTimer.Cancel();
     m_qps.erase(it); // a stale id left in m_ready is skipped there
 }
@@ -777,6 +911,45 @@ RdmaNic::OnCnp(SendQp& qp)
         RecordRate(qp);
         qp.incTimer.Cancel();
         qp.incTimer = Simulator::Schedule(m_rateIncreaseInterval, &RdmaNic::OnIncreaseTimer, this, qp.id);
+    }
+    else if (m_dcqcn.vendor)
+    {
+        ScheduleDecreaseCheck(qp);
+    }
+}
+
+void
+RdmaNic::ScheduleDecreaseCheck(SendQp& qp)
+{
+    // Checks without a pending CNP change nothing, so only the next grid point
+    // after a CNP is scheduled (equivalent to the vendor's endless 4 us timer).
+    if (qp.decTimer.IsPending())
+    {
+        return;
+    }
+    const int64_t now = Simulator::Now().GetNanoSeconds();
+    const int64_t at = qp.cc.NextDecreaseCheckNs(now);
+    if (at >= 0)
+    {
+        qp.decTimer = Simulator::Schedule(NanoSeconds(at - now), &RdmaNic::OnDecreaseCheck, this, qp.id);
+    }
+}
+
+void
+RdmaNic::OnDecreaseCheck(uint32_t qpId)
+{
+    auto it = m_qps.find(qpId);
+    if (it == m_qps.end())
+    {
+        return;
+    }
+    SendQp& qp = it->second;
+    if (qp.cc.OnDecreaseCheck(Simulator::Now().GetNanoSeconds()))
+    {
+        m_counters->rateCuts++;
+        RecordRate(qp);
+        qp.incTimer.Cancel();
+        qp.incTimer = Simulator::Schedule(m_rateIncreaseInterval, &RdmaNic::OnIncreaseTimer, this, qpId);
     }
 }
 
@@ -872,9 +1045,13 @@ RdmaNic::DoDispose()
     for (auto& [id, qp] : m_qps)
     {
         qp.incTimer.Cancel();
+        qp.decTimer.Cancel();
         qp.rtoTimer.Cancel();
     }
     m_qps.clear();
+    m_conns.clear(); // connections close with the simulation: QP and receiver state go
+    m_connIndex.clear();
+    m_rx.clear();
     m_ctrl.clear();
     m_dev = nullptr;
     m_sink = nullptr;

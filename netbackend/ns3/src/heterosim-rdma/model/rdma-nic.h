@@ -1,17 +1,31 @@
 // Host RDMA NIC: reliable-connection queue pairs over one port.
 //
-// Sender: per-QP pacing at the congestion-control rate (DCQCN, HPCC, TIMELY;
-// line rate with CC off; HPCC also bounds bytes in flight by its window), MTU-sized
-// packets that never span messages, go-back-N on NACK (and an optional
-// retransmission timeout for lossy fabrics), round-robin among ready QPs.
-// Receiver: cumulative ACK every N packets (and on each message's last
-// packet), NACK on a sequence gap, CNPs for CE-marked packets at most once per
-// interval per QP, or piggy-backed on the next ACK.  Control packets (ACK,
-// NACK, CNP) leave before any data (strict priority).
+// Transport, as NCCL drives RDMA (shared/network-reference.md, "How NCCL
+// drives RDMA"): a message posted on a connection (peer, connection id) goes
+// to one of that connection's long-lived QPs (round robin over
+// QpsPerConnection), split into work requests of at most its step size; at
+// most MaxOutstandingSteps steps of a connection are in flight, and a step's
+// slot returns when its last byte is acknowledged (the receiver's
+// clear-to-send for that slot travels back with the same timing; the GPU's
+// consumption of the slot is not modelled).  QPs, their congestion state and
+// the receiver's state persist across messages until the connection closes
+// (Dispose).  A message without a connection (or with QpMode per_message) gets
+// a fresh QP at line rate that is freed, at both ends, when it completes.
+//
+// Sender: per-QP pacing at the congestion-control rate (DCQCN, TIMELY; line
+// rate with CC off or DCTCP), windows (HPCC, DCTCP; DCQCN/TIMELY with
+// CcWindow: one BDP), MTU-sized packets that never span work requests,
+// go-back-N on NACK and after a retransmission timeout, round-robin among
+// ready QPs.  Receiver: cumulative ACK every N packets (and at the end of each
+// work request), NACK on a sequence gap (repeated after NackInterval while the
+// gap persists), CNPs for CE-marked packets at most once per interval per QP
+// or echoed on ACKs, ECN echo for DCTCP.  Control packets (ACK, NACK, CNP)
+// leave before any data (strict priority).
 #ifndef HETEROSIM_RDMA_NIC_H
 #define HETEROSIM_RDMA_NIC_H
 
 #include "dcqcn.h"
+#include "dctcp.h"
 #include "hpcc.h"
 #include "rdma-int-tag.h"
 #include "rdma-header.h"
@@ -40,6 +54,13 @@ class RdmaNic : public Object, public RdmaPortOwner
         CC_DCQCN = 1,
         CC_HPCC = 2,
         CC_TIMELY = 3,
+        CC_DCTCP = 4,
+    };
+
+    enum QpMode
+    {
+        QP_PER_CONNECTION = 0,
+        QP_PER_MESSAGE = 1,
     };
 
     enum CnpMode
@@ -61,14 +82,21 @@ class RdmaNic : public Object, public RdmaPortOwner
 
     void Setup(uint32_t hostIndex, Ptr<RdmaNetDevice> dev, RdmaCounters* counters,
                RdmaDeliverySink* sink);
-    /// Post a message now; returns the QP id it was placed on.
-    uint32_t PostMessage(uint64_t msgId, uint32_t dstHost, uint64_t bytes, uint64_t flowKey);
+    /// Post a message now.  @p flowHash is the ECMP entropy every data packet
+    /// carries (the caller's hash of the flow, unchanged); @p connection < 0:
+    /// a QP of its own; @p stepBytes 0: the whole message is one work request.
+    /// Returns the QP id it was placed on.
+    uint32_t PostMessage(uint64_t msgId, uint32_t dstHost, uint64_t bytes, uint32_t flowHash,
+                         int64_t connection, uint64_t stepBytes);
 
     Ptr<RdmaNetDevice> GetDevice() const { return m_dev; }
     const RdmaPortStats& GetPortStats() const { return m_stats; }
     void FlushPausedTime();
     bool IsPaused() const { return m_dataPaused; }
     uint32_t GetActiveQps() const { return m_qps.size(); }
+    /// Receiver-side QP records held (freed with per-message QPs).
+    uint32_t GetRxQpStates() const { return m_rx.size(); }
+    uint32_t GetConnections() const { return m_conns.size(); }
     /// Delivered payload bytes of a message still in progress at this receiver
     /// (needs TrackMessageBytes); 0 if unknown or finished.
     uint64_t GetMessageRxBytes(uint64_t msgId) const;
@@ -94,7 +122,27 @@ class RdmaNic : public Object, public RdmaPortOwner
     struct MsgRec
     {
         uint64_t id;
-        uint64_t end; //!< stream offset one past the message's last byte
+        uint64_t end;     //!< stream offset one past this work request's last byte
+        bool last{true};  //!< the message's last work request
+        int32_t conn{-1}; //!< connection whose step slot it holds (-1: none)
+    };
+
+    struct Step
+    {
+        uint64_t id;
+        uint64_t bytes;
+        bool last;
+        uint32_t qp;
+    };
+
+    /// One (peer, connection id): its QPs and its step credits.
+    struct Connection
+    {
+        uint32_t dst{0};
+        std::vector<uint32_t> qps;
+        uint32_t nextQp{0};
+        uint32_t outstanding{0};   //!< steps in flight
+        std::deque<Step> waiting;  //!< steps posted, waiting for a slot
     };
 
     struct SendQp
@@ -112,12 +160,13 @@ class RdmaNic : public Object, public RdmaPortOwner
         DcqcnRp cc;
         HpccRp hpcc;
         TimelyRp timely;
+        DctcpRp dctcp;
         uint64_t timelyNextSeq{0}; //!< next completion event (TIMELY)
         double nextSendNs{0};
         EventId incTimer;
+        EventId decTimer;          //!< DCQCN vendor: pending cut check
         EventId rtoTimer;
         uint64_t rtoUna{0};
-        std::pair<uint32_t, uint64_t> pairKey{0, 0};
     };
 
     struct RecvQp
@@ -125,8 +174,10 @@ class RdmaNic : public Object, public RdmaPortOwner
         uint64_t expected{0};
         int64_t lastCnpNs{-1};
         uint32_t unacked{0};
-        bool nackSent{false};
+        int64_t nackAgainNs{-1};   //!< a NACK for the same gap only after this
+        uint64_t lastNackSeq{0};
         bool cnpPending{false};
+        bool ecePending{false};
     };
 
     void TryTransmit();
@@ -140,6 +191,11 @@ class RdmaNic : public Object, public RdmaPortOwner
     void OnAck(const RdmaHeader& h, Ptr<Packet> p);
     void OnCnp(SendQp& qp);
     void OnIncreaseTimer(uint32_t qpId);
+    void OnDecreaseCheck(uint32_t qpId);
+    void ScheduleDecreaseCheck(SendQp& qp);
+    SendQp& NewQp(uint32_t dst, uint32_t flowHash, bool perMessage);
+    void ReleaseSteps(int32_t connIdx);
+    void Enqueue(SendQp& qp, const MsgRec& rec);
     void OnRto(uint32_t qpId);
     void ArmRto(SendQp& qp);
     void Wake();
@@ -153,7 +209,8 @@ class RdmaNic : public Object, public RdmaPortOwner
     RdmaPortStats m_stats;
 
     std::unordered_map<uint32_t, SendQp> m_qps;
-    std::map<std::pair<uint32_t, uint64_t>, uint32_t> m_pairQps;
+    std::map<std::pair<uint32_t, int64_t>, int32_t> m_connIndex;
+    std::vector<Connection> m_conns;
     std::unordered_map<uint64_t, RecvQp> m_rx;
     std::unordered_map<uint64_t, uint64_t> m_msgRxBytes;
     std::deque<Ptr<Packet>> m_ctrl;
@@ -171,15 +228,19 @@ class RdmaNic : public Object, public RdmaPortOwner
     uint32_t m_headerBytes;
     uint32_t m_ctrlBytes;
     uint32_t m_ackInterval;
-    bool m_qpPerPair;
+    QpMode m_qpMode;
+    uint32_t m_qpsPerConn;
+    uint32_t m_maxSteps;
     CcMode m_cc;
+    bool m_ccWindow;
     CnpMode m_cnpMode;
     Time m_cnpInterval;
     Time m_rto;
+    Time m_nackInterval;
     uint8_t m_dataPrio;
     bool m_trackMsgBytes;
-    bool m_flowHashIsKey;
     uint32_t m_rateSampleQps;
+    double m_bdpBytes{0}; //!< line rate x base RTT (CcWindow, DCTCP)
     // DCQCN attributes (mirrored into m_dcqcn at initialization)
     double m_g;
     Time m_alphaInterval;
@@ -190,12 +251,17 @@ class RdmaNic : public Object, public RdmaPortOwner
     DataRate m_rateAi;
     DataRate m_rateHai;
     DataRate m_minRate;
+    bool m_dcqcnVendor;
+    bool m_dcqcnClamp;
     DcqcnParams m_dcqcn;
+    // DCTCP attributes (mirrored into m_dctcp)
+    double m_dctcpG;
+    DctcpParams m_dctcp;
     // HPCC attributes (mirrored into m_hpcc)
     uint32_t m_intBytes;
     double m_hpccEta;
     uint32_t m_hpccMaxStage;
-    DataRate m_hpccRateAi;
+    double m_hpccWai;
     Time m_hpccBaseRtt;
     DataRate m_hpccMinRate;
     HpccParams m_hpcc;
