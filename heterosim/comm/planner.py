@@ -131,6 +131,8 @@ class _Builder:
         self.inflation = INFLATION[protocol]
         pi = _PROTO_IDX[protocol]
         self.family = family
+        self.conn_family = family
+        """Which of NCCL's connection sets carries net transfers (p2p for send/alltoall)."""
         rows = "tree" if family == "tree" else "ring"  # NVLS's inter-node part is a ring
         self.hw_ns = {link: int(round(v[rows][pi] * 1000)) for link, v in HW_LAT_US.items()}
         self.hw_ns["nvls"] = int(NVLS_HW_LAT_US * 1000)
@@ -156,7 +158,12 @@ class _Builder:
             lat += self.base_ns
         size = payload if self.inflation == 1.0 else math.ceil(payload * self.inflation)
         tid = len(self.ts)
-        self.ts.append(Transfer(tid, src, dst, size, link, src_ep, dst_ep, dep_t, channel, step, lat, channel))
+        conn, step_bytes = -1, 0
+        if link == "net":
+            conn = _CONNECTION_FAMILY[self.conn_family] * _CONNECTIONS_PER_FAMILY + channel
+            step_bytes = NCCL_P2P_CHUNK_BYTES if self.conn_family == "p2p" else NCCL_STEP_BYTES
+        self.ts.append(Transfer(tid, src, dst, size, link, src_ep, dst_ep, dep_t, channel, step, lat, channel,
+                                conn, step_bytes))
         return tid
 
 
@@ -513,6 +520,15 @@ def _want_chunks(per_channel: int, div: int, pipelined: bool) -> int:
 
 # ----------------------------------------------------------------------------- entry point
 
+NCCL_STEP_BYTES = (4 << 20) // 8
+"""NCCL_BUFFSIZE (4 MiB) / NCCL_STEPS (8): bytes per network step of a collective (NCCL docs)."""
+NCCL_P2P_CHUNK_BYTES = 128 << 10
+"""NCCL_P2P_NET_CHUNKSIZE default (NCCL docs): bytes per network step of send/recv."""
+_CONNECTION_FAMILY = {"ring": 0, "tree": 1, "nvls": 2, "p2p": 3}
+_CONNECTIONS_PER_FAMILY = 1 << 16
+"""Connection ids: family x 2^16 + channel (NCCL sets up separate connections per family)."""
+
+
 def plan_collective(op: str, ranks: Sequence[int], size_bytes: int, system, *, algorithm: str = "auto",
                     protocol: str = "auto", channels: int | None = None, root: int | None = None,
                     max_transfers: int = MAX_TRANSFERS) -> FlowSchedule:
@@ -573,6 +589,7 @@ def plan_collective(op: str, ranks: Sequence[int], size_bytes: int, system, *, a
         return sched
 
     b = _Builder(system, family, proto)
+    b.conn_family = "p2p" if op in ("send", "alltoall") else family
     C = channels or _auto_channels(op, algo, layout, system)
     C = max(1, min(C, size_bytes // max(1, n) or 1))  # no channel without at least a byte per rank
     N, m = len(layout), len(layout[0])

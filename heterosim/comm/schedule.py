@@ -60,6 +60,14 @@ class Transfer:
     """Fixed extra delay after the deps complete (protocol / kernel latency)."""
     flow_key: int = 0
     """ECMP entropy for net transfers (the NCCL channel: one QP per channel)."""
+    connection: int = -1
+    """Net transfers: the NCCL connection carrying it (one per channel, peer and algorithm
+    family: ring, tree, NVLS and point-to-point connections are separate); the backend keeps its
+    queue pairs and their congestion state across operations.  -1: none."""
+    step_bytes: int = 0
+    """Net transfers: NCCL's step size: the sender posts at most this many bytes per work request
+    (NCCL_BUFFSIZE / NCCL_STEPS = 512 KiB for collectives, NCCL_P2P_NET_CHUNKSIZE = 128 KiB for
+    send/recv: NCCL environment-variable docs).  0: one work request."""
 
 
 @dataclass

@@ -426,7 +426,8 @@ class Coordinator:
             self._push(start, _EV_XFER_READY, ("xfer_send", (backend, mid, x)))
         else:
             self._catch_up(backend)
-            backend.send(Message(mid, x.src_ep, x.dst_ep, int(x.size_bytes), start, x.flow_key))
+            backend.send(Message(mid, x.src_ep, x.dst_ep, int(x.size_bytes), start, x.flow_key,
+                                 x.connection, x.step_bytes))
 
     def _transfer_done(self, mid: int) -> None:
         state, i = self._msg_owner.pop(mid)
@@ -547,7 +548,7 @@ class Coordinator:
                         backend, mid, x = arg
                         self._catch_up(backend)
                         backend.send(Message(mid, x.src_ep, x.dst_ep, int(x.size_bytes), self._now,
-                                             x.flow_key))
+                                             x.flow_key, x.connection, x.step_bytes))
                     elif what == "instance_done":
                         arg.pending -= 1
                         if arg.pending == 0:
@@ -643,7 +644,7 @@ def _relabel(transfers, rank_map: dict[int, int], system) -> list:
             src_ep = gpus[src].name if src >= 0 else sw
             dst_ep = gpus[dst].name if dst >= 0 else sw
         out.append(Transfer(x.id, src, dst, x.size_bytes, x.link, src_ep, dst_ep, x.deps, x.channel, x.step,
-                            x.latency_ns, x.flow_key))
+                            x.latency_ns, x.flow_key, x.connection, x.step_bytes))
     return out
 
 
