@@ -776,8 +776,13 @@ RdmaNic::OnData(const RdmaHeader& h, Ptr<Packet> p)
             SendControl(RdmaHeader::ACK, h.f.src, h.f.qp, rq.expected, flags, h.f.ts,
                         hasInt ? &tag : nullptr);
         }
+        if (rq.nackTimer.IsPending() && rq.expected > rq.lastNackSeq)
+        {
+            rq.nackTimer.Cancel(); // the gap is closed
+        }
         if (h.f.flags2 & RdmaHeader::FLAG2_QP_END)
         {
+            rq.nackTimer.Cancel();
             m_rx.erase(key); // a per-message QP ends here: free the receiver's state
         }
         if (last)
@@ -791,10 +796,11 @@ RdmaNic::OnData(const RdmaHeader& h, Ptr<Packet> p)
         // (the NACK itself may be lost, or the retransmission dropped again).
         if (rq.nackAgainNs < 0 || rq.lastNackSeq != rq.expected || now >= rq.nackAgainNs)
         {
-            rq.nackAgainNs = now + m_nackInterval.GetNanoSeconds();
-            rq.lastNackSeq = rq.expected;
-            m_counters->nacksSent++;
-            SendControl(RdmaHeader::NACK, h.f.src, h.f.qp, rq.expected, 0);
+            rq.src = h.f.src;
+            rq.qp = h.f.qp;
+            SendNack(rq);
+            rq.nackTimer.Cancel();
+            rq.nackTimer = Simulator::Schedule(m_nackInterval, &RdmaNic::OnNackTimer, this, key);
         }
     }
     else
@@ -802,6 +808,29 @@ RdmaNic::OnData(const RdmaHeader& h, Ptr<Packet> p)
         m_counters->acksSent++;
         SendControl(RdmaHeader::ACK, h.f.src, h.f.qp, rq.expected, 0);
     }
+}
+
+void
+RdmaNic::SendNack(RecvQp& rq)
+{
+    rq.nackAgainNs = Simulator::Now().GetNanoSeconds() + m_nackInterval.GetNanoSeconds();
+    rq.lastNackSeq = rq.expected;
+    m_counters->nacksSent++;
+    SendControl(RdmaHeader::NACK, rq.src, rq.qp, rq.expected, 0);
+}
+
+void
+RdmaNic::OnNackTimer(uint64_t rxKey)
+{
+    // The gap NACKed an interval ago is still open (the NACK or the
+    // retransmission was lost and nothing has arrived since): NACK again.
+    auto it = m_rx.find(rxKey);
+    if (it == m_rx.end() || it->second.expected != it->second.lastNackSeq)
+    {
+        return;
+    }
+    SendNack(it->second);
+    it->second.nackTimer = Simulator::Schedule(m_nackInterval, &RdmaNic::OnNackTimer, this, rxKey);
 }
 
 void
@@ -1051,6 +1080,10 @@ RdmaNic::DoDispose()
     m_qps.clear();
     m_conns.clear(); // connections close with the simulation: QP and receiver state go
     m_connIndex.clear();
+    for (auto& [key, rq] : m_rx)
+    {
+        rq.nackTimer.Cancel();
+    }
     m_rx.clear();
     m_ctrl.clear();
     m_dev = nullptr;

@@ -176,6 +176,9 @@ class RdmaNic : public Object, public RdmaPortOwner
         uint32_t unacked{0};
         int64_t nackAgainNs{-1};   //!< a NACK for the same gap only after this
         uint64_t lastNackSeq{0};
+        uint32_t src{0};
+        uint32_t qp{0};
+        EventId nackTimer;         //!< repeats the NACK while the gap persists
         bool cnpPending{false};
         bool ecePending{false};
     };
@@ -192,6 +195,8 @@ class RdmaNic : public Object, public RdmaPortOwner
     void OnCnp(SendQp& qp);
     void OnIncreaseTimer(uint32_t qpId);
     void OnDecreaseCheck(uint32_t qpId);
+    void SendNack(RecvQp& rq);
+    void OnNackTimer(uint64_t rxKey);
     void ScheduleDecreaseCheck(SendQp& qp);
     SendQp& NewQp(uint32_t dst, uint32_t flowHash, bool perMessage);
     void ReleaseSteps(int32_t connIdx);

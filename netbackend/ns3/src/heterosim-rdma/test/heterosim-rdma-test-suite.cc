@@ -2,7 +2,11 @@
 // arithmetic, HPCC window and TIMELY rate updates, RED marking probability,
 // MMU thresholds and ECMP spreading.
 #include "ns3/dcqcn.h"
+#include "ns3/dctcp.h"
+#include "ns3/error-model.h"
 #include "ns3/hpcc.h"
+#include "ns3/pointer.h"
+#include "ns3/rdma-network-helper.h"
 #include "ns3/timely.h"
 #include "ns3/rdma-header.h"
 #include "ns3/rdma-switch.h"
@@ -343,6 +347,252 @@ class TimelyRateTestCase : public TestCase
     }
 };
 
+// Vendor (Mellanox) DCQCN reaction point as the HPCC simulator's dcqcn preset
+// models it (shared/network-reference.md): flags on CNP, alpha per 1 us period,
+// cut checks every 4 us on a grid from the first CNP (+1 ns), no target
+// clamping on a cut that follows no increase event.  Expected values by hand.
+class DcqcnVendorTestCase : public TestCase
+{
+  public:
+    DcqcnVendorTestCase()
+        : TestCase("DCQCN vendor reaction point step by step")
+    {
+    }
+
+  private:
+    void DoRun() override
+    {
+        DcqcnParams p = Params100G();
+        p.vendor = true;
+        p.clampTargetRate = false;
+        p.minRateBps = 1000e6;
+        const double g = p.g;
+        DcqcnRp rp;
+        rp.Init(&p, 0);
+        NS_TEST_ASSERT_MSG_EQ(rp.NextDecreaseCheckNs(0), -1, "no CNP yet: no check");
+        NS_TEST_ASSERT_MSG_EQ(rp.OnCnp(10000), false, "a CNP never cuts by itself");
+        NS_TEST_ASSERT_MSG_EQ_TOL(rp.rate, 100e9, 1, "rate unchanged until the check");
+        NS_TEST_ASSERT_MSG_EQ(rp.NextDecreaseCheckNs(10000), 14001, "first check 4 us + 1 ns later");
+        NS_TEST_ASSERT_MSG_EQ(rp.OnDecreaseCheck(14001), true, "pending CNP: cut");
+        // Alpha: 1 at the first CNP, then 4 periods (11..14 us) without a CNP.
+        double alpha = std::pow(1 - g, 4);
+        NS_TEST_ASSERT_MSG_EQ_TOL(rp.alpha, alpha, 1e-12, "alpha decayed 4 periods");
+        double rate = 100e9 * (1 - alpha / 2);
+        NS_TEST_ASSERT_MSG_EQ_TOL(rp.rate, rate, 1, "RC (1 - alpha/2)");
+        NS_TEST_ASSERT_MSG_EQ_TOL(rp.target, 100e9, 1, "no increase since the last cut: RT stays");
+        NS_TEST_ASSERT_MSG_EQ(rp.OnDecreaseCheck(18001), false, "no CNP since: no cut");
+        // A CNP at 19.5 us: the period ending 19 us (and 15..18) saw none; the one ending 20 us does.
+        rp.OnCnp(19500);
+        NS_TEST_ASSERT_MSG_EQ(rp.NextDecreaseCheckNs(19500), 22001, "next grid point");
+        NS_TEST_ASSERT_MSG_EQ(rp.OnDecreaseCheck(22001), true, "cut");
+        alpha *= std::pow(1 - g, 5);         // periods ending 15..19 us
+        alpha = (1 - g) * alpha + g;         // period ending 20 us had the CNP
+        alpha *= std::pow(1 - g, 2);         // 21, 22 us
+        NS_TEST_ASSERT_MSG_EQ_TOL(rp.alpha, alpha, 1e-12, "alpha +g only for the period with the CNP");
+        rate *= 1 - alpha / 2;
+        NS_TEST_ASSERT_MSG_EQ_TOL(rp.rate, rate, 1, "second cut");
+        NS_TEST_ASSERT_MSG_EQ_TOL(rp.target, 100e9, 1, "still no increase event: RT stays");
+        // Increase timer: stage 0 < F = 1 fast recovery towards RT, then a cut clamps RT.
+        NS_TEST_ASSERT_MSG_EQ(rp.OnIncreaseTimer(), DcqcnRp::FAST_RECOVERY, "stage 0");
+        rate = (rate + 100e9) / 2;
+        NS_TEST_ASSERT_MSG_EQ_TOL(rp.rate, rate, 1, "RC = (RC + RT) / 2");
+        rp.OnCnp(30000);
+        NS_TEST_ASSERT_MSG_EQ(rp.OnDecreaseCheck(rp.NextDecreaseCheckNs(30000)), true, "cut");
+        NS_TEST_ASSERT_MSG_EQ_TOL(rp.target, rate, 1, "after an increase event RT <- RC");
+    }
+};
+
+// DCQCN as in the SIGCOMM'15 paper: cut on each CNP, alpha timer 55 us
+// restarted by CNPs, F = 5, timer and byte counter (10 MB), R_AI 40 Mb/s,
+// R_HAI 400 Mb/s, RT <- RC on every cut.
+class DcqcnPaperTestCase : public TestCase
+{
+  public:
+    DcqcnPaperTestCase()
+        : TestCase("DCQCN paper reaction point step by step")
+    {
+    }
+
+  private:
+    void DoRun() override
+    {
+        DcqcnParams p;
+        p.g = 1.0 / 256;
+        p.alphaIntervalNs = 55000;
+        p.rateDecreaseIntervalNs = 0;
+        p.rateIncreaseIntervalNs = 55000;
+        p.byteCounterBytes = 10000000;
+        p.fastRecoveryStages = 5;
+        p.rateAiBps = 40e6;
+        p.rateHaiBps = 400e6;
+        p.minRateBps = 100e6;
+        p.lineRateBps = 100e9;
+        p.vendor = false;
+        p.clampTargetRate = true;
+        const double g = p.g;
+        DcqcnRp rp;
+        rp.Init(&p, 0);
+        NS_TEST_ASSERT_MSG_EQ(rp.OnCnp(0), true, "first CNP cuts at once");
+        NS_TEST_ASSERT_MSG_EQ_TOL(rp.rate, 50e9, 1, "alpha = 1: half");
+        NS_TEST_ASSERT_MSG_EQ(rp.OnCnp(110000), true, "every CNP cuts (the NP spaces them)");
+        double alpha = std::pow(1 - g, 2); // two 55 us periods without CNP
+        double rate = 50e9 * (1 - alpha / 2);
+        NS_TEST_ASSERT_MSG_EQ_TOL(rp.rate, rate, 1, "RC (1 - alpha/2)");
+        NS_TEST_ASSERT_MSG_EQ_TOL(rp.target, 50e9, 1, "RT <- RC");
+        double target = 50e9;
+        for (int i = 0; i < 5; ++i)
+        {
+            NS_TEST_ASSERT_MSG_EQ(rp.OnIncreaseTimer(), DcqcnRp::FAST_RECOVERY, "T < F");
+            rate = (rate + target) / 2;
+        }
+        NS_TEST_ASSERT_MSG_EQ_TOL(rp.rate, rate, 1, "five halvings towards RT");
+        NS_TEST_ASSERT_MSG_EQ(rp.OnIncreaseTimer(), DcqcnRp::ADDITIVE, "T = F, BC = 0: additive");
+        target += 40e6;
+        rate = (rate + target) / 2;
+        NS_TEST_ASSERT_MSG_EQ_TOL(rp.target, target, 1, "RT += R_AI");
+        // The byte counter: a 10 MB event each; hyper only when both passed F.
+        for (int i = 0; i < 6; ++i)
+        {
+            NS_TEST_ASSERT_MSG_EQ(rp.OnBytesSent(5000000), false, "half a byte-counter step");
+            NS_TEST_ASSERT_MSG_EQ(rp.OnBytesSent(5000000), true, "10 MB: increase event");
+            target += 40e6; // BC = 0..5 <= F: additive
+            rate = (rate + target) / 2;
+        }
+        NS_TEST_ASSERT_MSG_EQ_TOL(rp.target, target, 1, "six additive byte-counter events");
+        rp.OnBytesSent(10000000);
+        target += 400e6; // T = 6 > F and BC = 6 > F: hyper
+        NS_TEST_ASSERT_MSG_EQ_TOL(rp.target, target, 1, "RT += R_HAI");
+        NS_TEST_ASSERT_MSG_EQ_TOL(rp.rate, (rate + target) / 2, 1, "RC = (RC + RT) / 2");
+    }
+};
+
+// DCTCP window (RFC 8257): alpha per observation window, at most one cut per
+// window of data, one MTU per window otherwise, capped at one BDP.
+class DctcpWindowTestCase : public TestCase
+{
+  public:
+    DctcpWindowTestCase()
+        : TestCase("DCTCP alpha, cut once per window, additive increase")
+    {
+    }
+
+  private:
+    void DoRun() override
+    {
+        DctcpParams p;
+        p.g = 1.0 / 16;
+        p.mtuBytes = 4096;
+        p.maxWindowBytes = 100000;
+        DctcpRp rp;
+        rp.Init(&p);
+        NS_TEST_ASSERT_MSG_EQ_TOL(rp.window, 100000, 1e-9, "starts at one BDP");
+        rp.OnAck(4096, false, 100000);
+        double alpha = 15.0 / 16; // first window: nothing marked
+        NS_TEST_ASSERT_MSG_EQ_TOL(rp.alpha, alpha, 1e-12, "alpha <- (1-g) alpha");
+        NS_TEST_ASSERT_MSG_EQ_TOL(rp.window, 100000, 1e-9, "capped at one BDP");
+        NS_TEST_ASSERT_MSG_EQ(rp.OnAck(8192, true, 104096), true, "ECE cuts");
+        double w = 100000 * (1 - alpha / 2);
+        NS_TEST_ASSERT_MSG_EQ_TOL(rp.window, w, 1e-6, "W (1 - alpha/2)");
+        NS_TEST_ASSERT_MSG_EQ(rp.OnAck(12288, true, 108192), false, "second ECE in the window: no cut");
+        rp.OnAck(104097, false, 150000); // ends the observation window begun at 100000
+        alpha = (1 - 1.0 / 16) * alpha + (1.0 / 16) * (8192.0 / 100001.0);
+        NS_TEST_ASSERT_MSG_EQ_TOL(rp.alpha, alpha, 1e-12, "alpha from the marked share");
+        w += 4096.0 * (104097 - 12288) / w;
+        NS_TEST_ASSERT_MSG_EQ_TOL(rp.window, w, 1e-6, "one MTU per window");
+        for (int i = 0; i < 40; ++i)
+        {
+            rp.OnAck(200000 + i * 4096, true, 10000000 + i * 4096);
+        }
+        // The first of these ACKs ends the window (all of it marked), then cuts once.
+        alpha = (1 - 1.0 / 16) * alpha + 1.0 / 16;
+        NS_TEST_ASSERT_MSG_EQ_TOL(rp.alpha, alpha, 1e-12, "alpha with M = 1");
+        NS_TEST_ASSERT_MSG_EQ_TOL(rp.window, w * (1 - alpha / 2), 1e-6, "still one cut per window");
+    }
+};
+
+/// Drops the first @c m_times DATA packets carrying sequence @c m_seq.
+class SeqDropModel : public ErrorModel
+{
+  public:
+    uint64_t m_seq{0};
+    uint32_t m_times{0};
+    uint32_t m_dropped{0};
+
+  private:
+    bool DoCorrupt(Ptr<Packet> p) override
+    {
+        RdmaHeader h;
+        p->PeekHeader(h);
+        if (h.f.kind == RdmaHeader::DATA && h.f.seq == m_seq && m_dropped < m_times)
+        {
+            m_dropped++;
+            return true;
+        }
+        return false;
+    }
+
+    void DoReset() override
+    {
+    }
+};
+
+// Go-back-N on a lossless fabric with a lost packet whose retransmission is
+// lost too: the first NACK recovers the first loss; the second needs the
+// receiver's NACK repeated after NackInterval (500 us).  Without the repeat
+// (and without an RTO under PFC) the message never completes.
+class GoBackNTestCase : public TestCase
+{
+  public:
+    GoBackNTestCase()
+        : TestCase("go-back-N with a dropped packet and a dropped retransmission")
+    {
+    }
+
+  private:
+    void DoRun() override
+    {
+        FabricSpec f;
+        f.hosts = {"h0", "h1"};
+        f.switches = {"s0"};
+        f.linkA = {0, 2};
+        f.linkB = {2, 1};
+        f.rateBps = {100e9, 100e9};
+        f.delayNs = {1000, 1000};
+        f.kminBytes = {400e3, 400e3};
+        f.kmaxBytes = {1600e3, 1600e3};
+        f.pmax = {0.2, 0.2};
+        f.headroomBytes = {200000, 200000};
+        f.switchBufferBytes = {32000000};
+        Ptr<RdmaNetworkHelper> net = CreateObject<RdmaNetworkHelper>();
+        net->Build(f);
+        Ptr<SeqDropModel> em = CreateObject<SeqDropModel>();
+        em->m_seq = 10 * 4096;
+        em->m_times = 2;
+        net->GetNic(1)->GetDevice()->SetAttribute("ReceiveErrorModel", PointerValue(em));
+        const uint64_t bytes = 100 * 4096;
+        net->AddMessage(1, 0, 1, bytes, 0, 7, -1, 0);
+        std::vector<std::pair<uint64_t, int64_t>> done;
+        while (net->Pending() > 0 && net->Run(-1) == RdmaNetworkHelper::OK)
+        {
+            for (const auto& c : net->DrainCompletions())
+            {
+                done.push_back(c);
+            }
+        }
+        NS_TEST_ASSERT_MSG_EQ(done.size(), 1u, "the message completes");
+        NS_TEST_ASSERT_MSG_EQ(em->m_dropped, 2u, "original and first retransmission dropped");
+        const RdmaCounters& c = net->GetCounters();
+        NS_TEST_ASSERT_MSG_EQ(c.nacksSent, 2u, "one NACK, repeated once after the interval");
+        NS_TEST_ASSERT_MSG_EQ(c.deliveredBytes, bytes, "every byte delivered once");
+        NS_TEST_ASSERT_MSG_GT(c.retransmittedPackets, 90u, "go back N: everything from the gap again");
+        NS_TEST_ASSERT_MSG_GT(done[0].second, 500000, "second recovery waited for the NACK interval");
+        NS_TEST_ASSERT_MSG_LT(done[0].second, 1000000, "and not for the 4 ms retransmission timeout");
+        NS_TEST_ASSERT_MSG_EQ(net->GetNic(1)->GetRxQpStates(), 0u, "per-message QP state freed");
+        net->Dispose();
+        Simulator::Destroy();
+    }
+};
+
 class HeterosimRdmaTestSuite : public TestSuite
 {
   public:
@@ -352,6 +602,10 @@ class HeterosimRdmaTestSuite : public TestSuite
         AddTestCase(new DcqcnDecreaseTestCase, Duration::QUICK);
         AddTestCase(new DcqcnIncreaseTestCase, Duration::QUICK);
         AddTestCase(new DcqcnByteCounterTestCase, Duration::QUICK);
+        AddTestCase(new DcqcnVendorTestCase, Duration::QUICK);
+        AddTestCase(new DcqcnPaperTestCase, Duration::QUICK);
+        AddTestCase(new DctcpWindowTestCase, Duration::QUICK);
+        AddTestCase(new GoBackNTestCase, Duration::QUICK);
         AddTestCase(new HpccWindowTestCase, Duration::QUICK);
         AddTestCase(new TimelyRateTestCase, Duration::QUICK);
         AddTestCase(new EcnProbabilityTestCase, Duration::QUICK);
