@@ -32,6 +32,7 @@ number of active flows (``counters`` reports the work).
 from __future__ import annotations
 
 import heapq
+from collections import deque
 import math
 from dataclasses import dataclass
 
@@ -153,6 +154,11 @@ class FlowBackend(NetworkBackend):
         self._inflight_ids: set[int] = set()
         self._active = 0
         self._start_of: dict[int, int] = {}
+        # Messages of one (src, dst, connection) are carried in posting order, as one queue pair
+        # sends its work requests: the next one starts when the previous has left the sender.
+        self._conn_busy: set[tuple[str, str, int]] = set()
+        self._conn_wait: dict[tuple[str, str, int], deque[Message]] = {}
+        self._conn_pass: set[int] = set()
         self._fct: dict[int, tuple[int, int]] = {}
         self._bytes_delivered = 0
         self._link_wire_bytes = [0] * self._num_real
@@ -256,10 +262,18 @@ class FlowBackend(NetworkBackend):
         r = self.router
         while starts and starts[0][0] == t:
             _, seq, msg = heapq.heappop(starts)
-            self._start_of[msg.id] = t
+            self._start_of.setdefault(msg.id, t)  # a message queued behind its connection keeps its post time
             if msg.src == msg.dst:
                 self._finish(msg, t, 0)
                 continue
+            if msg.connection >= 0:
+                key = (msg.src, msg.dst, msg.connection)
+                if msg.id in self._conn_pass:
+                    self._conn_pass.discard(msg.id)  # handed the connection by its predecessor
+                elif key in self._conn_busy:
+                    self._conn_wait.setdefault(key, deque()).append(msg)
+                    continue
+                self._conn_busy.add(key)
             links, fixed_ns, inv_cap = self._path_info(msg)
             last_pkt = msg.size_bytes - (-(-msg.size_bytes // self._mtu) - 1) * self._mtu + self._hdr
             lat = fixed_ns + math.ceil(last_pkt * inv_cap - 1e-9)
@@ -309,11 +323,25 @@ class FlowBackend(NetworkBackend):
                 if l < self._num_real:
                     self._link_wire_bytes[l] += f.wire
             self._finish(f.msg, math.ceil(f.drain_t - 1e-6), f.lat_ns)
+            if f.msg.connection >= 0:
+                self._next_on_connection(f.msg, math.ceil(f.drain_t - 1e-6))
         seeds: dict[int, _Flow] = {}
         for l in sorted(freed):
             seeds.update(self._bn[l])
         if seeds:
             self._refill(seeds, t0)
+
+    def _next_on_connection(self, msg: Message, t: int) -> None:
+        key = (msg.src, msg.dst, msg.connection)
+        waiting = self._conn_wait.get(key)
+        if not waiting:
+            self._conn_busy.discard(key)
+            self._conn_wait.pop(key, None)
+            return
+        nxt = waiting.popleft()  # the connection stays busy: hand it to the next message
+        self._conn_pass.add(nxt.id)
+        self._seq += 1
+        heapq.heappush(self._starts, (max(t, self._start_of[nxt.id]), self._seq, nxt))
 
     def _finish(self, msg: Message, drain_ns: int, lat_ns: int) -> None:
         fin = max(drain_ns, self._start_of[msg.id]) + lat_ns
