@@ -227,6 +227,22 @@ class TransportConfig(_Strict):
     "NACK Generation Interval": 500 us)."""
 
 
+class AccelerationConfig(_Strict):
+    """Packet-level acceleration (ns3 backend): simulate fewer packets where the answer is known.
+
+    ``off`` is plain packet level and stays the reference every accelerated result is measured
+    against (benchmarks/bench_ns3_accel.py).
+    """
+
+    mode: Literal["off", "auto"] = "off"
+    """``auto``: flows alone on their path are computed in closed form (and handed back to packet
+    level the moment another flow shares a port); ``off``: every packet is simulated."""
+    theta: float = Field(0.05, gt=0, lt=1)
+    """Steady-state band: (max - min) / mean of per-flow rates over the window."""
+    window_packets: int = Field(64, gt=0)
+    """Packets per flow over which the steady-state band is checked."""
+
+
 class BackgroundConfig(_Strict):
     """``network.background``: other tenants' traffic sharing the fabric."""
 
@@ -292,6 +308,7 @@ class NetworkConfig(_Strict):
     hpcc: HpccConfig = HpccConfig()
     timely: TimelyConfig = TimelyConfig()
     dctcp: DctcpConfig = DctcpConfig()
+    acceleration: AccelerationConfig = AccelerationConfig()
     background: BackgroundConfig | None = None
     """Other tenants' traffic sharing the fabric (Poisson flows from a size CDF); None = none."""
     queue_sample_interval_ns: int = Field(10_000, gt=0)

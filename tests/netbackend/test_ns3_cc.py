@@ -1,12 +1,15 @@
-"""Congestion-control algorithms of the ns-3 backend beyond DCQCN: HPCC (INT,
-window + pacing) and TIMELY (RTT gradient from NIC timestamps).
+"""Every congestion-control preset of the ns-3 backend against the behaviour its source describes.
 
-Scenarios follow shared/network-reference.md: 4 -> 1 incast at 100 Gb/s over
-1 us links, PFC on (lossless), 4 KB MTU.
+Scenarios follow shared/network-reference.md: N -> 1 incast at 100 Gb/s over 1 us links on one
+switch, PFC on (lossless), 4 KB MTU.  Steady state is the last 30% of the time before the first
+flow finishes.  Targets come from the network-trust issue: no drops with PFC, Jain >= 0.99 in
+steady state, the queue held where the CC puts it, a lone flow at line rate, and every main
+parameter moving the result in the direction its definition says.
 """
 from __future__ import annotations
 
 import subprocess
+from typing import get_args
 
 import pytest
 from pydantic import ValidationError
@@ -14,63 +17,142 @@ from pydantic import ValidationError
 pytest.importorskip("cppyy", reason="ns-3 backend needs the ns3 wheel (pip install 'heterosim[ns3]')")
 
 from netbackend import Link, Message, NetTopology  # noqa: E402
-from netbackend.config import HpccConfig, NetworkConfig, TimelyConfig  # noqa: E402
-from netbackend.errors import UserError  # noqa: E402
+from netbackend.config import (CcKind, DcqcnConfig, HpccConfig, NetworkConfig, PfcConfig,  # noqa: E402
+                               TimelyConfig, ecn_defaults, resolved_dcqcn)
 from netbackend.ns3 import Ns3Backend, unit_test_command  # noqa: E402
 from netbackend.ns3 import scenarios as sc  # noqa: E402
 
 pytestmark = pytest.mark.ns3
 
-# HPCC paper (Li et al. 2019, §3.3): W_AI = W_init (1 - eta) / N for N expected
-# concurrent flows per link.  As a rate: line rate x (1 - eta) / N, i.e.
-# 1.25 Gb/s for N = 4 at 100 Gb/s.  The simulator's default (40 Mb/s at 100G,
-# N ~ 125) converges to fairness too slowly for a 4-flow test: measured Jain
-# 0.42 after 3 ms (see the report); the paper's rule for N = 4 is used here.
-HPCC_W_AI_N4_MBPS = 100_000 * (1 - 0.95) / 4
+CCS = get_args(CcKind)
+RATE_BPS_PER_NS = 100 / 8  # bytes per ns at 100 Gb/s
 
 
 def test_cxx_cc_unit_tests_pass():
     res = subprocess.run(unit_test_command(), capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stdout + res.stderr
     for name in ("PASS HPCC utilization estimate and window update",
-                 "PASS TIMELY gradient, Tlow and Thigh, hyper-active increase"):
+                 "PASS TIMELY gradient, Tlow and Thigh, hyper-active increase",
+                 "PASS DCQCN vendor reaction point step by step",
+                 "PASS DCQCN paper reaction point step by step",
+                 "PASS DCTCP alpha, cut once per window, additive increase",
+                 "PASS go-back-N with a dropped packet and a dropped retransmission"):
         assert name in res.stdout, res.stdout
 
 
-def _check_incast(r, n=4):
+# ------------------------------------------------------------------ a lone flow
+@pytest.mark.parametrize("cc", CCS)
+def test_lone_flow_runs_at_line_rate(cc):
+    """Alone on an idle path no CC may slow a flow; HPCC by design paces at eta of the line."""
+    cfg = NetworkConfig(backend="ns3", cc=cc)
+    r = sc.single_flow(size_bytes=10_000_000, cfg=cfg)
     assert r["drops"] == 0
-    assert len(r["fct_ns"]) == n
-    assert r["utilization"] >= 0.90, r["utilization"]
-    assert r["jain"] >= 0.95, r["per_flow_gbps"]
+    if cc == "hpcc":
+        assert abs(r["fct_ns"] - r["analytic_fct_ns"] / cfg.hpcc.eta) <= 0.01 * r["analytic_fct_ns"]
+    else:
+        assert r["fct_ns"] == pytest.approx(r["analytic_fct_ns"], abs=2), r
 
 
-def test_hpcc_incast_lossless_fair_full_and_short_queue():
-    cfg = NetworkConfig(backend="ns3", cc="hpcc", hpcc=HpccConfig(w_ai_mbps=HPCC_W_AI_N4_MBPS))
-    r = sc.incast(4, size_bytes=20_000_000, cfg=cfg, window_ns=100_000)
-    _check_incast(r)
-    # Targets eta = 95% of the line: the standing queue stays near empty.
-    assert r["utilization"] <= 0.99
-    assert r["steady_queue_mean_bytes"] < 50_000
-    assert r["ecn_marks"] == 0 and r["cnps"] == 0  # HPCC uses INT, not ECN
+# ------------------------------------------------------------------ incast
+# Measured deviations from the Jain >= 0.99 target, kept visible (strict: a fix turns them red).
+_UNFAIR = {
+    ("hpcc", 4): "HPCC with the paper's W_AI = 80 B: Jain 0.80 (rates 36/14/30/11 Gb/s persist)",
+    ("hpcc", 16): "HPCC with the paper's W_AI = 80 B: Jain 0.95",
+    ("dctcp", 8): "DCTCP: Jain 0.984 over 7 ms of steady state",
+    ("dcqcn_paper", 8): "DCQCN paper preset at 100G: Jain 0.987",
+}
 
 
-def test_timely_incast_lossless_fair_full():
-    r = sc.incast(4, size_bytes=20_000_000, cfg=NetworkConfig(backend="ns3", cc="timely"),
-                  window_ns=100_000)
-    _check_incast(r)
-    assert r["ecn_marks"] == 0 and r["cnps"] == 0
+def _incast_cases():
+    for cc in CCS:
+        for n in (2, 4, 8, 16):
+            marks = [pytest.mark.xfail(strict=True, reason=_UNFAIR[(cc, n)])] if (cc, n) in _UNFAIR else []
+            yield pytest.param(cc, n, marks=marks, id=f"{cc}-{n}")
 
 
-def test_hpcc_queue_much_smaller_than_dcqcn():
-    # DCQCN (defaults) needs long flows to reach steady state (see test_ns3_backend).
-    size = 200_000_000
-    dcqcn = sc.incast(4, size_bytes=size, cfg=NetworkConfig(backend="ns3"), window_ns=200_000)
-    hpcc = sc.incast(4, size_bytes=size, cfg=NetworkConfig(backend="ns3", cc="hpcc"), window_ns=200_000)
-    assert dcqcn["drops"] == hpcc["drops"] == 0
-    assert hpcc["utilization"] >= 0.90
-    assert hpcc["steady_queue_mean_bytes"] < 0.2 * dcqcn["steady_queue_mean_bytes"], (hpcc, dcqcn)
-    assert hpcc["mean_queue_bytes"] < 0.2 * dcqcn["mean_queue_bytes"]
-    assert hpcc["max_queue_bytes"] < dcqcn["max_queue_bytes"]
+@pytest.fixture(scope="module")
+def incast_results():
+    return {}
+
+
+def _incast(cache, cc, n):
+    if (cc, n) not in cache:
+        size = 40_000_000 if n < 16 else 60_000_000  # long enough to reach steady state
+        cache[(cc, n)] = sc.incast(n, size_bytes=size, cfg=NetworkConfig(backend="ns3", cc=cc))
+    return cache[(cc, n)]
+
+
+@pytest.mark.parametrize("cc", CCS)
+@pytest.mark.parametrize("n", [2, 4, 8, 16])
+def test_incast_lossless_and_queue_where_the_cc_puts_it(cc, n, incast_results):
+    r = _incast(incast_results, cc, n)
+    assert r["drops"] == 0 and len(r["fct_ns"]) == n
+    q = r["steady_queue_mean_bytes"]
+    if cc == "dcqcn":  # RED band Kmin..Kmax (400 KB .. 1.6 MB at 100G)
+        kmin, kmax, _ = ecn_defaults(100, cc)
+        assert 0.5 * kmin * 1e3 <= q <= kmax * 1e3, q
+        assert r["cnps"] > 0 and r["pfc_paused_ns_total"] == 0
+    elif cc == "dcqcn_paper":  # paper's band 5 .. 200 KB
+        assert q <= 200e3, q
+        assert r["cnps"] > 0 and r["pfc_paused_ns_total"] == 0
+    elif cc == "dctcp":  # one threshold K = 30 KB x rate/10G = 300 KB
+        k, _, _ = ecn_defaults(100, cc)
+        assert 0.5 * k * 1e3 <= q <= 1.2 * k * 1e3, q
+        assert r["pfc_paused_ns_total"] == 0
+    elif cc == "hpcc":  # eta < 1 leaves headroom: near-empty queue, no ECN
+        assert q < 50e3 and r["ecn_marks"] == 0, q
+    elif cc == "timely":  # RTT-driven: queue around Tlow's worth, never Thigh's
+        tm = TimelyConfig()
+        assert q <= tm.t_low_ns * RATE_BPS_PER_NS, q
+        assert r["steady_queue_max_bytes"] <= tm.t_high_ns * RATE_BPS_PER_NS
+    else:  # none: PFC alone holds the incast; the queue fills to the pause threshold
+        assert r["pfc_paused_ns_total"] > 0 and q > 1e6
+
+
+@pytest.mark.parametrize("cc, n", list(_incast_cases()))
+def test_incast_fair_in_steady_state(cc, n, incast_results):
+    r = _incast(incast_results, cc, n)
+    assert r["jain"] >= 0.99, r["per_flow_gbps"]
+
+
+# ------------------------------------------------------------------ parameter directions
+def test_dcqcn_larger_rate_ai_holds_a_longer_queue():
+    def q(rai):
+        cfg = NetworkConfig(backend="ns3", dcqcn=DcqcnConfig(rate_ai_mbps=rai))
+        return sc.incast(4, size_bytes=20_000_000, cfg=cfg)["steady_queue_mean_bytes"]
+
+    low, high = q(20), q(2000)
+    assert high > 1.2 * low, (low, high)
+
+
+def test_hpcc_larger_w_ai_holds_a_longer_queue():
+    def q(w_ai):
+        cfg = NetworkConfig(backend="ns3", cc="hpcc", hpcc=HpccConfig(w_ai_bytes=w_ai))
+        return sc.incast(8, size_bytes=20_000_000, cfg=cfg)["steady_queue_mean_bytes"]
+
+    low, high = q(80), q(2000)
+    assert high > 1.5 * low, (low, high)
+
+
+@pytest.mark.parametrize("eta", [0.9, 0.95])
+def test_hpcc_eta_sets_a_lone_flows_rate(eta):
+    cfg = NetworkConfig(backend="ns3", cc="hpcc", hpcc=HpccConfig(eta=eta))
+    r = sc.single_flow(size_bytes=10_000_000, cfg=cfg)
+    assert abs(r["fct_ns"] - r["analytic_fct_ns"] / eta) <= 0.01 * r["analytic_fct_ns"]
+
+
+def test_hpcc_int_bytes_are_on_the_wire():
+    topo = NetTopology(hosts=["h0", "h1"], switches=["s0"],
+                       links=[Link("h0", "s0", 100, 1000), Link("s0", "h1", 100, 1000)])
+    cfg = NetworkConfig(backend="ns3", cc="hpcc")
+    n_pkts = 2_000
+    with Ns3Backend(topo, cfg) as b:
+        b.send(Message(1, "h0", "h1", n_pkts * cfg.mtu_bytes, 0))
+        b.advance()
+        st = b.stats()
+    data_wire = cfg.mtu_bytes + cfg.header_bytes + cfg.hpcc.int_bytes
+    assert st.link_bytes[("h0", "s0")] == n_pkts * data_wire
+    assert st.link_bytes[("h1", "s0")] == n_pkts * (64 + cfg.hpcc.int_bytes)  # one ACK per packet
 
 
 def test_timely_lower_t_low_means_shorter_queue():
@@ -82,33 +164,37 @@ def test_timely_lower_t_low_means_shorter_queue():
     assert high > 1.5 * low, (low, high)
 
 
-def test_hpcc_int_bytes_are_on_the_wire_and_single_flow_runs_at_eta():
-    topo = NetTopology(hosts=["h0", "h1"], switches=["s0"],
-                       links=[Link("h0", "s0", 100, 1000), Link("s0", "h1", 100, 1000)])
-    cfg = NetworkConfig(backend="ns3", cc="hpcc")
-    n_pkts = 2_000
-    size = n_pkts * cfg.mtu_bytes
-    with Ns3Backend(topo, cfg) as b:
-        b.send(Message(1, "h0", "h1", size, 0))
-        (c,) = b.advance()
-        st = b.stats()
-    data_wire = cfg.mtu_bytes + cfg.header_bytes + cfg.hpcc.int_bytes
-    assert st.link_bytes[("h0", "s0")] == n_pkts * data_wire
-    assert st.link_bytes[("h1", "s0")] == n_pkts * (64 + cfg.hpcc.int_bytes)  # one ACK per packet
-    analytic = sc.store_and_forward_ns([data_wire] * n_pkts, [100.0, 100.0], [1000, 1000])
-    # Alone on the path the link's txRate/B is 1 >= eta, so HPCC settles at eta
-    # of the line rate (it leaves 5% headroom by design): FCT = analytic / eta.
-    assert abs(c.finish_ns - analytic / cfg.hpcc.eta) <= 0.01 * analytic, (c.finish_ns, analytic)
+def test_window_variant_caps_inflight_at_one_bdp():
+    """DCQCN+window: a 16 -> 1 incast's start-up burst is bounded by 16 BDPs of the fabric."""
+    plain = sc.incast(16, size_bytes=5_000_000, cfg=NetworkConfig(backend="ns3"))
+    capped = sc.incast(16, size_bytes=5_000_000, cfg=NetworkConfig(backend="ns3", cc_window=True))
+    assert capped["max_queue_bytes"] < 0.5 * plain["max_queue_bytes"], (capped["max_queue_bytes"],
+                                                                         plain["max_queue_bytes"])
 
 
-def test_cc_values_map_and_validate():
-    topo = sc.star_topology(1)
-    with Ns3Backend(topo, NetworkConfig(backend="ns3", cc="timely")) as b:
-        b.send(Message(1, "s0", "r0", 100_000, 0))
-        assert len(b.advance()) == 1
-    with pytest.raises(ValidationError):  # not offered: no DCTCP in the ns-3 module
-        NetworkConfig(backend="ns3", cc="dctcp")
+# ------------------------------------------------------------------ presets and validation
+def test_presets_are_one_column_each_and_overridable():
+    vendor = resolved_dcqcn(NetworkConfig(cc="dcqcn"))
+    paper = resolved_dcqcn(NetworkConfig(cc="dcqcn_paper"))
+    # network-reference.md: vendor 1/4/300 us, ECN echoed on ACKs; paper 55/-/55 us, 50 us CNPs, 10 MB, F = 5
+    assert (vendor["alpha_update_interval_ns"], vendor["rate_decrease_interval_ns"],
+            vendor["rate_increase_interval_ns"], vendor["cnp_mode"]) == (1_000, 4_000, 300_000, "ack_piggyback")
+    assert (paper["alpha_update_interval_ns"], paper["rate_increase_interval_ns"], paper["cnp_interval_ns"],
+            paper["byte_counter_bytes"], paper["fast_recovery_stages"]) == (55_000, 55_000, 50_000,
+                                                                          10_000_000, 5)
+    over = resolved_dcqcn(NetworkConfig(cc="dcqcn_paper", dcqcn=DcqcnConfig(g=1 / 16)))
+    assert over["g"] == 1 / 16 and over["byte_counter_bytes"] == 10_000_000
+    assert ecn_defaults(100, "dcqcn") == (400, 1600, 0.2)
+    assert ecn_defaults(400, "dcqcn") == (1600, 6400, 0.2)
+    assert ecn_defaults(100, "dctcp") == (300, 300, 1.0)
+
+
+def test_bad_cc_settings_are_rejected():
+    with pytest.raises(ValidationError):
+        NetworkConfig(cc="dcqcn_vendor")
     with pytest.raises(ValidationError):
         TimelyConfig(t_low_ns=600_000, t_high_ns=500_000)
     with pytest.raises(ValidationError):
         HpccConfig(eta=1.5)
+    with pytest.raises(ValidationError, match="resume_offset_kb"):
+        PfcConfig(threshold="static", static_threshold_kb=2, resume_offset_kb=3)
