@@ -13,7 +13,7 @@ from typing import Any
 
 from netbackend.base import Completion, Message, NetStats, NetworkBackend
 from netbackend.config import NetworkConfig, ecn_defaults_for_rate
-from netbackend.routing import rail_of
+from netbackend.routing import Router, rail_of
 from netbackend.errors import NetworkError, UserError
 from netbackend.ns3 import driver
 from netbackend.ns3.driver import run_isolated
@@ -57,6 +57,9 @@ class Ns3Backend(NetworkBackend):
         self._host_index = {h: i for i, h in enumerate(topology.hosts)}
         self._rail = ({h: rail_of(i, h) for i, h in enumerate(topology.hosts)} if cfg.ecmp == "rail" else None)
         self._check_topology()
+        # The flow backend's Router defines the ECMP hash and per-switch salts; the
+        # switches apply the same choice (netbackend/routing.py), so paths agree.
+        self._router = Router(topology, mode=cfg.ecmp, seed=seed)
         t0 = time.perf_counter()
         sim_cls = driver.sim_class()
         driver.acquire(self)
@@ -116,7 +119,8 @@ class Ns3Backend(NetworkBackend):
             # Lossless fabric: data is never dropped, so no timeout (a drop is
             # reported and the watchdog stops the run); lossy: 1 ms.
             nic + "RetransmitTimeout": "0ns" if pfc.enabled else "1ms",
-            nic + "FlowHashIsKey": "true" if cfg.ecmp == "rail" else "false",
+            # The packet's ECMP hash is what send() passes: Router.flow_hash32, or the rail.
+            nic + "FlowHashIsKey": "true",
             nic + "TrackMessageBytes": "true" if track_message_bytes else "false",
             nic + "RateSampleQps": str(int(rate_sample_qps)),
             nic + "DcqcnG": repr(float(d.g)),
@@ -153,8 +157,11 @@ class Ns3Backend(NetworkBackend):
             sw + "ReservedPerQueue": str(int(buf.reserved_per_queue_kb * 1000)),
             sw + "EcnEnabled": "true" if cfg.ecn.enabled else "false",
             sw + "EcmpByKey": "true" if cfg.ecmp == "rail" else "false",
+            sw + "PipelineLatency": _ns(cfg.per_hop_latency_ns),
             helper + "QueueSampleInterval": _ns(cfg.queue_sample_interval_ns),
             helper + "StallLimit": _ns(cfg.stall_limit_ns),
+            # a paused cycle gets the same patience as the no-delivery watchdog
+            helper + "DeadlockHoldTime": _ns(cfg.stall_limit_ns),
             helper + "WallLimit": repr(float(cfg.wall_limit_s)),
             helper + "Seed": str(int(self.seed) & 0xFFFFFFFF),
         }
@@ -181,9 +188,12 @@ class Ns3Backend(NetworkBackend):
             pmax.append(e.pmax if e.pmax is not None else dk[2])
             # Headroom absorbs what is in flight after a PAUSE: factor x rate x
             # delay (HPCC simulator, ~3x) plus one max-size packet being sent at
-            # each end, which dominates on short links.
+            # each end, which dominates on short links.  The switch pipeline
+            # latency is part of the delay (ns-3 adds it to the propagation of
+            # every port a switch transmits on: rdma-switch.h).
             bytes_per_ns = link.rate_gbps / 8.0
-            hdrm.append(int(cfg.buffer.headroom_factor * bytes_per_ns * link.delay_ns) + 2 * wire_bytes)
+            delay_ns = link.delay_ns + cfg.per_hop_latency_ns
+            hdrm.append(int(cfg.buffer.headroom_factor * bytes_per_ns * delay_ns) + 2 * wire_bytes)
             for end in (link.a, link.b):
                 if end in max_rate:
                     max_rate[end] = max(max_rate[end], link.rate_gbps)
@@ -207,6 +217,7 @@ class Ns3Backend(NetworkBackend):
         spec.rateBps, spec.delayNs = vec["double"](rate), vec["int64_t"](delay)
         spec.kminBytes, spec.kmaxBytes, spec.pmax = vec["double"](kmin), vec["double"](kmax), vec["double"](pmax)
         spec.headroomBytes, spec.switchBufferBytes = vec["uint64_t"](hdrm), vec["uint64_t"](buffers)
+        spec.switchSalt = vec["uint32_t"]([self._router.switch_salt32(s) for s in topo.switches])
         self._sim.Build(spec)
 
     # --------------------------------------------------------------- running
@@ -232,8 +243,10 @@ class Ns3Backend(NetworkBackend):
         self._start[msg.id] = msg.start_ns
         self._size[msg.id] = msg.size_bytes
         self._pending.add(msg.id)
-        # rail mode pins a flow to its source NIC's rail at every switch, as the flow backend does
-        key = self._rail[msg.src] if self._rail is not None else msg.flow_key
+        # rail mode pins a flow to its source NIC's rail at every switch, as the flow backend
+        # does; otherwise the packets carry the Router's hash, so both backends take one path
+        key = (self._rail[msg.src] if self._rail is not None
+               else self._router.flow_hash32(msg.src, msg.dst, msg.flow_key))
         self._sim.AddMessage(msg.id, self._host_index[msg.src], self._host_index[msg.dst],
                              msg.size_bytes, msg.start_ns, key & 0xFFFFFFFFFFFFFFFF)
         self._call_wall_s += time.perf_counter() - t0
