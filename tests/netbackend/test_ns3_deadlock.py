@@ -113,6 +113,7 @@ def _deadlock_with_traffic() -> dict:
                 "bystander_rx": b.message_rx_bytes(bystander), "drops": b.stats().extra["drops"]}
 
 
+@pytest.mark.slow  # ~10 s: a child process loads the ns-3 module (run_isolated)
 def test_cycle_is_detected_while_other_traffic_flows():
     r = run_isolated(_deadlock_with_traffic)
     msg = r["err"]
