@@ -1,8 +1,8 @@
 // Unit tests of the switch state machines (suite "heterosim-rdma-switch"):
 // PFC XOFF/XON with headroom (static and dynamic thresholds, tiny buffers),
-// lossy per-ingress admission, pipeline latency, canonical ECMP order, and a
+// lossy per-ingress admission, pipeline latency, canonical ECMP order, a
 // 2->1 incast that must not stall when the threshold is below the resume
-// offset.  Expected values are worked out by hand in the comments from the
+// offset, and the wait-for-graph PFC deadlock check.  Expected values are worked out by hand in the comments from the
 // MMU rules in rdma-switch.h (shared/network-reference.md).
 #include "ns3/boolean.h"
 #include "ns3/node.h"
@@ -15,6 +15,7 @@
 #include "ns3/test.h"
 #include "ns3/uinteger.h"
 
+#include <string>
 #include <vector>
 
 using namespace ns3;
@@ -424,6 +425,117 @@ class IncastTinyStaticThresholdTestCase : public TestCase
     }
 };
 
+/// A ring of 5 switches (host i on switch i, link 5 + i joins s_i -> s_(i+1)).
+FabricSpec
+Ring5()
+{
+    FabricSpec f;
+    for (uint32_t i = 0; i < 5; ++i)
+    {
+        f.hosts.push_back("h" + std::to_string(i));
+        f.switches.push_back("s" + std::to_string(i));
+    }
+    auto link = [&f](uint32_t a, uint32_t b) {
+        f.linkA.push_back(a);
+        f.linkB.push_back(b);
+        f.rateBps.push_back(100e9);
+        f.delayNs.push_back(1000);
+        f.kminBytes.push_back(400e3);
+        f.kmaxBytes.push_back(1600e3);
+        f.pmax.push_back(0.2);
+        f.headroomBytes.push_back(50000);
+    };
+    for (uint32_t i = 0; i < 5; ++i)
+    {
+        link(i, 5 + i);
+    }
+    for (uint32_t i = 0; i < 5; ++i)
+    {
+        link(5 + i, 5 + (i + 1) % 5);
+    }
+    return f;
+}
+
+/// Local port of switch @p sw whose link leads to node @p peer.
+uint32_t
+PortTo(Ptr<RdmaSwitchNode> sw, Ptr<Node> peer)
+{
+    for (uint32_t k = 0; k < sw->GetNPorts(); ++k)
+    {
+        if (sw->GetPort(k)->GetPeer()->GetNode() == peer)
+        {
+            return k;
+        }
+    }
+    return UINT32_MAX;
+}
+
+class DeadlockCycleTestCase : public TestCase
+{
+  public:
+    DeadlockCycleTestCase()
+        : TestCase("PFC deadlock: a cycle in the wait-for graph of paused ports, held long enough")
+    {
+    }
+
+  private:
+    struct Probe
+    {
+        Ptr<RdmaNetworkHelper> net;
+        std::vector<int> found;
+        void Check() { found.push_back(net->CheckDeadlockNow()); }
+    };
+
+    /// Every ring egress s_j -> s_(j+1) paused; for each i in @p feed, s_(i+1)
+    /// holds at that egress a packet that came from s_i (bound for h_(i+3)).
+    std::vector<int> Run(const std::vector<uint32_t>& feed, std::vector<uint32_t>* cycle)
+    {
+        Probe probe;
+        probe.net = CreateObject<RdmaNetworkHelper>();
+        probe.net->SetAttribute("DeadlockHoldTime", TimeValue(MicroSeconds(100)));
+        probe.net->Build(Ring5());
+        auto sw = [&](uint32_t i) { return probe.net->GetSwitch(i % 5); };
+        for (uint32_t j = 0; j < 5; ++j)
+        {
+            sw(j)->PortReceive(PortTo(sw(j), sw(j + 1)), Rig::Pfc(true));
+        }
+        for (uint32_t i : feed)
+        {
+            Ptr<Packet> p = Rig::Data(1000);
+            RdmaHeader h;
+            p->RemoveHeader(h);
+            h.f.dst = (i + 3) % 5;
+            p->AddHeader(h);
+            sw(i + 1)->PortReceive(PortTo(sw(i + 1), sw(i)), p);
+        }
+        // t = 0: first sight (not yet held); 50 us: held 50 us; 101 us: held 101 us.
+        for (int64_t t : {0, 50000, 101000})
+        {
+            Simulator::Schedule(NanoSeconds(t), &Probe::Check, &probe);
+        }
+        Simulator::Run();
+        *cycle = probe.net->GetDeadlockCycle();
+        probe.net->Dispose();
+        Simulator::Destroy();
+        return probe.found;
+    }
+
+    void DoRun() override
+    {
+        std::vector<uint32_t> cycle;
+        auto found = Run({0, 1, 2, 3, 4}, &cycle);
+        NS_TEST_ASSERT_MSG_EQ(found[0], 0, "a cycle just formed is not yet a deadlock");
+        NS_TEST_ASSERT_MSG_EQ(found[1], 0, "held 50 us < 100 us");
+        NS_TEST_ASSERT_MSG_EQ(found[2], 1, "held 101 us: deadlock");
+        // Port 2(5 + j) transmits s_j -> s_(j+1); s_j's waits for s_(j+1)'s.
+        const std::vector<uint32_t> ring{10, 12, 14, 16, 18};
+        NS_TEST_ASSERT_MSG_EQ((cycle == ring), true, "the cycle's ports, in wait-for order");
+        // One switch holds nothing from upstream: the chain is open, no cycle.
+        found = Run({0, 1, 2, 3}, &cycle);
+        NS_TEST_ASSERT_MSG_EQ(found[2], 0, "an open chain of paused ports is no deadlock");
+    }
+};
+
 class RdmaSwitchTestSuite : public TestSuite
 {
   public:
@@ -436,6 +548,7 @@ class RdmaSwitchTestSuite : public TestSuite
         AddTestCase(new PipelineLatencyTestCase, TestCase::Duration::QUICK);
         AddTestCase(new CanonicalEcmpTestCase, TestCase::Duration::QUICK);
         AddTestCase(new IncastTinyStaticThresholdTestCase, TestCase::Duration::QUICK);
+        AddTestCase(new DeadlockCycleTestCase, TestCase::Duration::QUICK);
     }
 };
 
