@@ -159,9 +159,10 @@ def test_every_flow_takes_the_same_path_in_both_backends(fabric, mode, seed):
     assert len(spread) >= 8  # the flows did take different paths (the test can tell)
 
 
-def test_parallel_links_follow_link_index_order():
-    # leaf0 -> spine0 has two links; the Router's options there are ordered by
-    # neighbour node index, then link index, as the switch's ports are.
+def test_parallel_links_are_separate_ecmp_options():
+    # leaf0 -> spine0 has two links: each is an option of its own in the one
+    # flattened choice (ordered by neighbour node, then link index, as the
+    # switch's ports are; the ns-3 path test above checks that order agrees).
     topo = leaf_spine()
     router = Router(topo, seed=3)
     used = set()
