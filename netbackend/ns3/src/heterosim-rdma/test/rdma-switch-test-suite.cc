@@ -348,7 +348,9 @@ class CanonicalEcmpTestCase : public TestCase
   private:
     void DoRun() override
     {
-        // MurmurHash3 fmix32 known answers (netbackend.routing.fmix32 is the same).
+        // MurmurHash3_x86_32 of an empty key is fmix32(seed); published test
+        // vectors: ("", 1) = 0x514E28B7, ("", 0xFFFFFFFF) = 0x81F16F39.
+        NS_TEST_ASSERT_MSG_EQ(RdmaMix32(0xFFFFFFFFu), 0x81f16f39u, "fmix32(~0)");
         NS_TEST_ASSERT_MSG_EQ(RdmaMix32(0), 0u, "fmix32(0)");
         NS_TEST_ASSERT_MSG_EQ(RdmaMix32(1), 0x514e28b7u, "fmix32(1)");
         NS_TEST_ASSERT_MSG_EQ(RdmaEcmpIndex(1, 0, 7), 0x514e28b7u % 7, "index = fmix32(h ^ salt) % n");
