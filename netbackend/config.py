@@ -315,6 +315,8 @@ class NetworkConfig(_Strict):
     """ns-3: sample every egress queue this often."""
     wall_limit_s: float = Field(3600.0, gt=0)
     """Stop with an error if the network run takes longer (wall clock)."""
+    deadlock_hold_ns: int | None = Field(None, gt=0)
+    """A cycle of PFC-paused ports that dequeues nothing this long is a deadlock; None = stall_limit_ns."""
     stall_limit_ns: int = Field(50_000_000, gt=0)
     """Stop with a deadlock error if no byte is delivered for this long while paused."""
 

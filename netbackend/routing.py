@@ -5,10 +5,25 @@ Each undirected :class:`~netbackend.topo.Link` ``i`` becomes two directed links:
 
 Like a real fabric, the choice is made hop by hop: at every node with several
 next hops that bring the packet closer to the destination, the switch hashes the
-flow (src, dst, flow_key) with its own seed and picks one. Per-switch seeds avoid
-hash polarisation, and nothing ever enumerates all paths, so a fabric with
-thousands of hosts costs one BFS per destination *switch* (a host with a single
-access link shares its switch's distance table).
+flow with its own salt and picks one. Per-switch salts avoid hash polarisation,
+and nothing ever enumerates all paths, so a fabric with thousands of hosts costs
+one BFS per destination *switch* (a host with a single access link shares its
+switch's distance table).
+
+ECMP contract, shared with the ns-3 switch (``RdmaEcmpIndex`` in
+``ns3/src/heterosim-rdma/model/rdma-switch.h``), so a flow takes the same path in
+both backends:
+
+* the flow's hash is :meth:`Router.flow_hash32` ``(src, dst, flow_key)``, a 32-bit
+  value computed once (ns-3 carries it unchanged in every data packet);
+* the options at a node are its directed links to the neighbours one hop closer,
+  in canonical order: by neighbour node index (hosts, then switches, as listed
+  in the topology), then by link index;
+* the node takes option ``ecmp_index(flow_hash32, salt, n)`` =
+  ``fmix32(flow_hash32 ^ salt) % n`` (MurmurHash3's 32-bit finaliser), ``salt``
+  being :meth:`Router.switch_salt32` of the node (from its name and the seed).
+
+``ecmp: rail`` keeps its pinning: NIC ``k`` takes option ``k % n`` everywhere.
 
 Hosts never forward: only switches are transit nodes.
 """
@@ -21,6 +36,7 @@ from netbackend.errors import NetworkError
 from netbackend.topo import NetTopology
 
 _M64 = (1 << 64) - 1
+_M32 = 0xFFFFFFFF
 _RAIL_RE = re.compile(r"nic(\d+)$")
 
 
@@ -37,6 +53,33 @@ def mix64(x: int) -> int:
     x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _M64
     x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _M64
     return x ^ (x >> 31)
+
+
+def fmix32(h: int) -> int:
+    """MurmurHash3's 32-bit finaliser (Appleby, public domain); ``RdmaMix32`` in C++."""
+    h &= _M32
+    h ^= h >> 16
+    h = (h * 0x85EBCA6B) & _M32
+    h ^= h >> 13
+    h = (h * 0xC2B2AE35) & _M32
+    return h ^ (h >> 16)
+
+
+def ecmp_index(flow_hash32: int, salt32: int, n: int) -> int:
+    """Which of ``n`` equal-cost options (canonical order) a switch with ``salt32`` takes."""
+    return fmix32(flow_hash32 ^ salt32) % n
+
+
+def fnv1a64(text: str) -> int:
+    """FNV-1a 64-bit hash of the UTF-8 bytes of ``text`` (Fowler/Noll/Vo, public domain)."""
+    h = 0xCBF29CE484222325
+    for byte in text.encode():
+        h = ((h ^ byte) * 0x100000001B3) & _M64
+    return h
+
+
+def _fold32(x: int) -> int:
+    return (x ^ (x >> 32)) & _M32
 
 
 class Router:
@@ -94,10 +137,12 @@ class Router:
                 self.link_capacity_Bps.append(link.rate_gbps * 1e9 / 8)
                 self.link_delay_ns.append(int(link.delay_ns))
                 self._adj[u].setdefault(v, []).append(lid)
-        # Switch neighbours in a fixed order, for the per-hop choice.
+        # Switch neighbours in canonical order (node index; links in link order).
         self._switch_nbrs: list[list[int]] = [
             sorted(v for v in self._adj[u] if v >= self.num_hosts) for u in range(n_nodes)]
-        self._switch_salt = [mix64(self.seed * 0x100000001B3 + i) for i in range(n_nodes)]
+        self._name_hash = [fnv1a64(n) for n in names]
+        seed_mix = mix64(self.seed & _M64)
+        self._salt32 = [_fold32(mix64(h ^ seed_mix)) for h in self._name_hash]
         self._dist: dict[int, list[int]] = {}
         self._path_cache: dict[tuple[int, int, int], tuple[list[int], list[int]]] = {}
         self._rail = [self._rail_of(i, h) for i, h in enumerate(topology.hosts)]
@@ -156,14 +201,35 @@ class Router:
         return self._flow_hash(s, t, flow_key) & 0xFFFFFFFF
 
     def _flow_hash(self, src: int, dst: int, flow_key: int) -> int:
-        return mix64(mix64(mix64(src ^ (self.seed << 20)) ^ dst) ^ (flow_key & _M64))
+        return _fold32(mix64(mix64(self._name_hash[src] ^ mix64(self._name_hash[dst])) ^ (flow_key & _M64)))
 
     def _pick(self, options: list, at: int, fhash: int, src: int):
         if len(options) == 1:
             return options[0]
         if self.mode == "rail":
             return options[self._rail[src] % len(options)]
-        return options[mix64(fhash ^ self._switch_salt[at]) % len(options)]
+        return options[ecmp_index(fhash, self._salt32[at], len(options))]
+
+    def flow_hash32(self, src: str, dst: str, flow_key: int = 0) -> int:
+        """The flow's 32-bit ECMP hash: splitmix64 over the FNV-1a hashes of the two
+        node names and the 64-bit flow key, folded to 32 bits (high ^ low word).
+
+        Independent of the seed (the per-switch salts carry it) and of node order.
+        """
+        s = self.node_index.get(src)
+        t = self.node_index.get(dst)
+        if s is None or t is None:
+            raise NetworkError("unknown node", field="message.src" if s is None else "message.dst",
+                               value=src if s is None else dst)
+        return self._flow_hash(s, t, flow_key)
+
+    def switch_salt32(self, name: str) -> int:
+        """Per-node ECMP salt: splitmix64 of the FNV-1a hash of its name xor the
+        mixed seed, folded to 32 bits (the ns-3 switch gets it in FabricSpec.switchSalt)."""
+        i = self.node_index.get(name)
+        if i is None:
+            raise NetworkError("unknown node", field="topology", value=name)
+        return self._salt32[i]
 
     # ------------------------------------------------------------------ public
     def route(self, src: str, dst: str, flow_key: int = 0) -> tuple[list[int], list[int]]:
@@ -185,18 +251,18 @@ class Router:
             u = s
             while u != t:
                 if t in self._adj[u]:
-                    v = t
+                    opts = self._adj[u][t]
                 else:
                     # (with an anchor switch, distance to t is dist[.] + 1 for every node
                     # but t, so "one step closer" means the same in both tables)
                     want = dist[u] - 1
-                    cand = [v for v in self._switch_nbrs[u] if dist[v] == want]
-                    if not cand:
+                    opts = [lid for v in self._switch_nbrs[u] if dist[v] == want for lid in self._adj[u][v]]
+                    if not opts:
                         raise NetworkError(f"no path from {src} to {dst}", field="message.dst", value=dst)
-                    v = self._pick(cand, u, fh, s)
-                links.append(self._pick(self._adj[u][v], u, fh ^ 0x5BD1E995, s))
-                nodes.append(v)
-                u = v
+                lid = self._pick(opts, u, fh, s)
+                links.append(lid)
+                u = self.link_dst[lid]
+                nodes.append(u)
         res = (nodes, links)
         self._path_cache[key] = res
         return res
@@ -220,7 +286,7 @@ class Router:
             par = self._adj[u].get(v)
             if not par:
                 raise NetworkError("no link between consecutive path nodes", field="path", value=(a, b))
-            out.append(self._pick(par, u, fh ^ 0x5BD1E995, s if s < self.num_hosts else 0))
+            out.append(self._pick(par, u, fh, s if s < self.num_hosts else 0))
         return out
 
     def equal_cost_paths(self, src: str, dst: str, limit: int = 1024) -> list[list[str]]:

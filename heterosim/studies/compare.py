@@ -93,8 +93,7 @@ class IdealFct:
                 last = max(last, cum + (n - 2) * slowest)
             last += last_bits / rate
         t = last + sum(d for _, d in hops)
-        if self.backend != "ns3":
-            t += (len(hops) - 1) * cfg.per_hop_latency_ns
+        t += (len(hops) - 1) * cfg.per_hop_latency_ns  # both backends add the switch latency
         return t
 
 

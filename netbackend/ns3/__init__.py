@@ -59,8 +59,10 @@ class Ns3Backend(NetworkBackend):
                             f"{', '.join(_CC_IMPLEMENTED)})", field="network.cc", value=cfg.cc)
         self._host_index = {h: i for i, h in enumerate(topology.hosts)}
         self._rail = ({h: rail_of(i, h) for i, h in enumerate(topology.hosts)} if cfg.ecmp == "rail" else None)
-        self._router = Router(topology, mode=cfg.ecmp, seed=seed) if cfg.ecmp == "hash" else None
         self._check_topology()
+        # The flow backend's Router defines the ECMP hash and per-switch salts; the
+        # switches apply the same choice (netbackend/routing.py), so paths agree.
+        self._router = Router(topology, mode=cfg.ecmp, seed=seed)
         t0 = time.perf_counter()
         sim_cls = driver.sim_class()
         driver.acquire(self)
@@ -162,8 +164,11 @@ class Ns3Backend(NetworkBackend):
             sw + "ReservedPerQueue": str(int(buf.reserved_per_queue_kb * 1000)),
             sw + "EcnEnabled": "true" if cfg.ecn.enabled else "false",
             sw + "EcmpByKey": "true" if cfg.ecmp == "rail" else "false",
+            sw + "PipelineLatency": _ns(cfg.per_hop_latency_ns),
             helper + "QueueSampleInterval": _ns(cfg.queue_sample_interval_ns),
             helper + "StallLimit": _ns(cfg.stall_limit_ns),
+            # a paused cycle gets the same patience as the no-delivery watchdog
+            helper + "DeadlockHoldTime": _ns(cfg.deadlock_hold_ns or cfg.stall_limit_ns),
             helper + "WallLimit": repr(float(cfg.wall_limit_s)),
             helper + "Seed": str(int(self.seed) & 0xFFFFFFFF),
         }
@@ -190,9 +195,12 @@ class Ns3Backend(NetworkBackend):
             pmax.append(e.pmax if e.pmax is not None else dk[2])
             # Headroom absorbs what is in flight after a PAUSE: factor x rate x
             # delay (HPCC simulator, ~3x) plus one max-size packet being sent at
-            # each end, which dominates on short links.
+            # each end, which dominates on short links.  The switch pipeline
+            # latency is part of the delay (ns-3 adds it to the propagation of
+            # every port a switch transmits on: rdma-switch.h).
             bytes_per_ns = link.rate_gbps / 8.0
-            hdrm.append(int(cfg.buffer.headroom_factor * bytes_per_ns * link.delay_ns) + 2 * wire_bytes)
+            delay_ns = link.delay_ns + cfg.per_hop_latency_ns
+            hdrm.append(int(cfg.buffer.headroom_factor * bytes_per_ns * delay_ns) + 2 * wire_bytes)
             for end in (link.a, link.b):
                 if end in max_rate:
                     max_rate[end] = max(max_rate[end], link.rate_gbps)
@@ -216,6 +224,7 @@ class Ns3Backend(NetworkBackend):
         spec.rateBps, spec.delayNs = vec["double"](rate), vec["int64_t"](delay)
         spec.kminBytes, spec.kmaxBytes, spec.pmax = vec["double"](kmin), vec["double"](kmax), vec["double"](pmax)
         spec.headroomBytes, spec.switchBufferBytes = vec["uint64_t"](hdrm), vec["uint64_t"](buffers)
+        spec.switchSalt = vec["uint32_t"]([self._router.switch_salt32(s) for s in topo.switches])
         self._sim.Build(spec)
 
     # --------------------------------------------------------------- running

@@ -27,6 +27,9 @@ struct FabricSpec
     std::vector<double> pmax;
     std::vector<uint64_t> headroomBytes;
     std::vector<uint64_t> switchBufferBytes; ///< per switch; 0 = the BufferSize Attribute
+    /// Per switch ECMP salt (netbackend.routing.Router.switch_salt32); empty =
+    /// derived from the helper's Seed (C++-only use).
+    std::vector<uint32_t> switchSalt;
 };
 
 } // namespace ns3

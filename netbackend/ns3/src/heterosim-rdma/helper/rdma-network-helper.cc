@@ -34,6 +34,14 @@ RdmaNetworkHelper::GetTypeId()
                           TimeValue(MilliSeconds(50)),
                           MakeTimeAccessor(&RdmaNetworkHelper::m_stallLimit),
                           MakeTimeChecker())
+            // Same patience as StallLimit (Ns3Backend passes network.stall_limit_ns
+            // to both): the watchdog stays the last resort for what this misses.
+            .AddAttribute("DeadlockHoldTime",
+                          "Report a PFC deadlock when a cycle of paused switch ports has "
+                          "dequeued nothing for this long (0 = no cycle detection).",
+                          TimeValue(MilliSeconds(50)),
+                          MakeTimeAccessor(&RdmaNetworkHelper::m_deadlockHold),
+                          MakeTimeChecker(Time(0)))
             .AddAttribute("WallLimit",
                           "Stop after this many wall-clock seconds inside Run.",
                           DoubleValue(3600),
@@ -57,9 +65,16 @@ RdmaNetworkHelper::~RdmaNetworkHelper() = default;
 
 std::vector<std::vector<std::vector<uint16_t>>>
 RdmaNetworkHelper::ComputeRoutes(uint32_t nHosts, uint32_t nSwitches,
-                                 const std::vector<std::vector<std::pair<uint32_t, uint16_t>>>& adj)
+                                 const std::vector<std::vector<std::pair<uint32_t, uint16_t>>>& adjIn)
 {
     const uint32_t n = nHosts + nSwitches;
+    // Canonical ECMP order: by neighbour node index, then port (ports are
+    // added in link order, so this is link index): netbackend.routing's order.
+    auto adj = adjIn;
+    for (auto& a : adj)
+    {
+        std::sort(a.begin(), a.end());
+    }
     std::vector<std::vector<std::vector<uint16_t>>> routes(
         nSwitches, std::vector<std::vector<uint16_t>>(nHosts));
     std::vector<int32_t> dist(n);
@@ -180,7 +195,9 @@ RdmaNetworkHelper::Build(const FabricSpec& fabric)
     for (uint32_t s = 0; s < nSw; ++s)
     {
         Ptr<RdmaSwitchNode> sw = CreateObject<RdmaSwitchNode>();
-        sw->SetAttribute("EcmpSeed", UintegerValue(RdmaMix32(m_seed * 7919U + s + 1)));
+        const uint32_t salt =
+            s < fabric.switchSalt.size() ? fabric.switchSalt[s] : RdmaMix32(m_seed * 7919U + s + 1);
+        sw->SetAttribute("EcmpSeed", UintegerValue(salt));
         if (s < switchBufferBytes.size() && switchBufferBytes[s] > 0)
         {
             sw->SetAttribute("BufferSize", UintegerValue(switchBufferBytes[s]));
@@ -201,7 +218,12 @@ RdmaNetworkHelper::Build(const FabricSpec& fabric)
         {
             const uint32_t node = ends[e];
             const uint32_t peer = ends[1 - e];
-            wires[node].push_back(LinkEnd{peer, static_cast<double>(delayNs[i]), rateBps[i]});
+            // a switch adds its pipeline latency to what it transmits (see rdma-switch.h)
+            const double extra =
+                node < m_nHosts ? 0.0
+                                : static_cast<double>(
+                                      m_switches[node - m_nHosts]->GetPipelineLatency().GetNanoSeconds());
+            wires[node].push_back(LinkEnd{peer, static_cast<double>(delayNs[i]) + extra, rateBps[i]});
             Ptr<RdmaNetDevice> dev = CreateObject<RdmaNetDevice>();
             dev->SetDataRate(DataRate(static_cast<uint64_t>(rateBps[i])));
             PortRef ref{-1, node, 0, peer};
@@ -253,6 +275,17 @@ RdmaNetworkHelper::Build(const FabricSpec& fabric)
         m_switches[s]->SetRoutes(std::move(routes[s]));
     }
     m_lastSampled.assign(m_portRefs.size(), 0);
+    m_swPortGlobal.assign(nSw, {});
+    for (uint32_t g = 0; g < m_portRefs.size(); ++g)
+    {
+        const PortRef& r = m_portRefs[g];
+        if (r.sw >= 0)
+        {
+            auto& v = m_swPortGlobal[r.sw];
+            v.resize(std::max<std::size_t>(v.size(), r.local + 1));
+            v[r.local] = g;
+        }
+    }
 }
 
 void
@@ -313,6 +346,11 @@ RdmaNetworkHelper::ArmPeriodic()
         const Time period = std::max(m_stallLimit / 8, MicroSeconds(1));
         m_watchdog = Simulator::Schedule(period, &RdmaNetworkHelper::Watchdog, this);
     }
+    if (!m_deadlockCheck.IsPending() && !m_deadlockHold.IsZero())
+    {
+        m_deadlockCheck = Simulator::Schedule(std::max(m_deadlockHold / 8, MicroSeconds(1)),
+                                              &RdmaNetworkHelper::DeadlockCheck, this);
+    }
     if (!m_sampler.IsPending() && !m_sampleInterval.IsZero())
     {
         m_sampler = Simulator::Schedule(m_sampleInterval, &RdmaNetworkHelper::Sample, this);
@@ -363,6 +401,181 @@ RdmaNetworkHelper::Watchdog()
         m_watchdog = Simulator::Schedule(std::max(m_stallLimit / 8, MicroSeconds(1)),
                                          &RdmaNetworkHelper::Watchdog, this);
     }
+}
+
+void
+RdmaNetworkHelper::DeadlockCheck()
+{
+    if (CheckDeadlockNow())
+    {
+        std::ostringstream os;
+        os << "cycle of PFC-paused ports with no dequeue for "
+           << m_deadlockHold.GetNanoSeconds() << " ns: ";
+        for (std::size_t i = 0; i < m_cycle.size(); ++i)
+        {
+            os << (i ? ", " : "") << GetPortName(m_cycle[i]);
+        }
+        m_status = DEADLOCK;
+        m_statusDetail = os.str();
+        Simulator::Stop();
+        return;
+    }
+    if (m_pending > 0)
+    {
+        m_deadlockCheck = Simulator::Schedule(std::max(m_deadlockHold / 8, MicroSeconds(1)),
+                                              &RdmaNetworkHelper::DeadlockCheck, this);
+    }
+}
+
+bool
+RdmaNetworkHelper::CheckDeadlockNow()
+{
+    // Wait-for graph: a node is a switch egress port/class paused by the
+    // switch downstream of it (T).  Node U waits for node X when X is an
+    // egress of T, itself paused, that holds bytes which came in from U:
+    // U cannot resume before T's ingress from U drains, and those bytes
+    // cannot leave while X is paused.  A cycle of such nodes, each paused
+    // with no data dequeue for DeadlockHoldTime, is a deadlock.
+    const int64_t now = Simulator::Now().GetNanoSeconds();
+    uint32_t nPrio = 0;
+    for (const auto& sw : m_switches)
+    {
+        nPrio = std::max(nPrio, sw->GetNPriorities());
+    }
+    const uint32_t nNodes = m_portRefs.size() * nPrio;
+    if (m_wfSince.size() != nNodes)
+    {
+        m_wfSince.assign(nNodes, -1);
+        m_wfDeq.assign(nNodes, 0);
+    }
+    std::vector<uint32_t> paused; // node ids (global port x nPrio + class)
+    for (uint32_t g = 0; g < m_portRefs.size(); ++g)
+    {
+        const PortRef& r = m_portRefs[g];
+        if (r.sw < 0 || m_portRefs[g ^ 1].sw < 0)
+        {
+            continue; // only switch-to-switch ports can be on a cycle
+        }
+        const Ptr<RdmaSwitchNode>& sw = m_switches[r.sw];
+        for (uint32_t c = 1; c < sw->GetNPriorities(); ++c)
+        {
+            if (sw->IsTxPaused(r.local, c))
+            {
+                paused.push_back(g * nPrio + c);
+            }
+        }
+    }
+    std::vector<int32_t> compact(nNodes, -1);
+    for (uint32_t i = 0; i < paused.size(); ++i)
+    {
+        compact[paused[i]] = static_cast<int32_t>(i);
+    }
+    for (uint32_t v = 0; v < nNodes; ++v)
+    {
+        if (compact[v] < 0)
+        {
+            m_wfSince[v] = -1;
+        }
+    }
+    if (paused.empty())
+    {
+        return false;
+    }
+    std::vector<uint8_t> stuck(paused.size(), 0);
+    std::vector<std::vector<uint32_t>> edges(paused.size());
+    std::vector<uint8_t> from;
+    for (uint32_t i = 0; i < paused.size(); ++i)
+    {
+        const uint32_t g = paused[i] / nPrio;
+        const uint32_t c = paused[i] % nPrio;
+        const PortRef& r = m_portRefs[g];
+        const Ptr<RdmaSwitchNode>& sw = m_switches[r.sw];
+        const uint64_t deq = sw->GetDataDequeues(r.local);
+        if (m_wfSince[paused[i]] < 0 || m_wfDeq[paused[i]] != deq)
+        {
+            m_wfSince[paused[i]] = now;
+            m_wfDeq[paused[i]] = deq;
+        }
+        stuck[i] = now - m_wfSince[paused[i]] >= m_deadlockHold.GetNanoSeconds();
+        sw->GetQueuedIngresses(r.local, c, from);
+        for (uint32_t in = 0; in < from.size(); ++in)
+        {
+            if (!from[in])
+            {
+                continue;
+            }
+            // the upstream egress feeding ingress `in` is the other end of its link
+            const uint32_t up = (m_swPortGlobal[r.sw][in] ^ 1) * nPrio + c;
+            if (compact[up] >= 0)
+            {
+                edges[compact[up]].push_back(i);
+            }
+        }
+    }
+    const auto cyc = FindCycle(edges, stuck);
+    if (cyc.empty())
+    {
+        return false;
+    }
+    m_cycle.clear();
+    for (uint32_t i : cyc)
+    {
+        m_cycle.push_back(paused[i] / nPrio);
+    }
+    std::rotate(m_cycle.begin(), std::min_element(m_cycle.begin(), m_cycle.end()), m_cycle.end());
+    return true;
+}
+
+std::vector<uint32_t>
+RdmaNetworkHelper::FindCycle(const std::vector<std::vector<uint32_t>>& edges,
+                             const std::vector<uint8_t>& stuck)
+{
+    // Iterative DFS over stuck nodes; a back edge to a node on the stack closes a cycle.
+    const uint32_t n = edges.size();
+    std::vector<uint8_t> color(n, 0); // 0 new, 1 on stack, 2 done
+    std::vector<std::pair<uint32_t, uint32_t>> stack; // (node, next edge)
+    for (uint32_t root = 0; root < n; ++root)
+    {
+        if (!stuck[root] || color[root])
+        {
+            continue;
+        }
+        stack.emplace_back(root, 0);
+        color[root] = 1;
+        while (!stack.empty())
+        {
+            auto& [u, k] = stack.back();
+            if (k == edges[u].size())
+            {
+                color[u] = 2;
+                stack.pop_back();
+                continue;
+            }
+            const uint32_t v = edges[u][k++];
+            if (!stuck[v] || color[v] == 2)
+            {
+                continue;
+            }
+            if (color[v] == 1)
+            {
+                std::vector<uint32_t> cyc;
+                std::size_t j = stack.size();
+                while (j-- > 0)
+                {
+                    cyc.push_back(stack[j].first);
+                    if (stack[j].first == v)
+                    {
+                        break;
+                    }
+                }
+                std::reverse(cyc.begin(), cyc.end());
+                return cyc;
+            }
+            color[v] = 1;
+            stack.emplace_back(v, 0);
+        }
+    }
+    return {};
 }
 
 void
@@ -485,6 +698,7 @@ void
 RdmaNetworkHelper::DoDispose()
 {
     m_watchdog.Cancel();
+    m_deadlockCheck.Cancel();
     m_sampler.Cancel();
     m_nics.clear();
     m_switches.clear();

@@ -75,7 +75,8 @@ class RdmaNetworkHelper : public Object, public RdmaDeliverySink
                                            const std::vector<std::vector<LinkEnd>>& wires,
                                            uint32_t dataWireBytes, uint32_t ackWireBytes);
 
-    /// Equal-cost next hops: result[s][h] = ports of switch s towards host h.
+    /// Equal-cost next hops: result[s][h] = ports of switch s towards host h,
+    /// in canonical ECMP order (by neighbour node index, then port = link order).
     static std::vector<std::vector<std::vector<uint16_t>>> ComputeRoutes(
         uint32_t nHosts, uint32_t nSwitches,
         const std::vector<std::vector<std::pair<uint32_t, uint16_t>>>& adjacency);
@@ -100,6 +101,20 @@ class RdmaNetworkHelper : public Object, public RdmaDeliverySink
     void Complete(uint64_t id);
     void ArmPeriodic();
     void Watchdog();
+    /// Wait-for graph over PFC-paused switch egress ports; stops the run with
+    /// DEADLOCK when a cycle has dequeued nothing for DeadlockHoldTime.
+    void DeadlockCheck();
+    /// A cycle among @p stuck nodes of the wait-for graph (empty: none).
+    static std::vector<uint32_t> FindCycle(const std::vector<std::vector<uint32_t>>& edges,
+                                           const std::vector<uint8_t>& stuck);
+
+  public:
+    /// One wait-for check now (tests); true if it found a deadlocked cycle.
+    bool CheckDeadlockNow();
+    /// Ports (global indices) of the last cycle reported.
+    const std::vector<uint32_t>& GetDeadlockCycle() const { return m_cycle; }
+
+  private:
     void Sample();
 
     std::vector<std::string> m_names;
@@ -116,6 +131,13 @@ class RdmaNetworkHelper : public Object, public RdmaDeliverySink
     Status m_status{OK};
     std::string m_statusDetail;
     EventId m_watchdog;
+    EventId m_deadlockCheck;
+    /// Per wait-for node (global port x class): data dequeues when last seen
+    /// paused in a cycle, and since when (-1: not in a cycle at the last check).
+    std::vector<uint64_t> m_wfDeq;
+    std::vector<int64_t> m_wfSince;
+    std::vector<uint32_t> m_cycle;
+    std::vector<std::vector<uint32_t>> m_swPortGlobal; //!< [switch][local port] -> global port
     EventId m_sampler;
     uint64_t m_lastDelivered{0};
     int64_t m_lastProgressNs{0};
@@ -127,6 +149,7 @@ class RdmaNetworkHelper : public Object, public RdmaDeliverySink
     // attributes
     Time m_sampleInterval;
     Time m_stallLimit;
+    Time m_deadlockHold;
     double m_wallLimitS;
     uint64_t m_maxSamples;
     uint32_t m_seed;

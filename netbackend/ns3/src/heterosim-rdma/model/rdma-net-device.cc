@@ -297,7 +297,7 @@ RdmaChannel::Transmit(Ptr<Packet> p, const RdmaNetDevice* src, Time txTime)
 {
     RdmaNetDevice* dst = PeekPointer(m_dev[0]) == src ? PeekPointer(m_dev[1]) : PeekPointer(m_dev[0]);
     Simulator::ScheduleWithContext(dst->GetNode()->GetId(),
-                                   txTime + m_delay,
+                                   txTime + m_delay + src->GetTxExtraDelay(),
                                    &RdmaNetDevice::Receive,
                                    dst,
                                    p);

@@ -58,6 +58,10 @@ class RdmaNetDevice : public NetDevice
     uint64_t GetTxPackets() const { return m_txPackets; }
     uint32_t GetPortIndex() const { return m_port; }
     Ptr<RdmaNetDevice> GetPeer() const;
+    /// Extra one-way delay of everything this port transmits, on top of the
+    /// channel's propagation (a switch's pipeline latency, see RdmaSwitchNode).
+    void SetTxExtraDelay(Time d) { m_txExtraDelay = d; }
+    Time GetTxExtraDelay() const { return m_txExtraDelay; }
 
     // NetDevice interface (mostly inert: RDMA ports carry no L3 traffic).
     void SetIfIndex(const uint32_t index) override;
@@ -109,6 +113,7 @@ class RdmaNetDevice : public NetDevice
     uint64_t m_txPackets{0};
     uint64_t m_carryFs{0}; //!< sub-ns remainder of serialization times (femtoseconds)
     double m_fsPerByte{0};
+    Time m_txExtraDelay{0};
 };
 
 class RdmaChannel : public Channel

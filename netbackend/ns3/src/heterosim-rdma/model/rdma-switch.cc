@@ -93,7 +93,14 @@ RdmaSwitchNode::GetTypeId()
                           "Wire size of a PFC frame.",
                           UintegerValue(64),
                           MakeUintegerAccessor(&RdmaSwitchNode::m_pfcFrameBytes),
-                          MakeUintegerChecker<uint32_t>(sizeof(RdmaHeader::Fields), 1500));
+                          MakeUintegerChecker<uint32_t>(sizeof(RdmaHeader::Fields), 1500))
+            // 0 here; Ns3Backend sets network.per_hop_latency_ns (the value the
+            // flow backend adds per switch).  Applies to ports added afterwards.
+            .AddAttribute("PipelineLatency",
+                          "Switch latency, added to the propagation of every port it transmits on.",
+                          TimeValue(Time(0)),
+                          MakeTimeAccessor(&RdmaSwitchNode::m_pipelineLatency),
+                          MakeTimeChecker(Time(0)));
     return tid;
 }
 
@@ -127,6 +134,7 @@ RdmaSwitchNode::AddPort(Ptr<RdmaNetDevice> dev)
     const uint32_t idx = m_ports.size();
     m_ports.push_back(std::move(port));
     AddDevice(dev);
+    dev->SetTxExtraDelay(m_pipelineLatency);
     dev->SetOwner(this, idx);
     return idx;
 }
@@ -166,8 +174,9 @@ RdmaSwitchNode::GetPfcThreshold() const
     {
         return m_pfcStaticBytes;
     }
-    const uint64_t committed =
-        m_totalHeadroom + m_reservedBytes * m_ports.size() + m_sharedUsed;
+    // Headroom is set aside only in lossless mode: a lossy switch never PAUSEs.
+    const uint64_t committed = (m_pfcEnabled ? m_totalHeadroom : 0) +
+                               m_reservedBytes * m_ports.size() + m_sharedUsed;
     const uint64_t free = m_bufferBytes > committed ? m_bufferBytes - committed : 0;
     return free >> m_pfcShift;
 }
@@ -184,12 +193,12 @@ RdmaSwitchNode::SelectEgress(const RdmaHeader& h) const
     {
         return UINT32_MAX;
     }
-    if (ports.size() == 1)
+    const uint32_t n = ports.size();
+    if (n == 1)
     {
         return ports[0];
     }
-    const uint32_t h32 = m_ecmpByKey ? h.f.flowHash : RdmaMix32(h.f.flowHash ^ m_ecmpSeed);
-    return ports[h32 % ports.size()];
+    return ports[m_ecmpByKey ? h.f.flowHash % n : RdmaEcmpIndex(h.f.flowHash, m_ecmpSeed, n)];
 }
 
 void
@@ -244,7 +253,10 @@ RdmaSwitchNode::PortReceive(uint32_t inPort, Ptr<Packet> p)
                 AddIngress(in, prio, size);
             }
             m_totalBytes += size;
-            if (!in.rxPaused[prio] && (in.hdrmBytes[prio] > 0 || Shared(in, prio) >= thr))
+            // XOFF against the threshold after this admission (it falls as the
+            // shared buffer fills), as the reference MMU checks it.
+            if (!in.rxPaused[prio] &&
+                (in.hdrmBytes[prio] > 0 || Shared(in, prio) >= GetPfcThreshold()))
             {
                 in.rxPaused[prio] = 1;
                 SendPfc(inPort, prio, true);
@@ -252,8 +264,11 @@ RdmaSwitchNode::PortReceive(uint32_t inPort, Ptr<Packet> p)
         }
         else
         {
-            const uint64_t limit = m_bufferBytes;
-            if (m_totalBytes + size > limit)
+            // Lossy: per-ingress admission first (reserved bytes always, shared
+            // bytes while under the threshold), then the whole buffer.
+            const uint64_t ing = in.ingBytes[prio] + size;
+            const uint64_t newShared = ing > m_reservedBytes ? ing - m_reservedBytes : 0;
+            if (newShared > GetPfcThreshold() || m_totalBytes + size > m_bufferBytes)
             {
                 m_ports[out].stats.drops++;
                 return;
@@ -297,8 +312,10 @@ RdmaSwitchNode::ReleaseIngress(uint32_t port, uint8_t prio, uint32_t size)
         in.ingBytes[prio] -= std::min<uint64_t>(in.ingBytes[prio], size);
         m_sharedUsed -= before - Shared(in, prio);
     }
+    // RESUME also when the ingress holds nothing in shared: with a threshold
+    // below the resume offset a drained ingress would otherwise stay paused.
     if (m_pfcEnabled && in.rxPaused[prio] && in.hdrmBytes[prio] == 0 &&
-        Shared(in, prio) + m_resumeOffsetBytes <= GetPfcThreshold())
+        (Shared(in, prio) == 0 || Shared(in, prio) + m_resumeOffsetBytes <= GetPfcThreshold()))
     {
         in.rxPaused[prio] = 0;
         SendPfc(port, prio, false);
@@ -328,6 +345,7 @@ RdmaSwitchNode::TryTransmit(uint32_t portIdx)
         port.qBytes[c] -= e.size;
         if (c != 0)
         {
+            port.dataDequeued++;
             ReleaseIngress(e.inPort, c, e.size);
             if (m_ecnEnabled)
             {
@@ -501,6 +519,16 @@ RdmaSwitchNode::IsPortPaused(uint32_t portIdx, uint32_t* prio) const
         }
     }
     return false;
+}
+
+void
+RdmaSwitchNode::GetQueuedIngresses(uint32_t portIdx, uint32_t prio, std::vector<uint8_t>& out) const
+{
+    out.assign(m_ports.size(), 0);
+    for (const Entry& e : m_ports[portIdx].q[prio])
+    {
+        out[e.inPort] = 1;
+    }
 }
 
 void

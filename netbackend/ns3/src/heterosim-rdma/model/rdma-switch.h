@@ -1,9 +1,37 @@
 // An output-queued RoCE switch: strict-priority egress queues per port, a
 // shared-buffer MMU with per ingress port/priority accounting (reserved,
-// shared with a dynamic or static PFC threshold, headroom), PFC PAUSE/RESUME
+// shared with a dynamic or static threshold, headroom), PFC PAUSE/RESUME
 // per priority, RED ECN marking at dequeue, ECMP over equal-cost ports, and
 // HPCC in-band telemetry appended to data packets at dequeue.
 // Model after shared/network-reference.md ("Switch buffer and PFC").
+//
+// MMU, per ingress port/priority (the HPCC simulator's shared-buffer MMU):
+// - lossless (PFC on): bytes up to the threshold are "shared", bytes beyond it
+//   go to the port's headroom (a drop only when headroom overflows); PAUSE
+//   when headroom is in use or shared >= threshold; RESUME when headroom is
+//   empty and shared is 0 or shared + resume offset <= threshold (the "is 0"
+//   case matters when the threshold is below the offset: a drained ingress
+//   must never stay paused).
+// - lossy (PFC off): admit while the ingress's shared bytes stay under the
+//   threshold (dynamic or static, headroom not reserved), then the
+//   whole-buffer check; a drop is counted at the egress port it was bound for.
+//
+// Pipeline latency (PipelineLatency): added to the propagation delay of every
+// port the switch transmits on, instead of delaying the packet inside the
+// switch.  An unloaded packet's one-way time through k switches is then
+// sum(serialization + propagation) + k x latency exactly, at no extra event
+// per packet (the receive event is simply scheduled later).  The packet is
+// queued and counted in the buffer when it arrives rather than one latency
+// later, and a PAUSE reaches the upstream port one latency later, so the
+// bytes in flight after a PAUSE grow by rate x latency per direction: the
+// headroom of a port must cover propagation + latency (Ns3Backend does).
+//
+// ECMP: among the equal-cost ports towards a destination (kept in canonical
+// order: by neighbour node index, then link index) the switch takes index
+// RdmaEcmpIndex(flowHash, salt, n); the salt is per switch (EcmpSeed).  This
+// is the same function as netbackend.routing's ecmp_index over the same
+// canonical order, so both backends route a flow on the same path.  Rail
+// mode (EcmpByKey) takes flowHash % n, flowHash being the NIC's rail.
 #ifndef HETEROSIM_RDMA_SWITCH_H
 #define HETEROSIM_RDMA_SWITCH_H
 
@@ -47,8 +75,25 @@ class RdmaSwitchNode : public Node, public RdmaPortOwner
     bool IsPortPaused(uint32_t port, uint32_t* prio) const;
     void SampleQueues(); //!< add one sample of every egress queue to the stats
     uint64_t GetSharedUsed() const { return m_sharedUsed; }
+    /// Shared-buffer threshold per ingress class: the PFC threshold with PFC
+    /// on, the lossy admission threshold with PFC off.
     uint64_t GetPfcThreshold() const;
     uint32_t SelectEgress(const RdmaHeader& h) const;
+    Time GetPipelineLatency() const { return m_pipelineLatency; }
+
+    // MMU state, for tests and deadlock detection
+    uint32_t GetNPriorities() const { return m_nPrio; }
+    /// Bytes of ingress @p port / class held in reserved + shared (not headroom).
+    uint64_t GetIngressBytes(uint32_t port, uint32_t prio) const { return m_ports[port].ingBytes[prio]; }
+    uint64_t GetHeadroomBytes(uint32_t port, uint32_t prio) const { return m_ports[port].hdrmBytes[prio]; }
+    /// We have PAUSEd the sender upstream of ingress @p port, class @p prio.
+    bool IsRxPaused(uint32_t port, uint32_t prio) const { return m_ports[port].rxPaused[prio]; }
+    /// Egress @p port, class @p prio is stopped by a PAUSE from downstream.
+    bool IsTxPaused(uint32_t port, uint32_t prio) const { return m_ports[port].txPaused[prio]; }
+    /// Data packets (classes >= 1) dequeued at egress @p port so far.
+    uint64_t GetDataDequeues(uint32_t port) const { return m_ports[port].dataDequeued; }
+    /// out[i] = 1 if egress @p port, class @p prio holds a packet that came in on port i.
+    void GetQueuedIngresses(uint32_t port, uint32_t prio, std::vector<uint8_t>& out) const;
 
     // RdmaPortOwner
     void PortReceive(uint32_t port, Ptr<Packet> p) override;
@@ -78,6 +123,7 @@ class RdmaSwitchNode : public Node, public RdmaPortOwner
         std::vector<uint8_t> rxPaused;    //!< we have paused the upstream sender
         uint64_t headroom{0};
         uint32_t pfcQueued{0};            //!< PFC frames at the head of q[0]
+        uint64_t dataDequeued{0};         //!< data packets sent (deadlock detection)
         double kmin{0}, kmax{0}, pmax{0};
         RdmaPortStats stats;
     };
@@ -111,6 +157,7 @@ class RdmaSwitchNode : public Node, public RdmaPortOwner
     bool m_ecmpByKey;
     bool m_intEnabled;
     uint32_t m_pfcFrameBytes;
+    Time m_pipelineLatency;
 
     uint64_t m_sharedUsed{0};
     uint64_t m_totalBytes{0}; //!< all data bytes held (for the lossy limit)
@@ -127,6 +174,14 @@ RdmaMix32(uint32_t h)
     h *= 0xc2b2ae35U;
     h ^= h >> 16;
     return h;
+}
+
+/// ECMP choice among @p n equal-cost ports in canonical order; the same
+/// function as netbackend.routing.ecmp_index (keep the two identical).
+inline uint32_t
+RdmaEcmpIndex(uint32_t flowHash, uint32_t salt, uint32_t n)
+{
+    return RdmaMix32(flowHash ^ salt) % n;
 }
 
 } // namespace ns3
