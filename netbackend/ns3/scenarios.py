@@ -49,7 +49,8 @@ def single_flow(size_bytes: int = 10_000_000, rate_gbps: float = 100.0, delay_ns
         (c,) = b.advance()
         extra = b.stats().extra
     pkts = wire_bytes(size_bytes, cfg)
-    analytic = store_and_forward_ns(pkts, [rate_gbps] * 2, [delay_ns] * 2)
+    # the switch's pipeline latency adds to the link it transmits on
+    analytic = store_and_forward_ns(pkts, [rate_gbps] * 2, [delay_ns, delay_ns + cfg.per_hop_latency_ns])
     efficiency = size_bytes / sum(pkts)
     # Goodput of the steady train: payload over the time the first link was busy.
     return {"fct_ns": c.finish_ns, "analytic_fct_ns": analytic,
