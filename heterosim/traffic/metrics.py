@@ -27,19 +27,17 @@ SIZE_BINS: tuple[tuple[str, int, float], ...] = (
     ("100KB-1MB", 100_000, 1_000_000),
     (">=1MB", 1_000_000, math.inf),
 )
-"""Flow-size bins, decimal units like the flow-size CDFs (lower bound exclusive except the first,
-which includes 1000 B; the last includes 1 MB)."""
+"""Flow-size bins in decimal units like the flow-size CDFs: lo < size <= hi, except that the first
+bin starts at 0 inclusive and 1 MB belongs to ">=1MB" (the benchmark's two ends: <= 1 KB, >= 1 MB)."""
 
 QUANTILE_BINS = 20
 """HPCC paper: slowdown per flow-size bin of 5 % of the flows each."""
 
 
 def in_bin(size: int, lo: float, hi: float, name: str) -> bool:
-    if name == "<=1KB":
-        return size <= hi
     if name == ">=1MB":
         return size >= lo
-    return lo < size < hi
+    return (size > lo or lo == 0) and (size <= hi if hi != 1_000_000 else size < hi)
 
 
 def switch_latency_modelled(backend: str) -> bool:

@@ -83,7 +83,7 @@ def summarize(p: TrafficPlan, cfg, backend: str, finish: dict[int, int], stats, 
         f = finish.get(m.id)
         fct = None if f is None else f - m.start_ns
         slow = None if fct is None else fct / base
-        rows.append((m.id, p.kinds[m.id], m.src, m.dst, m.size_bytes, m.start_ns, fct, round(base, 1),
+        rows.append((m.id, p.kinds[m.id], m.src, m.dst, m.size_bytes, m.start_ns, fct, round(base, 3),
                      None if slow is None else round(slow, 6), int(in_stats)))
         if in_stats:
             if slow is None:
