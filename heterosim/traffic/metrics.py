@@ -59,14 +59,16 @@ class IdealFct:
         self._paths: dict[tuple[str, str], list[tuple[float, int]]] = {}
 
     def hops(self, src: str, dst: str) -> list[tuple[float, int]]:
-        """[(rate_gbps, delay_ns)] of every link on a shortest path."""
+        """[(rate_gbps, delay_ns)] of every link on a shortest path (one BFS per source host)."""
         key = (src, dst)
         p = self._paths.get(key)
         if p is None:
             g = self.topo.graph
-            nodes = nx.shortest_path(g, src, dst)
-            p = [(g.edges[a, b]["rate_gbps"], g.edges[a, b]["delay_ns"]) for a, b in zip(nodes, nodes[1:])]
-            self._paths[key] = p
+            for d, nodes in nx.single_source_shortest_path(g, src).items():
+                if self.topo.is_host(d):
+                    self._paths[(src, d)] = [(g.edges[a, b]["rate_gbps"], g.edges[a, b]["delay_ns"])
+                                             for a, b in zip(nodes, nodes[1:])]
+            p = self._paths[key]
         return p
 
     def __call__(self, size_bytes: int, src: str, dst: str) -> float:

@@ -43,6 +43,7 @@ def simulate(p: TrafficPlan, *, cc: str | None = None, backend: str | None = Non
     t0 = time.perf_counter()
     finish: dict[int, int] = {}
     net = create_backend(name, p.topology, cfg, sc.seed)
+    t_setup = time.perf_counter() - t0
     try:
         stop = sc.stop_ns
         it = iter(p.flows)
@@ -66,11 +67,11 @@ def simulate(p: TrafficPlan, *, cc: str | None = None, backend: str | None = Non
     finally:
         net.close()
     wall = time.perf_counter() - t0
-    return summarize(p, cfg, name, finish, stats, sim_ns, wall)
+    return summarize(p, cfg, name, finish, stats, sim_ns, wall, t_setup)
 
 
 def summarize(p: TrafficPlan, cfg, backend: str, finish: dict[int, int], stats, sim_ns: int,
-              wall_s: float) -> dict[str, Any]:
+              wall_s: float, setup_wall_s: float = 0.0) -> dict[str, Any]:
     sc, topo = p.scenario, p.topology
     ideal = IdealFct(topo, cfg, backend)
     rows: list[tuple] = []
@@ -123,8 +124,9 @@ def summarize(p: TrafficPlan, cfg, backend: str, finish: dict[int, int], stats, 
         "slowdown": {**slowdown_summary(stat_rows),
                      "by_kind": {k: percentiles(v) for k, v in by_kind.items() if v}},
         **fabric_summary(extra, stats.link_bytes or {}, topo, sim_ns, sc.warmup_ns),
-        "simulation": {"wall_s": wall_s, "packet_hops": hops,
-                       "packet_hops_per_s": hops / wall_s if hops and wall_s > 0 else None,
+        "simulation": {"wall_s": wall_s, "setup_wall_s": setup_wall_s, "packet_hops": hops,
+                       "packet_hops_per_s": (hops / (wall_s - setup_wall_s) if hops and wall_s > setup_wall_s
+                                             else None),
                        "backend_wall_s": extra.get("ns3_wall_s"),
                        "note": "PFC, queue and utilisation figures cover the whole simulated time"},
     }
