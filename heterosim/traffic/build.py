@@ -125,6 +125,9 @@ def check(sc: TrafficScenario, topo: NetTopology, file: str | None) -> None:
                             field=f"workload.patterns[{i}].start_ns", value=pat.start_ns)
     if n < 2:
         raise UserError("a traffic study needs at least two hosts", file=file, field="hosts", value=n)
+    if sc.network.background is not None:
+        raise UserError("a traffic study draws its flows from workload.poisson; remove network.background",
+                        file=file, field="network.background", value=sc.network.background.cdf)
 
 
 def plan(sc: TrafficScenario) -> TrafficPlan:

@@ -5,7 +5,10 @@ import math
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from heterosim.traffic.build import plan
+import pytest
+
+from heterosim.errors import UserError
+from heterosim.traffic.build import plan, resolve_cdf
 from heterosim.traffic.config import TrafficScenario
 
 from .conftest import tiny
@@ -99,3 +102,32 @@ def test_same_seed_same_flows_other_seed_other_flows():
     c = plan(TrafficScenario.model_validate(tiny(seed=4))).flows
     assert a == b
     assert a != c
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("100 10\n50 20\n1000 100\n", "non-decreasing"),
+    ("100 10\n1000 90\n", "last percentile must be 100"),
+    ("0 0\n0 100\n", "largest flow size must be > 0"),
+    ("100 10\n1000\n", "expected 'size_bytes cdf_percent'"),
+    ("# only a comment\n", "at least two points"),
+    ("100 0.5\n1000 1.0\n", "last percentile must be 100"),  # fractions, not percent
+])
+def test_a_cdf_file_that_is_not_a_cdf_names_scenario_field_and_value(tmp_path, text, needle):
+    (tmp_path / "x.cdf").write_text(text)
+    scen = str(tmp_path / "s.yaml")
+    with pytest.raises(UserError) as info:
+        resolve_cdf("x.cdf", scen)
+    line = str(info.value)
+    assert line.startswith(f"{scen}: workload.poisson.cdf = 'x.cdf': ") and needle in line, line
+
+
+def test_a_cdf_file_is_found_next_to_the_scenario(tmp_path):
+    (tmp_path / "mine.cdf").write_text("1000 0\n3000 100\n")
+    cdf = resolve_cdf("mine.cdf", str(tmp_path / "s.yaml"))
+    assert cdf.mean_bytes == 2000.0  # uniform between 1000 and 3000
+
+
+def test_background_traffic_belongs_in_the_workload():
+    sc = TrafficScenario.model_validate(tiny(network={"backend": "flow", "background": {"load": 0.1}}))
+    with pytest.raises(UserError, match="network.background"):
+        plan(sc)
