@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Optional, get_args
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
+from netbackend.config import CcKind
 from netbackend.errors import UserError
 
 
@@ -15,7 +16,7 @@ def traffic_command(
         scenario: Path = typer.Argument(..., help="Traffic scenario YAML (see scenarios/traffic/)"),
         out: Path = typer.Option(..., "--out", help="Results directory (replaced atomically)"),
         cc: Optional[str] = typer.Option(None, "--cc", help="Comma-separated CC settings to run side by side "
-                                         "(names of network.cc); default: the scenario's network.cc"),
+                                         f"({' | '.join(get_args(CcKind))}); default: the scenario's network.cc"),
         jobs: Optional[int] = typer.Option(None, "--jobs", help="Parallel child processes (default: cores)"),
         backend: Optional[str] = typer.Option(None, "--backend", help="Network backend (default: the "
                                               "scenario's network.backend, ns3 unless set)"),
