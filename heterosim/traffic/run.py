@@ -19,7 +19,7 @@ from typing import Any
 
 from heterosim.errors import UserError
 from heterosim.studies.compare import _parse_ccs, _probe
-from heterosim.traffic.build import KINDS, TrafficPlan, load_traffic, plan, source_file
+from heterosim.traffic.build import KINDS, TrafficPlan, load_traffic, plan
 from heterosim.traffic.config import TrafficScenario
 from heterosim.traffic.metrics import IdealFct, SIZE_BINS, fabric_summary, percentiles, slowdown_summary
 
@@ -138,11 +138,10 @@ def summarize(p: TrafficPlan, cfg, backend: str, finish: dict[int, int], stats, 
 
 # ------------------------------------------------------------------ several settings
 def _child(payload: tuple) -> dict[str, Any]:
-    """Child process: re-plan (deterministic) and simulate; user errors come back as one line."""
-    sc, file, cc, backend = payload
+    """Child process: simulate the parent's plan; user errors come back as one line."""
+    p, cc, backend = payload
     try:
-        sc._source_file = file  # type: ignore[attr-defined]
-        return simulate(plan(sc), cc=cc, backend=backend)
+        return simulate(p, cc=cc, backend=backend)
     except UserError as err:
         return {"cc": cc, "_error": str(err)}
 
@@ -157,7 +156,6 @@ def run_traffic(scenario: TrafficScenario | str | Path, out: str | Path, *, ccs:
     from netbackend.registry import backend_class
 
     sc = scenario if isinstance(scenario, TrafficScenario) else load_traffic(scenario, overrides)
-    file = source_file(sc)
     name = backend or sc.network.backend
     backend_class(name)  # unknown backend: one line now, not in a child
     names = _parse_ccs(ccs) if ccs is not None else [sc.network.cc]
@@ -172,7 +170,7 @@ def run_traffic(scenario: TrafficScenario | str | Path, out: str | Path, *, ccs:
             for c in names:
                 if problems.get(c):
                     raise UserError(f"not supported by the {name} backend: {problems[c]}", field="cc", value=c)
-            results = list(pool.map(_child, [(sc, file, c, name) for c in names]))
+            results = list(pool.map(_child, [(p, c, name) for c in names]))
         errors = [r for r in results if "_error" in r]
         if errors:
             raise UserError(errors[0]["_error"], field="cc", value=errors[0]["cc"])
