@@ -199,11 +199,13 @@ def _register_subcommands() -> None:
     from heterosim.planner.cli import compare_suite_command, plan_command
     from heterosim.studies.cli import compare_command
     from heterosim.sweep.cli import sweep_command
+    from heterosim.traffic.cli import traffic_command
 
     app.command("plan")(plan_command)
     app.command("compare-suite")(compare_suite_command)
     app.command("sweep")(sweep_command)
     app.command("compare")(compare_command)
+    app.command("traffic")(traffic_command)
 
 
 _register_subcommands()

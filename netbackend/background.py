@@ -46,6 +46,8 @@ class FlowSizeCdf:
         if pcts[-1] != 100.0 or pcts[0] < 0 or sizes[0] < 0:
             raise UserError("the last percentile must be 100 and values non-negative", file=source,
                             value=(sizes[-1], pcts[-1]))
+        if sizes[-1] <= 0:  # a zero mean would make the Poisson arrival rate infinite
+            raise UserError("the largest flow size must be > 0 bytes", file=source, value=sizes[-1])
         if pcts[0] > 0:  # mass below the first point sits at that size
             sizes.insert(0, sizes[0])
             pcts.insert(0, 0.0)

@@ -1,4 +1,7 @@
-"""Every scenario shipped in scenarios/ validates: schema, plan, memory (what `heterosim validate` does)."""
+"""Every scenario shipped in scenarios/ validates: schema, plan, memory (what `heterosim validate` does).
+
+scenarios/traffic/ holds traffic studies (heterosim traffic), checked in tests/traffic.
+"""
 from pathlib import Path
 
 import pytest
@@ -6,7 +9,8 @@ import pytest
 from heterosim import api
 
 ROOT = Path(__file__).resolve().parents[2]
-SCENARIOS = sorted(p for p in (ROOT / "scenarios").rglob("*.yaml") if "sweeps" not in p.parts)
+SCENARIOS = sorted(p for p in (ROOT / "scenarios").rglob("*.yaml")
+                   if not {"sweeps", "traffic"} & set(p.relative_to(ROOT / "scenarios").parts))
 
 
 def test_there_are_scenarios():
