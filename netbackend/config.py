@@ -290,7 +290,7 @@ class NetworkConfig(_Strict):
     cc_window: bool = False
     """DCQCN/TIMELY "+window": also cap bytes in flight per QP at one BDP (line rate x base RTT),
     as the HPCC simulator's window option does.  HPCC and DCTCP are window-based anyway."""
-    mtu_bytes: int = Field(4096, ge=1024, le=9000)
+    mtu_bytes: int = Field(4096, ge=256, le=9000)
     """Payload per data packet (RoCE's largest MTU on real NICs is 4096 B)."""
     header_bytes: int = Field(78, ge=0)
     """Per packet on the wire: Eth 14 + FCS 4 + IPv4 20 + UDP 8 + BTH 12 + ICRC 4 + preamble/IFG 20 - ... (RoCEv2)."""

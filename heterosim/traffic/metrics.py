@@ -45,7 +45,7 @@ def switch_latency_modelled(backend: str) -> bool:
     from netbackend.registry import backend_class
 
     cls = backend_class(backend)
-    return bool(getattr(cls, "models_switch_latency", backend != "ns3"))
+    return bool(getattr(cls, "models_switch_latency", True))  # flow and ns3 both do
 
 
 class IdealFct:
