@@ -107,7 +107,15 @@ def Bounded(kind: type, lo: float | None, hi: float | None, *, unit: str = "", l
         schema["exclusiveMinimum" if lo_open else "minimum"] = lo
     if hi is not None:
         schema["maximum"] = hi
-    return Annotated[kind, BeforeValidator(_not_bool), AfterValidator(_range_check(lo, hi, unit, lo_open)),
+    check = _range_check(lo, hi, unit, lo_open)
+
+    def before(value: Any) -> Any:
+        value = _not_bool(value)
+        if isinstance(value, float):  # 1e30 for an int field: say the range, not "exceeded maximum size"
+            check(value)
+        return value
+
+    return Annotated[kind, BeforeValidator(before), AfterValidator(check),
                      Field(json_schema_extra=schema, **({"allow_inf_nan": False} if kind is float else {}))]
 
 

@@ -154,6 +154,8 @@ def read_yaml(path: str | Path, error_cls: type[UserError] = UserError) -> Any:
 
 
 _FABRIC_TAGS = {"leaf_spine", "fat_tree", "rail_optimized", "links"}
+_UNION_TAGS = {"float", "int", "str", "bool", "none", "is-instance"}
+"""Member names pydantic inserts in a location after a union field (``overrides.nic_gbps.float``)."""
 
 
 def user_error_from_validation(exc: ValidationError, file: str | None, prefix: str = "",
@@ -163,7 +165,7 @@ def user_error_from_validation(exc: ValidationError, file: str | None, prefix: s
     parts: list[str] = []
     for p in err["loc"]:
         p = str(p)
-        if p.startswith("function-") or (p in _FABRIC_TAGS and (parts[-1:] == ["fabric"] or prefix == "fabric"
+        if p in _UNION_TAGS or p.startswith(("function-", "constrained-", "list[", "dict[")) or (p in _FABRIC_TAGS and (parts[-1:] == ["fabric"] or prefix == "fabric"
                                                                 and not parts)):
             continue  # discriminator tag pydantic inserts after a union field
         if p.isdigit() and parts:
