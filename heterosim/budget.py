@@ -7,7 +7,8 @@ instances over more than one lane times their transfers, capped as the comm plan
 for the packet-level backend, packets. Above the budget the run stops with one line that says how
 to raise it.
 
-Budget (work units = op executions + messages + packets/100, per iteration times iterations):
+Budget (work units = op executions + 2 x messages (a start and a completion each) + packets/100, per
+iteration, times iterations):
 ``DEFAULT_WORK_BUDGET``, or the environment variable ``HETEROSIM_WORK_BUDGET`` (a number, ``1e9``
 allowed), or ``work_budget=`` in :func:`heterosim.api.prepare`/``simulate``/``run``.
 """
@@ -19,10 +20,11 @@ from dataclasses import dataclass
 
 from heterosim.errors import SimulationError, UserError
 
-DEFAULT_WORK_BUDGET = 50_000_000
-"""Work units one run may take: measured ~40-60k units/s on the flow backend (benchmarks/bench_budget.py,
-quickstart and the H-suite on one core), so the default stops a run that would take more than
-roughly 15-20 minutes; the 1024-GPU GPT-3 175B run of the README is ~6M units."""
+DEFAULT_WORK_BUDGET = 10_000_000
+"""Work units one run may take. Measured (benchmarks/bench_budget.py): the flow backend runs ~35k events/s
+on one unloaded core, and the estimate is within ~2x of the events a run really takes, so 10M units is
+roughly 5-10 minutes; the 1024-GPU quickstart is ~1M units (1.24M events), a 100k-GPU one ~19M (refused
+before anything is built)."""
 ENV_VAR = "HETEROSIM_WORK_BUDGET"
 PACKETS_PER_UNIT = 100
 """ns-3 packets cost far less than a coordinator event (C++, no Python per packet)."""
@@ -42,7 +44,7 @@ class WorkEstimate:
 
     @property
     def units(self) -> int:
-        return self.ops + self.messages + self.packets // PACKETS_PER_UNIT
+        return self.ops + 2 * self.messages + self.packets // PACKETS_PER_UNIT
 
     def describe(self) -> str:
         s = f"{self.ops:.3g} op executions, {self.messages:.3g} messages"
