@@ -127,6 +127,10 @@ def check(prepared: Prepared, *, backend: str | None = None, work_budget: float 
             raise
         except ImportError as exc:
             raise UserError(f"backend cannot be loaded ({exc})", field="network.backend", value=name) from None
+        net = sc.network
+        if net.header_bytes >= net.mtu_bytes:  # cross-field rule of the network config (no payload would fit)
+            raise UserError(f"must be below mtu_bytes ({net.mtu_bytes})", field="network.header_bytes",
+                            value=net.header_bytes)
         comm = sc.comm
         world = list(range(prepared.system.num_gpus))
         plan_collective("allreduce", world, 0, prepared.system, algorithm=comm.algorithm, protocol=comm.protocol,

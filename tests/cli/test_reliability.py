@@ -169,6 +169,7 @@ def test_bad_flags_are_one_line(tmp_path, scen, capsys, monkeypatch, args, needl
     ("network.background={cdf: websearch, load: 0.3, hosts: [nosuch/nic0, h100-0/nic0]}",
      "network.background.hosts"),
     ("network.background={cdf: websearch, load: 1.0}", "network.background.load"),
+    ("network.header_bytes=5000", "network.header_bytes"),
 ])
 def test_validate_refuses_what_run_would(tmp_path, capsys, monkeypatch, override, field):
     p = tmp_path / "s.yaml"
