@@ -591,6 +591,7 @@ class Outcome:
     wall_s: float
     maxrss_bytes: int
     stderr: str
+    cpu_s: float = 0.0
 
 
 def run_case(case: Case, root: Path, baseline_rss: int, as_limit: int) -> Outcome:
@@ -655,7 +656,7 @@ def run_case(case: Case, root: Path, baseline_rss: int, as_limit: int) -> Outcom
             cat = "unnamed"
         else:
             cat = "clean"
-    return Outcome(case, cat, code, wall, maxrss, err.strip()[-2000:])
+    return Outcome(case, cat, code, wall, maxrss, err.strip()[-2000:], ru.ru_utime + ru.ru_stime)
 
 
 def run_corpus(n: int, seed: int, *, root: Path | None = None, log=None, deadline_s: float | None = None,
@@ -681,7 +682,7 @@ def run_corpus(n: int, seed: int, *, root: Path | None = None, log=None, deadlin
             o = run_case(case, root, baseline, as_limit)
             results.append(o)
             if log:
-                log(f"{i:5d} {o.category:16s} {o.code:4d} {o.wall_s:6.1f}s {o.maxrss_bytes >> 20:6d}MiB "
+                log(f"{i:5d} {o.category:16s} {o.code:4d} {o.wall_s:6.1f}s {o.cpu_s:6.1f}cpu {o.maxrss_bytes >> 20:6d}MiB "
                     f"{case.kind:8s} {' '.join(case.argv)[:70]} | {case.note[:80]}"
                     + ("" if o.category in ("clean", "ok") else f"\n      {o.stderr.splitlines()[-1][:300] if o.stderr else ''}"))
     finally:
