@@ -165,8 +165,8 @@ def user_error_from_validation(exc: ValidationError, file: str | None, prefix: s
     parts: list[str] = []
     for p in err["loc"]:
         p = str(p)
-        if p in _UNION_TAGS or p.startswith(("function-", "constrained-", "list[", "dict[")) or (p in _FABRIC_TAGS and (parts[-1:] == ["fabric"] or prefix == "fabric"
-                                                                and not parts)):
+        tag = p in _FABRIC_TAGS and (parts[-1:] == ["fabric"] or prefix == "fabric" and not parts)
+        if p in _UNION_TAGS or p.startswith(("function-", "constrained-", "list[", "dict[")) or tag:
             continue  # discriminator tag pydantic inserts after a union field
         if p.isdigit() and parts:
             parts[-1] += f"[{p}]"

@@ -105,7 +105,8 @@ def atomic_dir(out_dir: str | Path, field: str = "--out"):
 
 def check_out_file(path: str | Path | None, field: str, magic: bytes | None = None) -> Path:
     """A single output file (``--png``, ``--json``): may be new, or an existing regular file HeteroSim
-    wrote before (starts with ``magic``, or ``magic(first 4 KB)`` is true); never a directory, device, FIFO or someone else's file."""
+    wrote before (starts with ``magic``, or ``magic(first 4 KB)`` is true); never a directory, device, FIFO
+    or someone else's file."""
     if path is None or str(path).strip() == "":
         raise OutputError("empty output path", field=field, value=str(path or ""))
     p = Path(path)

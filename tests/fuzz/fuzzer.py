@@ -682,9 +682,10 @@ def run_corpus(n: int, seed: int, *, root: Path | None = None, log=None, deadlin
             o = run_case(case, root, baseline, as_limit)
             results.append(o)
             if log:
-                log(f"{i:5d} {o.category:16s} {o.code:4d} {o.wall_s:6.1f}s {o.cpu_s:6.1f}cpu {o.maxrss_bytes >> 20:6d}MiB "
-                    f"{case.kind:8s} {' '.join(case.argv)[:70]} | {case.note[:80]}"
-                    + ("" if o.category in ("clean", "ok") else f"\n      {o.stderr.splitlines()[-1][:300] if o.stderr else ''}"))
+                last = o.stderr.splitlines()[-1][:300] if o.stderr else ""
+                log(f"{i:5d} {o.category:16s} {o.code:4d} {o.wall_s:6.1f}s {o.cpu_s:6.1f}cpu "
+                    f"{o.maxrss_bytes >> 20:6d}MiB {case.kind:8s} {' '.join(case.argv)[:70]} | {case.note[:80]}"
+                    + ("" if o.category in ("clean", "ok") else f"\n      {last}"))
     finally:
         if own:
             shutil.rmtree(root, ignore_errors=True)
