@@ -30,8 +30,27 @@ class _BoolGiven:
         return "true" if self.value else "false"
 
 
+class _NumberGiven:
+    """Stands in for a number given where true/false belongs (``sequence_parallel: 1``)."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+
+def _bool_only(annotation: Any) -> bool:
+    return _kinds(annotation) == {bool}
+
+
 def _numeric_only(annotation: Any) -> bool:
     """True when the annotation takes numbers but not booleans (int, float, Literal[0, 1], Optional[...])."""
+    kinds = _kinds(annotation)
+    return bool(kinds) and bool(kinds & {int, float}) and bool not in kinds and kinds <= {int, float}
+
+
+def _kinds(annotation: Any) -> set:
     seen: list[Any] = []
 
     def walk(a: Any) -> None:
@@ -47,12 +66,11 @@ def _numeric_only(annotation: Any) -> bool:
             seen.append(a)
 
     walk(annotation)
-    kinds = {t for t in seen if t is not type(None)}
-    return bool(kinds) and bool(kinds & {int, float}) and bool not in kinds and kinds <= {int, float}
+    return {t for t in seen if t is not type(None)}
 
 
 class BoundedModel(StrictModel):
-    """StrictModel that also refuses ``.inf``/``.nan`` and booleans in numeric fields."""
+    """StrictModel that also refuses ``.inf``/``.nan``, booleans in numeric fields and numbers in boolean ones."""
 
     model_config = ConfigDict(allow_inf_nan=False)
 
@@ -68,6 +86,9 @@ class BoundedModel(StrictModel):
             if isinstance(value, bool) and _numeric_only(info.annotation):
                 out = dict(data) if out is None else out
                 out[key] = _BoolGiven(value)
+            elif isinstance(value, (int, float)) and not isinstance(value, bool) and _bool_only(info.annotation):
+                out = dict(data) if out is None else out
+                out[key] = _NumberGiven(value)
         return data if out is None else out
 
 

@@ -142,6 +142,7 @@ def test_parse_scalar_still_reads_yaml():
     ("cluster.groups[0].pod=1e20", "cluster.groups[0].pod", "allowed: 0 to 1,048,576"),
     ("cluster.groups[0].num_nodes=1e9", "cluster.groups[0].num_nodes", "allowed: 1 to 1,048,576"),
     ("parallelism.tp=true", "parallelism.tp", "true"),
+    ("parallelism.sequence_parallel=1", "parallelism.sequence_parallel", "boolean"),
     ("parallelism.layer_partition=[24, 0]", "parallelism.layer_partition[1]", "allowed: 1 to 2048"),
     ("model.hidden_size=1e30", "model.hidden_size", "allowed: 1 to 262,144"),
     ("training.global_batch_size=1e9", "training.global_batch_size", "allowed: 1 to 1,048,576"),
