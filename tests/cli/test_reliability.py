@@ -146,12 +146,15 @@ def test_png_and_json_do_not_overwrite_foreign_files(tmp_path, scen, capsys, mon
     (["collective", "--topology", "T", "--size", "1MiB", "--algo", "bogus", "--json"], ["--algo", "bogus"]),
     (["sweep", "W", "--timeout", "nan"], ["--timeout", "nan"]),
     (["sweep", "W", "--timeout", "-1"], ["--timeout"]),
+    (["sweep", "BADPATH"], ["w.yaml", "parameters", "not a field path"]),
 ])
 def test_bad_flags_are_one_line(tmp_path, scen, capsys, monkeypatch, args, needles):
     sweep = tmp_path / "w.yaml"
     sweep.write_text(f"scenario: {scen.name}\nparameters: {{seed: [1]}}\n")
     topo = os.path.abspath("topologies/h100-single-node.yaml")
-    args = [{"S": scen, "W": sweep, "T": topo}.get(a, a) for a in args]
+    if "BADPATH" in args:
+        sweep.write_text(f"scenario: {scen.name}\nparameters: {{'parallelism..tp': [1]}}\n")
+    args = [{"S": scen, "W": sweep, "T": topo, "BADPATH": sweep}.get(a, a) for a in args]
     before = listing(tmp_path)
     code, _, err = cli(capsys, monkeypatch, tmp_path, *args)
     one_line(code, err, *needles)
