@@ -104,10 +104,11 @@ def _check_precision(scenario: Scenario, system, file: str | None) -> None:
                             file=file, field="training.precision", value=prec)
 
 
-def check(prepared: Prepared, *, backend: str | None = None, work_budget: float | None = None) -> "WorkEstimate":
+def check(prepared: Prepared, *, backend: str | None = None, work_budget: float | None = None,
+          simulating: bool = True) -> "WorkEstimate":
     """Every check ``simulate`` makes before it starts, without simulating (``validate`` runs this too):
     the backend exists, the comm options fit the system, background traffic is well-formed, and the
-    work fits the budget. Returns the work estimate."""
+    work fits the budget (``simulating=False``: not that one, for ``compile``). Returns the work estimate."""
     from heterosim import budget
     from heterosim.comm.planner import plan_collective
     from netbackend.registry import backend_class
@@ -144,7 +145,8 @@ def check(prepared: Prepared, *, backend: str | None = None, work_budget: float 
                                 field="network.background.load", value=bg.load)
             BackgroundTraffic.from_config(bg, prepared.system.net, seed=sc.seed)
         est = budget.estimate(prepared.ir, sc, name, comm.channels)
-        budget.check(est, budget.work_budget(work_budget), file)
+        if simulating:
+            budget.check(est, budget.work_budget(work_budget), file)
     except UserError as err:
         raise err.with_file(file) if file else err
     return est

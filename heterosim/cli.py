@@ -63,6 +63,7 @@ def compile(scenario: Path, out_dir: Path = typer.Option(..., "--out", help="Dir
     try:
         check_out_dir(out_dir)
         prep = api.prepare(api.load(scenario, set_))
+        api.check(prep, simulating=False)  # the IR of an invalid scenario is no use either
     except UserError as err:
         _fail(err)
     ir = prep.ir

@@ -6,7 +6,8 @@ scenario, topology, sweep, HF config or measurement CSV and changes one thing. E
 child (imports paid once) under a time and an address-space limit, in its own empty working directory,
 and is classified:
 
-  clean            exit 2, no traceback, one line on stderr that names the file or flag
+  clean            exit 2, no traceback, one line on stderr that names the file or flag (or sweep's
+                   documented exit 1: every point ran, the failed ones recorded in results.csv)
   ok               exit 0 on an input the mutator did not mark invalid
   accepted-invalid exit 0 on an input the mutator marked invalid (a value no real system has)
   traceback        a Python traceback, or an exit code other than 0/2
@@ -625,8 +626,8 @@ def run_case(case: Case, root: Path, baseline_rss: int, as_limit: int) -> Outcom
     if killed or code == -signal.SIGALRM or code in (137, -9) or "MemoryError" in err \
             or maxrss - baseline_rss > MEMORY_BUDGET_BYTES:
         cat = "hang"
-    elif "Traceback" in err or code not in (0, 2):
-        cat = "traceback"
+    elif "Traceback" in err or code not in (0, 2) and not (code == 1 and case.argv[:1] == ["sweep"]):
+        cat = "traceback"  # (sweep's documented exit 1: its points ran and some failed, recorded per point)
     else:
         cat = None
     # leftovers: temp dirs anywhere, protected paths changed, anything new on failure
@@ -641,7 +642,10 @@ def run_case(case: Case, root: Path, baseline_rss: int, as_limit: int) -> Outcom
     if case.setup == "symlink" and not os.path.islink(base / "work/out"):
         changed.append("work/out")
     tmp_left = [p for p in new if ".tmp-" in p or ".old-" in p or Path(p).name.startswith("..")]
-    if cat is None and code != 0:
+    if cat is None and code == 1:  # a sweep whose points failed: results.csv records them, as documented
+        leftover = tmp_left or changed
+        lines = lines[-1:] or ["error: sweep: some points failed"]
+    elif cat is None and code != 0:
         leftover = tmp_left or [p for p in new if p.startswith("work/")] or changed
     else:
         leftover = tmp_left or changed
@@ -652,6 +656,8 @@ def run_case(case: Case, root: Path, baseline_rss: int, as_limit: int) -> Outcom
             cat = "accepted-invalid" if case.invalid else "ok"
         elif len(lines) != 1:
             cat = "multi-line"
+        elif code == 1:
+            cat = "clean"
         elif not any(n and n in lines[0] for n in case.names):
             cat = "unnamed"
         else:
