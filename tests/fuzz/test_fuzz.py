@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import fuzzer  # noqa: E402
 
 #: Wall-clock bound of the CI slice: it stops generating new cases past this (each case is bounded too).
-SLICE_DEADLINE_S = 60
+SLICE_DEADLINE_S = 45
 
 
 @pytest.mark.slow
