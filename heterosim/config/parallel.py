@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import field_validator
+from pydantic import field_validator, model_validator
 
 from heterosim.config.base import Bounded, Strict
 from heterosim.config.model import LAYERS_MAX
@@ -33,9 +33,9 @@ class ParallelConfig(Strict):
     recompute: Literal["none", "selective", "full"] = "none"
     order: str = "tp-cp-ep-dp-pp"
     """Rank layout, fastest-varying first (Megatron's RankGenerator order)."""
-    layer_partition: list[Bounded(int, 1, LAYERS_MAX)] | None = None
+    layer_partition: list[Bounded(int, 0, LAYERS_MAX)] | None = None
     """Layers per pipeline stage (non-uniform); None = equal split."""
-    stage_tp: list[Bounded(int, 1, GPUS_PER_NODE_MAX)] | None = None
+    stage_tp: list[Bounded(int, 0, GPUS_PER_NODE_MAX)] | None = None  # 0: the plan says "one TP degree >= 1"
     """TP degree of each pipeline stage (uneven TP across device groups, e.g. [8, 4]); None = ``tp``
     everywhere. Needs dp given or derivable; world = dp * cp * sum(stage_tp); each entry must divide the
     attention heads and TP groups stay inside one node. Layout is stage-major (pp slowest); ``tp`` stays 1
@@ -48,6 +48,19 @@ class ParallelConfig(Strict):
     """TP communication hidden behind GEMMs (Megatron's tp-comm-overlap)."""
     grad_bucket_bytes: Bounded(int, 1, 1 << 40, unit="bytes") = 40_000_000
     """DP gradient bucket size (Megatron default: 40M elements ~ we use bytes)."""
+
+    @model_validator(mode="after")
+    def _no_empty_stage(self):
+        """Every pipeline stage holds a layer (a virtual stage of an interleaved schedule may hold none)."""
+        part, pp = self.layer_partition, self.pp
+        if part is None or self.stage_tp is not None:
+            return self
+        per_stage = part if len(part) == pp else (
+            [sum(part[c * pp + s] for c in range(len(part) // pp)) for s in range(pp)]
+            if len(part) == pp * self.virtual_stages else None)
+        if per_stage is not None and 0 in per_stage:
+            raise ValueError(f"pipeline stage {per_stage.index(0)} has no layers: layer_partition {part}")
+        return self
 
     @field_validator("order")
     @classmethod
