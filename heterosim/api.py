@@ -9,12 +9,15 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from heterosim.config.loader import load_scenario
 from heterosim.config.scenario import Scenario
 from heterosim.errors import UserError
 from heterosim.workload.ir import IR
+
+if TYPE_CHECKING:
+    from heterosim.budget import WorkEstimate
 
 
 @dataclass
@@ -42,23 +45,111 @@ def load(path: str | Path, overrides: list[str] | dict | None = None) -> Scenari
     return load_scenario(path, overrides)
 
 
-def prepare(scenario: Scenario, *, measurements: str | None = None) -> Prepared:
-    """Build the system, check the plan against it, compile the IR."""
+def with_overrides(scenario: Scenario, overrides: list[str] | dict | None) -> Scenario:
+    """The scenario with ``--set``-style overrides applied and everything re-validated."""
+    if not overrides:
+        return scenario
+    from heterosim.config.loader import scenario_from_dict
+
+    file = getattr(scenario, "_source_file", None) or "<scenario>"
+    base = Path(file).parent if file and not file.startswith("<") else None
+    return scenario_from_dict(scenario.model_dump(exclude_unset=False), file=file, base=base, overrides=overrides)
+
+
+def prepare(scenario: Scenario, *, measurements: str | None = None, work_budget: float | None = None) -> Prepared:
+    """Check the scenario cheapest first, then build the system and compile the IR.
+
+    Order: GPUs from the node catalog (nothing built), the plan's divisibility rules, the work the
+    compiler would do (budget), then the system, memory fit, precision support, the IR."""
+    from heterosim import budget
     from heterosim.hardware import ComputeModel
     from heterosim.workload.compiler import compile_workload
     from heterosim.workload.memory import check_plan
+    from heterosim.workload.plan import resolve_plan
     from topologies import build_system
+    from topologies.build import cluster_gpus
 
     file = getattr(scenario, "_source_file", None)
-    system = build_system(scenario.cluster, scenario.fabric, file=file)
-    rank_devices = [g.device for g in system.gpus]
-    check_plan(scenario, system.num_gpus, rank_devices, file, rank_groups=[g.group for g in system.gpus])
-    ir = compile_workload(scenario, system.num_gpus, rank_devices)
-    if scenario.parallelism.stage_tp is not None:  # uneven TP: say so before simulating (uniform TP: coordinator)
-        from heterosim.workload.groups import check_tp_in_nodes
+    try:
+        world = cluster_gpus(scenario.cluster, file)
+        plan = resolve_plan(scenario, world, file)
+        limit = budget.work_budget(work_budget)
+        budget.check(budget.estimate_before_compile(scenario, plan, [plan.dp * plan.cp] * plan.pp), limit, file,
+                     "compiling this scenario")
+        system = build_system(scenario.cluster, scenario.fabric, file=file)
+        rank_devices = [g.device for g in system.gpus]
+        check_plan(scenario, system.num_gpus, rank_devices, file, rank_groups=[g.group for g in system.gpus])
+        _check_precision(scenario, system, file)
+        ir = compile_workload(scenario, system.num_gpus, rank_devices)
+        if scenario.parallelism.stage_tp is not None:  # uneven TP: say so before simulating (uniform TP: coordinator)
+            from heterosim.workload.groups import check_tp_in_nodes
 
-        check_tp_in_nodes(ir.groups["tp"], [g.node for g in system.gpus], scenario.parallelism.stage_tp, file)
-    return Prepared(scenario, system, ir, ComputeModel(measurements), file)
+            check_tp_in_nodes(ir.groups["tp"], [g.node for g in system.gpus], scenario.parallelism.stage_tp, file)
+        compute = ComputeModel(measurements)
+    except UserError as err:
+        raise err.with_file(file) if file else err
+    return Prepared(scenario, system, ir, compute, file)
+
+
+def _check_precision(scenario: Scenario, system, file: str | None) -> None:
+    """fp8 needs fp8 tensor cores on every GPU (Transformer Engine refuses fp8 on A100 and older)."""
+    from heterosim.hardware.catalog import get_device
+
+    prec = scenario.training.precision
+    for gi, group in enumerate(scenario.cluster.groups):
+        gpu = next(g.device for g in system.gpus if g.group == group.name)
+        dev = get_device(gpu)
+        if prec == "fp8" and not dev.supports(prec):
+            raise UserError(f"{gpu} (cluster.groups[{gi}], {group.name}) has no fp8 tensor cores; use bf16",
+                            file=file, field="training.precision", value=prec)
+
+
+def check(prepared: Prepared, *, backend: str | None = None, work_budget: float | None = None,
+          simulating: bool = True) -> "WorkEstimate":
+    """Every check ``simulate`` makes before it starts, without simulating (``validate`` runs this too):
+    the backend exists, the comm options fit the system, background traffic is well-formed, and the
+    work fits the budget (``simulating=False``: not that one, for ``compile``). Returns the work estimate."""
+    from heterosim import budget
+    from heterosim.comm.planner import plan_collective
+    from netbackend.registry import backend_class
+
+    sc, file = prepared.scenario, prepared.file
+    name = backend if backend is not None else sc.network.backend
+    try:
+        if not isinstance(name, str) or not name.strip():
+            raise UserError("empty backend name (flow | ns3)", field="--backend" if backend is not None
+                            else "network.backend", value=name)
+        try:
+            backend_class(name)
+        except UserError as err:
+            if backend is not None:
+                err.field = "--backend"
+                err.args = (err.one_line(),)
+            raise
+        except ImportError as exc:
+            raise UserError(f"backend cannot be loaded ({exc})", field="network.backend", value=name) from None
+        net = sc.network
+        if net.header_bytes >= net.mtu_bytes:  # cross-field rule of the network config (no payload would fit)
+            raise UserError(f"must be below mtu_bytes ({net.mtu_bytes})", field="network.header_bytes",
+                            value=net.header_bytes)
+        comm = sc.comm
+        world = list(range(prepared.system.num_gpus))
+        plan_collective("allreduce", world, 0, prepared.system, algorithm=comm.algorithm, protocol=comm.protocol,
+                        channels=comm.channels)
+        bg = sc.network.background
+        if bg is not None:
+            from netbackend.background import BackgroundTraffic
+
+            if bg.load >= 1.0:
+                raise UserError("must be below 1 (at line rate the offered load never drains)",
+                                field="network.background.load", value=bg.load)
+            BackgroundTraffic.from_config(bg, prepared.system.net, seed=sc.seed)
+        est = budget.estimate(prepared.ir, sc, name, comm.channels)
+        if simulating:
+            budget.check(est, budget.work_budget(work_budget), file)
+    except UserError as err:
+        raise err.with_file(file) if file else err
+    return est
 
 
 def intra_config(scenario: Scenario):
@@ -67,37 +158,42 @@ def intra_config(scenario: Scenario):
 
 
 def simulate(prepared: Prepared, *, backend: str | None = None,
-             progress: Callable[[int, int], None] | None = None, record_messages: bool = True) -> RunResult:
+             progress: Callable[[int, int], None] | None = None, record_messages: bool = True,
+             work_budget: float | None = None) -> RunResult:
     """Run one iteration (``training.iterations`` times, reporting the last)."""
     from heterosim.results.summary import make_summary
     from heterosim.sim.coordinator import Coordinator
     from heterosim.sim.intra import effective_intra
     from netbackend.registry import create_backend
 
+    check(prepared, backend=backend, work_budget=work_budget)
     sc = prepared.scenario
     name = backend or sc.network.backend
     net_cfg = sc.network.model_copy(update={"backend": name})
     sim = None
     t0 = time.monotonic()
-    for it in range(sc.training.iterations):
-        net = create_backend(name, prepared.system.net, net_cfg, sc.seed + it)
-        if sc.network.background is not None:
-            from netbackend.background import with_background
+    try:
+        for it in range(sc.training.iterations):
+            net = create_backend(name, prepared.system.net, net_cfg, sc.seed + it)
+            if sc.network.background is not None:
+                from netbackend.background import with_background
 
+                try:
+                    net = with_background(net, sc.network.background, seed=sc.seed + it)
+                except BaseException:
+                    net.close()
+                    raise
+            intra = create_backend("flow", effective_intra(prepared.system.intra), intra_config(sc), sc.seed + it)
             try:
-                net = with_background(net, sc.network.background, seed=sc.seed + it)
-            except BaseException:
+                coord = Coordinator(prepared.ir, prepared.system, prepared.compute, net, intra,
+                                    precision=sc.training.precision, comm_options=sc.comm.model_dump(),
+                                    progress=progress, record_messages=record_messages)
+                sim = coord.run(wall_limit_s=sc.network.wall_limit_s)
+            finally:
                 net.close()
-                raise
-        intra = create_backend("flow", effective_intra(prepared.system.intra), intra_config(sc), sc.seed + it)
-        try:
-            coord = Coordinator(prepared.ir, prepared.system, prepared.compute, net, intra,
-                                precision=sc.training.precision, comm_options=sc.comm.model_dump(),
-                                progress=progress, record_messages=record_messages)
-            sim = coord.run(wall_limit_s=sc.network.wall_limit_s)
-        finally:
-            net.close()
-            intra.close()
+                intra.close()
+    except UserError as err:  # runtime errors (comm planner, backends) name the scenario file too
+        raise err.with_file(prepared.file) if prepared.file else err
     wall = time.monotonic() - t0
     summary = make_summary(sc, prepared.system, prepared.ir, sim, backend=name, wall_s=wall)
     return RunResult(prepared, sim, summary, name)
@@ -138,12 +234,14 @@ def write_results(result: RunResult, out_dir: str | Path) -> Path:
 
 
 def run(scenario: Scenario | str | Path, *, out_dir: str | Path | None = None, backend: str | None = None,
-        overrides: list[str] | None = None, progress=None) -> RunResult:
-    """Load (if a path), prepare, simulate and (if out_dir) write results."""
-    if not isinstance(scenario, Scenario):
+        overrides: list[str] | dict | None = None, progress=None, work_budget: float | None = None) -> RunResult:
+    """Load (if a path) or re-validate with ``overrides`` (if a Scenario), prepare, simulate, write."""
+    if isinstance(scenario, Scenario):
+        scenario = with_overrides(scenario, overrides)
+    else:
         scenario = load(scenario, overrides)
-    prepared = prepare(scenario)
-    result = simulate(prepared, backend=backend, progress=progress)
+    prepared = prepare(scenario, work_budget=work_budget)
+    result = simulate(prepared, backend=backend, progress=progress, work_budget=work_budget)
     if out_dir is not None:
         write_results(result, out_dir)
     return result
@@ -153,4 +251,5 @@ def default_out_dir(scenario: Scenario) -> Path:
     return Path(scenario.output.dir or f"results/{scenario.name}")
 
 
-__all__ = ["load", "prepare", "simulate", "run", "write_results", "Prepared", "RunResult", "UserError"]
+__all__ = ["load", "with_overrides", "prepare", "check", "simulate", "run", "write_results", "Prepared", "RunResult",
+           "UserError"]

@@ -22,7 +22,7 @@ out = Console()
 
 
 def _fail(err: UserError) -> None:
-    console.print(f"[bold red]error:[/] {err}", highlight=False, soft_wrap=True)
+    print(f"error: {err}", file=sys.stderr)
     raise typer.Exit(err.exit_code if hasattr(err, "exit_code") else 2)
 
 
@@ -35,19 +35,22 @@ def schema() -> None:
 
 
 @app.command()
-def validate(scenario: Path = typer.Argument(..., help="Scenario YAML")) -> None:
-    """Check a scenario: schema, references, plan divisibility, memory fit."""
+def validate(scenario: Path = typer.Argument(..., help="Scenario YAML"),
+             backend: Optional[str] = typer.Option(None, help="Network backend to check for (default: the scenario's)"),
+             set_: List[str] = typer.Option([], "--set", help="Override a field: path=value")) -> None:
+    """Every check `run` makes, without simulating: schema, references, plan, memory, network, work budget."""
     from heterosim import api
 
     try:
-        sc = api.load(scenario)
+        sc = api.load(scenario, set_)
         prep = api.prepare(sc)
+        est = api.check(prep, backend=backend)
     except UserError as err:
         _fail(err)
     mem = prep.ir.meta.get("memory_bytes") or []
     peak = max(mem) / 2**30 if mem else 0.0
     out.print(f"[green]ok[/]: {scenario} — {prep.system.num_gpus} GPUs, {len(prep.ir.programs)} programs, "
-              f"peak memory {peak:.1f} GiB/GPU")
+              f"peak memory {peak:.1f} GiB/GPU, work {est.units:.3g} units", soft_wrap=True, highlight=False)
 
 
 @app.command()
@@ -55,10 +58,12 @@ def compile(scenario: Path, out_dir: Path = typer.Option(..., "--out", help="Dir
             set_: List[str] = typer.Option([], "--set", help="Override a field: path=value")) -> None:
     """Compile a scenario to the per-rank IR (no simulation)."""
     from heterosim import api
-    from heterosim.results.writer import atomic_dir, write_json
+    from heterosim.results.writer import atomic_dir, check_out_dir, write_json
 
     try:
+        check_out_dir(out_dir)
         prep = api.prepare(api.load(scenario, set_))
+        api.check(prep, simulating=False)  # the IR of an invalid scenario is no use either
     except UserError as err:
         _fail(err)
     ir = prep.ir
@@ -68,9 +73,12 @@ def compile(scenario: Path, out_dir: Path = typer.Option(..., "--out", help="Dir
         "total_flops": ir.total_flops(), "model_flops_per_iteration": ir.meta.get("model_flops_per_iteration"),
         "memory_bytes_per_rank": ir.meta.get("memory_bytes"),
     }
-    with atomic_dir(out_dir) as tmp:
-        ir.to_json(tmp / "ir.json")
-        write_json(tmp / "summary.json", summary)
+    try:
+        with atomic_dir(out_dir) as tmp:
+            ir.to_json(tmp / "ir.json")
+            write_json(tmp / "summary.json", summary)
+    except UserError as err:
+        _fail(err)
     out.print(f"IR v{ir.version}: {ir.world_size} ranks, {len(ir.programs)} programs, "
               f"{sum(summary['ops_per_rank'])} ops, {summary['total_flops']:.3e} FLOPs -> {out_dir}")
 
@@ -85,16 +93,20 @@ def run(scenario: Path = typer.Argument(Path("scenarios/quickstart.yaml"), help=
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from heterosim import api
+    from heterosim.results.writer import check_out_dir
 
     try:
         sc = api.load(scenario, set_)
+        dest = out_dir if out_dir is not None else api.default_out_dir(sc)
+        check_out_dir(dest, "--out" if out_dir is not None else "output.dir")  # refuse before simulating
         prep = api.prepare(sc)
+        api.check(prep, backend=backend)
         with Progress(TextColumn("[bold]simulating"), BarColumn(), TextColumn("{task.completed}/{task.total} ops"),
                       TimeElapsedColumn(), console=console, disable=quiet, transient=True) as prog:
             task = prog.add_task("sim", total=None)
             result = api.simulate(prep, backend=backend,
                                   progress=lambda done, total: prog.update(task, completed=done, total=total))
-        dest = api.write_results(result, out_dir or api.default_out_dir(sc))
+        dest = api.write_results(result, dest)
     except UserError as err:
         _fail(err)
     if not quiet:
@@ -136,11 +148,15 @@ def collective(topology: Path = typer.Option(..., "--topology", help="Topology Y
                png: Optional[Path] = typer.Option(None, "--png", help="Write the busbw-vs-size curve here")) -> None:
     """One collective alone: time, algbw, busbw (nccl-tests definitions)."""
     from heterosim.collective import parse_size, run_collective, size_sweep
+    from heterosim.results.writer import atomic_file, check_out_file
     from topologies import load_system
 
+    dest = png if png is not None else (None if size or as_json else Path(f"results/collective-{op}-{gpus}gpus.png"))
     try:
+        if dest is not None:
+            check_out_file(dest, "--png", PNG_MAGIC)
         system = load_system(topology)
-        sizes = [parse_size(size)] if size else size_sweep(1 << 10, parse_size(max_size))
+        sizes = [parse_size(size)] if size else size_sweep(1 << 10, parse_size(max_size, "--max-size"))
         results = [run_collective(system, op, s, gpus, algorithm=algo, backend=backend) for s in sizes]
     except UserError as err:
         _fail(err)
@@ -154,13 +170,20 @@ def collective(topology: Path = typer.Option(..., "--topology", help="Topology Y
         for r in rows:
             t.add_row(_human(r["size_bytes"]), f"{r['time_us']:.1f}", f"{r['algbw_GBps']:.2f}", f"{r['busbw_GBps']:.2f}")
         out.print(t)
-    if png is not None or (not size and not as_json):
+    if dest is not None:
         from heterosim.results.collplots import plot_busbw
 
-        dest = png or Path(f"results/collective-{op}-{gpus}gpus.png")
-        plot_busbw(dest, rows, title=f"{op}, {gpus} GPUs, {topology.stem}")
+        try:
+            with atomic_file(dest, "--png", PNG_MAGIC) as tmp:
+                plot_busbw(tmp, rows, title=f"{op}, {gpus} GPUs, {topology.stem}")
+        except UserError as err:
+            _fail(err)
         if not as_json:
             out.print(f"curve: {dest}")
+
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+"""``--png`` replaces an existing file only when it is a PNG."""
 
 
 def _human(n: int) -> str:
@@ -212,14 +235,36 @@ _register_subcommands()
 
 
 def main() -> None:
+    """Run the app; every error is one line on stderr (usage errors too, instead of a usage box)."""
     try:
-        app()
+        from click.exceptions import ClickException, NoArgsIsHelpError, UsageError  # type: ignore[attr-defined]
+    except ImportError:  # typer >= 0.16 vendors click
+        from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError  # type: ignore
+
+    code = 0
+    try:
+        rv = app(standalone_mode=False)
+        code = rv if isinstance(rv, int) else 0
+    except NoArgsIsHelpError as exc:
+        print(exc.format_message(), file=sys.stderr)
+        code = 2
+    except UsageError as exc:  # bad flag or argument
+        cmd = exc.ctx.info_name if exc.ctx is not None and exc.ctx.parent is not None else ""
+        msg = exc.format_message().replace("\n", " ")
+        print(f"error: {cmd + ': ' if cmd else ''}{msg}", file=sys.stderr)
+        code = 2
+    except ClickException as exc:
+        print(f"error: {exc.format_message()}".replace("\n", " "), file=sys.stderr)
+        code = exc.exit_code
+    except typer.Exit as exc:
+        code = exc.exit_code
     except UserError as err:  # anything raised outside a command's own handler
-        console.print(f"[bold red]error:[/] {err}", highlight=False)
-        sys.exit(2)
-    except KeyboardInterrupt:
-        console.print("interrupted")
-        sys.exit(130)
+        print(f"error: {err}", file=sys.stderr)
+        code = 2
+    except (KeyboardInterrupt, typer.Abort):
+        print("interrupted", file=sys.stderr)
+        code = 130
+    sys.exit(code)
 
 
 if __name__ == "__main__":

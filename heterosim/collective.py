@@ -69,6 +69,17 @@ def run_collective(system, op: str, size_bytes: int, gpus: int, *, algorithm: st
         raise ConfigError(f"the topology has {system.num_gpus} GPUs", field="--gpus", value=gpus)
     if size_bytes <= 0:
         raise ConfigError("size must be positive", field="--size", value=size_bytes)
+    from heterosim.comm.planner import ALGORITHMS, PROTOCOLS
+    from netbackend.registry import available_backends, backend_class
+
+    if algorithm not in ALGORITHMS:
+        raise ConfigError(f"unknown algorithm (choose from {', '.join(ALGORITHMS)})", field="--algo", value=algorithm)
+    if protocol not in PROTOCOLS:
+        raise ConfigError(f"unknown protocol (choose from {', '.join(PROTOCOLS)})", field="protocol", value=protocol)
+    if backend not in available_backends():
+        raise ConfigError(f"unknown network backend (choose from {', '.join(available_backends())})",
+                          field="--backend", value=backend)
+    backend_class(backend)
     ranks = list(range(gpus))
     ir = collective_ir(op, ranks, size_bytes, system.num_gpus)
     net_cfg = (network or NetworkConfig()).model_copy(update={"backend": backend})
@@ -85,8 +96,12 @@ def run_collective(system, op: str, size_bytes: int, gpus: int, *, algorithm: st
     return CollectiveResult(op, size_bytes, gpus, algorithm, backend, sim.iteration_time_ns)
 
 
-def parse_size(text: str) -> int:
-    """'1GiB', '64M', '4096' -> bytes (K/M/G are powers of 1024, as nccl-tests)."""
+MAX_COLLECTIVE_BYTES = 1 << 40
+"""1 TiB: 10x the largest gradient all-reduce of a published run (GPT-3 175B's fp32 gradients, 700 GB)."""
+
+
+def parse_size(text: str, field: str = "--size") -> int:
+    """'1GiB', '64M', '4096' -> bytes (K/M/G are powers of 1024, as nccl-tests), 1 B to 1 TiB."""
     t = text.strip().upper().removesuffix("IB").removesuffix("B")
     mult = 1
     for suffix, m in (("K", 1 << 10), ("M", 1 << 20), ("G", 1 << 30), ("T", 1 << 40)):
@@ -94,9 +109,12 @@ def parse_size(text: str) -> int:
             t, mult = t[:-1], m
             break
     try:
-        return int(float(t) * mult)
+        value = float(t) * mult
     except ValueError:
-        raise ConfigError("not a size (e.g. 1GiB, 64M, 4096)", field="--size", value=text) from None
+        raise ConfigError("not a size (e.g. 1GiB, 64M, 4096)", field=field, value=text) from None
+    if not 1 <= value <= MAX_COLLECTIVE_BYTES:
+        raise ConfigError("out of range (allowed: 1 B to 1 TiB)", field=field, value=text)
+    return int(value)
 
 
 def size_sweep(min_bytes: int = 1 << 10, max_bytes: int = 8 << 30) -> list[int]:

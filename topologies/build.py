@@ -12,6 +12,7 @@ from pathlib import Path
 import networkx as nx
 from pydantic import TypeAdapter, ValidationError
 
+from netbackend.bounds import CLUSTER_GPUS_MAX
 from netbackend.errors import UserError
 from netbackend.topo import Link, NetTopology
 from topologies._util import read_yaml, user_error_from_validation
@@ -27,6 +28,28 @@ PCIE_DELAY_NS = 200
 NVSWITCH_ENDPOINT_FACTOR = 1.0
 """NVLS endpoint link rate = factor x (GPUs x per-GPU NVLink rate): the switch never bottlenecks NVLS;
 the per-GPU NVLink ports do (calibrated efficiency lives in heterosim.comm.intranode)."""
+
+
+def cluster_gpus(cluster: ClusterConfig, file: str | None = None) -> int:
+    """GPUs in the cluster, from the node-type catalog alone (nothing built: a cheap check comes first)."""
+    specs = [node_type(g.node_type, g.overrides, file, field=f"cluster.groups[{gi}].node_type")
+             for gi, g in enumerate(cluster.groups)]
+    return check_cluster_size(cluster, specs, file)
+
+
+def check_cluster_size(cluster: ClusterConfig, specs, file: str | None) -> int:
+    total = 0
+    for gi, (g, spec) in enumerate(zip(cluster.groups, specs)):
+        if spec.intra in ("nvswitch", "c2c") and spec.nvlink_gbps <= 0 and spec.gpus_per_node > 1:
+            field = f"cluster.groups[{gi}].overrides.nvlink_gbps" if "nvlink_gbps" in g.overrides \
+                else f"cluster.groups[{gi}].node_type"
+            raise UserError("an NVSwitch node needs nvlink_gbps > 0 (use intra: pcie for a node without NVLink)",
+                            file=file, field=field, value=g.overrides.get("nvlink_gbps", g.node_type))
+        total += g.num_nodes * spec.gpus_per_node
+    if total > CLUSTER_GPUS_MAX:
+        raise UserError(f"{total:,} GPUs; at most {CLUSTER_GPUS_MAX:,} (5x the largest published cluster)",
+                        file=file, field="cluster.groups", value=[g.num_nodes for g in cluster.groups])
+    return total
 
 
 def _nic_of(local: int, gpus: int, nics: int) -> int:
@@ -49,10 +72,13 @@ def build_system(cluster: ClusterConfig | dict, fabric=None, *, file: str | None
         except ValidationError as exc:
             raise user_error_from_validation(exc, file, prefix="fabric") from None
 
+    specs = [node_type(g.node_type, g.overrides, file, field=f"cluster.groups[{gi}].node_type")
+             for gi, g in enumerate(cluster.groups)]
+    check_cluster_size(cluster, specs, file)
     gpus: list[GpuInfo] = []
     nodes: list[NodeInfo] = []
     for gi, group in enumerate(cluster.groups):
-        spec = node_type(group.node_type, group.overrides, file, field=f"cluster.groups[{gi}].node_type")
+        spec = specs[gi]
         for i in range(group.num_nodes):
             name = f"{group.name}-{i}"
             nics = tuple(f"{name}/nic{k}" for k in range(spec.nics_per_node))

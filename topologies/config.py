@@ -11,10 +11,16 @@ from typing import Annotated, Literal, Union
 
 from pydantic import Field, model_validator
 
-from netbackend.config import StrictModel
+from netbackend.bounds import (CLUSTER_GPUS_MAX, DEGRADED_FACTOR_MIN, DELAY_NS_MAX, GPUS_PER_NODE_MAX,
+                               LATENCY_NS_MAX, NIC_GBPS_MIN, NICS_PER_NODE_MAX, NVLINK_GBYTES_MAX, OVERSUBSCRIPTION_MAX,
+                               PCIE_GBYTES_MAX, PCIE_GBYTES_MIN, SLOWDOWN_MAX, SWITCH_RADIX_MAX, BoundedModel,
+                               Bounded, LinkGbps)
 
+_Strict = BoundedModel
 
-_Strict = StrictModel
+DelayNs = Bounded(int, 0, DELAY_NS_MAX, unit="ns")
+Radix = Bounded(int, 1, SWITCH_RADIX_MAX)
+Oversubscription = Bounded(float, 1.0, OVERSUBSCRIPTION_MAX)
 
 
 class NodeType(_Strict):
@@ -22,23 +28,23 @@ class NodeType(_Strict):
 
     gpu: str
     """Device catalog key (``H100-SXM``, ``A100-80``, ``L40S``...)."""
-    gpus_per_node: int = Field(8, gt=0)
+    gpus_per_node: Bounded(int, 1, GPUS_PER_NODE_MAX) = 8
     intra: Literal["nvswitch", "pcie", "c2c"] = "nvswitch"
     """NVSwitch all-to-all, PCIe switches only, or a Grace-Hopper superchip."""
-    nvlink_gbps: float = Field(0.0, ge=0)
+    nvlink_gbps: Bounded(float, 0.0, NVLINK_GBYTES_MAX, unit="GB/s") = 0.0
     """Per-GPU NVLink bandwidth per direction, GB/s (0 = none)."""
     nvls: bool = False
     """NVSwitch supports in-switch reductions (NVLink SHARP, Hopper+)."""
-    pcie_gbps: float = Field(32.0, gt=0)
+    pcie_gbps: Bounded(float, PCIE_GBYTES_MIN, PCIE_GBYTES_MAX, unit="GB/s") = 32.0
     """Per-direction PCIe bandwidth of a GPU/NIC slot, GB/s (Gen4 x16 ~ 32, Gen5 ~ 64)."""
-    gpus_per_pcie_switch: int = Field(2, gt=0)
+    gpus_per_pcie_switch: Bounded(int, 1, GPUS_PER_NODE_MAX) = 2
     """GPUs (and their NIC) sharing one PCIe switch uplink."""
-    pcie_switch_uplink_gbps: float | None = Field(None, gt=0)
+    pcie_switch_uplink_gbps: Bounded(float, PCIE_GBYTES_MIN, PCIE_GBYTES_MAX, unit="GB/s") | None = None
     """PCIe switch -> root complex bandwidth, GB/s; None = pcie_gbps."""
-    nics_per_node: int = Field(8, gt=0)
-    nic_gbps: float = Field(400.0, gt=0)
+    nics_per_node: Bounded(int, 1, NICS_PER_NODE_MAX) = 8
+    nic_gbps: LinkGbps = 400.0
     """Per-NIC line rate, Gb/s."""
-    nic_latency_ns: int = Field(1000, ge=0)
+    nic_latency_ns: Bounded(int, 0, LATENCY_NS_MAX, unit="ns") = 1000
     """Host stack + NIC processing latency per message."""
     source: str | None = None
 
@@ -49,12 +55,12 @@ class DeviceGroup(_Strict):
     name: str = Field(pattern=r"^[A-Za-z][A-Za-z0-9_]*$")
     node_type: str
     """Key in the node-type catalog."""
-    num_nodes: int = Field(gt=0)
+    num_nodes: Bounded(int, 1, CLUSTER_GPUS_MAX)
     overrides: dict[str, float | int | str | bool] = Field(default_factory=dict)
     """Per-group overrides of NodeType fields (e.g. ``nic_gbps: 200``)."""
-    slowdown: float = Field(1.0, ge=1.0)
+    slowdown: Bounded(float, 1.0, SLOWDOWN_MAX) = 1.0
     """Soft heterogeneity: compute time multiplier (throttled or shared GPUs)."""
-    pod: int | None = Field(None, ge=0)
+    pod: Bounded(int, 0, CLUSTER_GPUS_MAX) | None = None
     """Fabric placement hint (which pod/leaf block); None = packed in order."""
 
 
@@ -63,7 +69,7 @@ class Straggler(_Strict):
 
     gpu: str = Field(pattern=r"^[A-Za-z][A-Za-z0-9_]*-[0-9]+/gpu[0-9]+$")
     """GPU name, ``{group}-{node}/gpu{j}``."""
-    slowdown: float = Field(ge=1.0)
+    slowdown: Bounded(float, 1.0, SLOWDOWN_MAX)
     """Compute time multiplier, on top of the group's ``slowdown``."""
 
 
@@ -74,7 +80,7 @@ class LinkDegradation(_Strict):
     """One end: a NIC (``{node}/nic{k}``) or a switch name."""
     b: str | None = None
     """The other end; None = every link of ``a``."""
-    factor: float = Field(gt=0.0, le=1.0)
+    factor: Bounded(float, DEGRADED_FACTOR_MIN, 1.0)
     """Fraction of the nominal rate that remains."""
 
 
@@ -97,48 +103,48 @@ class ClusterConfig(_Strict):
 class LinkSpec(_Strict):
     a: str
     b: str
-    rate_gbps: float = Field(gt=0)
-    delay_ns: int = Field(500, ge=0)
+    rate_gbps: Bounded(float, NIC_GBPS_MIN, NVLINK_GBYTES_MAX * 8, unit="Gb/s")
+    delay_ns: DelayNs = 500
 
 
 class LeafSpineFabric(_Strict):
     """Two tiers: NICs -> leaves -> spines (every leaf to every spine)."""
 
     kind: Literal["leaf_spine"] = "leaf_spine"
-    hosts_per_leaf: int = Field(16, gt=0)
+    hosts_per_leaf: Radix = 16
     """NIC ports per leaf."""
-    oversubscription: float = Field(1.0, ge=1.0)
+    oversubscription: Oversubscription = 1.0
     """Downlink:uplink bandwidth ratio at the leaves."""
-    uplink_gbps: float = Field(400.0, gt=0)
-    num_spines: int | None = Field(None, gt=0)
+    uplink_gbps: LinkGbps = 400.0
+    num_spines: Radix | None = None
     """None = derived from oversubscription."""
-    link_delay_ns: int = Field(500, ge=0)
+    link_delay_ns: DelayNs = 500
 
 
 class FatTreeFabric(_Strict):
     """Three tiers: leaves -> aggregation (per pod) -> core."""
 
     kind: Literal["fat_tree"] = "fat_tree"
-    hosts_per_leaf: int = Field(16, gt=0)
-    leaves_per_pod: int = Field(4, gt=0)
-    oversubscription: float = Field(1.0, ge=1.0)
+    hosts_per_leaf: Radix = 16
+    leaves_per_pod: Radix = 4
+    oversubscription: Oversubscription = 1.0
     """At the leaves."""
-    core_oversubscription: float = Field(1.0, ge=1.0)
+    core_oversubscription: Oversubscription = 1.0
     """At the aggregation switches."""
-    uplink_gbps: float = Field(400.0, gt=0)
-    link_delay_ns: int = Field(500, ge=0)
+    uplink_gbps: LinkGbps = 400.0
+    link_delay_ns: DelayNs = 500
 
 
 class RailOptimizedFabric(_Strict):
     """NIC k of every node in a block goes to rail leaf k; leaves -> spines."""
 
     kind: Literal["rail_optimized"] = "rail_optimized"
-    nodes_per_block: int = Field(16, gt=0)
+    nodes_per_block: Radix = 16
     """Nodes sharing one set of rail leaves."""
-    oversubscription: float = Field(1.0, ge=1.0)
-    uplink_gbps: float = Field(400.0, gt=0)
-    num_spines: int | None = Field(None, gt=0)
-    link_delay_ns: int = Field(500, ge=0)
+    oversubscription: Oversubscription = 1.0
+    uplink_gbps: LinkGbps = 400.0
+    num_spines: Radix | None = None
+    link_delay_ns: DelayNs = 500
 
 
 class LinkListFabric(_Strict):

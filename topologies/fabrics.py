@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from typing import Callable, Sequence
 
+from netbackend.bounds import SWITCH_RADIX_MAX
 from netbackend.errors import UserError
 from netbackend.topo import Link
 from topologies.system import NodeInfo
@@ -39,9 +40,19 @@ def generate(fabric, nodes: Sequence[NodeInfo], file: str | None = None) -> tupl
     return fn(fabric, list(nodes), file)
 
 
-def uplinks_needed(ports: int, port_gbps: float, oversubscription: float, uplink_gbps: float) -> int:
-    """Uplinks a switch needs so downlink:uplink bandwidth <= oversubscription."""
-    return max(1, math.ceil(ports * port_gbps / (oversubscription * uplink_gbps) - 1e-9))
+def uplinks_needed(ports: int, port_gbps: float, oversubscription: float, uplink_gbps: float,
+                   file: str | None = None) -> int:
+    """Uplinks a switch needs so downlink:uplink bandwidth <= oversubscription.
+
+    Refuses more than a real switch has ports (the count multiplies into spines and links: a rate typo
+    used to build millions of them before anything else was checked).
+    """
+    n = max(1, math.ceil(ports * port_gbps / (oversubscription * uplink_gbps) - 1e-9))
+    if n > SWITCH_RADIX_MAX:
+        raise UserError(f"{ports} ports at {port_gbps:g} Gb/s need {n} uplinks per switch at this rate and "
+                        f"oversubscription; a switch has at most {SWITCH_RADIX_MAX} ports", file=file,
+                        field="fabric.uplink_gbps", value=uplink_gbps)
+    return n
 
 
 def place(nodes: Sequence[NodeInfo], weight: Callable[[NodeInfo], int], capacity: int,
@@ -84,12 +95,12 @@ def _nic_links(node: NodeInfo, leaf_of: Callable[[int], str], delay_ns: int) -> 
     return [Link(nic, leaf_of(k), node.spec.nic_gbps, delay_ns) for k, nic in enumerate(node.nics)]
 
 
-def _leaves_to_spines(leaves: dict[str, float], ports: int, fabric, spine_prefix: str = "spine"
-                      ) -> tuple[list[str], list[Link]]:
+def _leaves_to_spines(leaves: dict[str, float], ports: int, fabric, spine_prefix: str = "spine",
+                      file: str | None = None) -> tuple[list[str], list[Link]]:
     """Every leaf to every spine; ``leaves`` maps leaf name -> its fastest port rate."""
     if len(leaves) < 2:
         return [], []
-    ups = {leaf: uplinks_needed(ports, rate, fabric.oversubscription, fabric.uplink_gbps)
+    ups = {leaf: uplinks_needed(ports, rate, fabric.oversubscription, fabric.uplink_gbps, file)
            for leaf, rate in leaves.items()}
     n_spines = fabric.num_spines or max(ups.values())
     spines = [f"{spine_prefix}{s}" for s in range(n_spines)]
@@ -119,7 +130,7 @@ def leaf_spine(fabric, nodes: list[NodeInfo], file: str | None = None):
             for nic in node.nics:
                 _attach(nic, f"leaf{b * per_block + port // H}", node, fabric, switches, leaf_rate, links)
                 port += 1
-    spines, up = _leaves_to_spines(leaf_rate, H, fabric)
+    spines, up = _leaves_to_spines(leaf_rate, H, fabric, file=file)
     return switches + spines, links + up
 
 
@@ -148,9 +159,9 @@ def fat_tree(fabric, nodes: list[NodeInfo], file: str | None = None):
     all_leaves = [leaf for lv in pod_leaves.values() for leaf in lv]
     if len(all_leaves) < 2:
         return switches, links
-    n_agg = max(uplinks_needed(H, r, fabric.oversubscription, fabric.uplink_gbps)
+    n_agg = max(uplinks_needed(H, r, fabric.oversubscription, fabric.uplink_gbps, file)
                 for lv in pod_leaves.values() for r in lv.values())
-    core_up = uplinks_needed(L, fabric.uplink_gbps, fabric.core_oversubscription, fabric.uplink_gbps)
+    core_up = uplinks_needed(L, fabric.uplink_gbps, fabric.core_oversubscription, fabric.uplink_gbps, file)
     multi_pod = len(pod_leaves) > 1
     cores = [f"core{c}" for c in range(n_agg * core_up)] if multi_pod else []
     for p, leaves in pod_leaves.items():
@@ -177,7 +188,7 @@ def rail_optimized(fabric, nodes: list[NodeInfo], file: str | None = None):
         for node in members:
             for k, nic in enumerate(node.nics):
                 _attach(nic, f"block{b}-rail{k}", node, fabric, switches, leaf_rate, links)
-    spines, up = _leaves_to_spines(leaf_rate, fabric.nodes_per_block, fabric)
+    spines, up = _leaves_to_spines(leaf_rate, fabric.nodes_per_block, fabric, file=file)
     return switches + spines, links + up
 
 

@@ -1,7 +1,8 @@
-"""Shared pydantic base: unknown fields are errors, assignments re-validate.
+"""Shared pydantic base: unknown fields are errors, assignments re-validate, numbers are finite and
+never booleans, and bounded fields say their allowed range.
 
-One definition for every layer (it lives in the lowest one, ``netbackend.config``).
+One definition for every layer (it lives in the lowest one, ``netbackend.bounds``).
 """
-from netbackend.config import StrictModel as Strict
+from netbackend.bounds import Bounded, BoundedModel as Strict
 
-__all__ = ["Strict"]
+__all__ = ["Strict", "Bounded"]

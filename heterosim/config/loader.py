@@ -22,11 +22,15 @@ def load_yaml(path: str | Path) -> Any:
     return read_yaml(path, ConfigError)
 
 
+_PATH_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*(\[\d+\])*(\.[A-Za-z_][A-Za-z0-9_-]*(\[\d+\])*)*")
+
+
 def set_path(data: dict, dotted: str, value: Any, *, file: str | None = None) -> None:
     """Apply one override ``a.b[2].c = value`` to nested dicts/lists."""
+    if not isinstance(dotted, str) or not _PATH_RE.fullmatch(dotted):
+        raise ConfigError("not a field path (like parallelism.tp or cluster.groups[0].num_nodes)",
+                          file=file, field="--set", value=dotted)
     tokens = re.findall(r"[^.\[\]]+|\[\d+\]", dotted)
-    if not tokens:
-        raise ConfigError("empty override path", file=file, field=dotted)
     node: Any = data
     for i, tok in enumerate(tokens):
         last = i == len(tokens) - 1
@@ -58,6 +62,23 @@ def validate_model(cls: type[BaseModel], data: Any, *, file: str | None = None, 
         raise format_validation_error(exc, file, prefix) from None
 
 
+def _ref(base: Path, value: Any, file: str, field: str) -> Path:
+    """A ``file:``/``hf_config:`` reference: a non-empty string naming an existing regular file."""
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError("must be a file path (a string)", file=file, field=field, value=value)
+    path = (base / value).resolve()
+    if not path.is_file():
+        why = "is a directory" if path.is_dir() else ("not a regular file" if path.exists() else "no such file")
+        raise ConfigError(f"cannot read {path} ({why})", file=file, field=field, value=value)
+    return path
+
+
+def _zoo_name(value: Any, file: str, field: str) -> str:
+    if not isinstance(value, str):
+        raise ConfigError("must be a zoo model name (a string)", file=file, field=field, value=value)
+    return value
+
+
 def _resolve_refs(data: dict, base: Path, file: str) -> dict:
     """Inline ``model: <zoo name>``, ``model: {hf_config: ...}`` and ``{file: ...}`` references."""
     from heterosim.zoo import load_hf_config, zoo_model
@@ -67,15 +88,15 @@ def _resolve_refs(data: dict, base: Path, file: str) -> dict:
         data["model"] = zoo_model(model, file=file)
     elif isinstance(model, dict) and "zoo" in model:
         extra = {k: v for k, v in model.items() if k != "zoo"}
-        data["model"] = {**zoo_model(model["zoo"], file=file), **extra}
+        data["model"] = {**zoo_model(_zoo_name(model["zoo"], file, "model.zoo"), file=file), **extra}
     elif isinstance(model, dict) and "hf_config" in model:
         extra = {k: v for k, v in model.items() if k != "hf_config"}
-        data["model"] = {**load_hf_config(base / model["hf_config"]), **extra}
+        data["model"] = {**load_hf_config(_ref(base, model["hf_config"], file, "model.hf_config")), **extra}
     system_ref = data.pop("system", None)
     if system_ref is not None:
-        if not isinstance(system_ref, dict) or set(system_ref) - {"file"}:
+        if not isinstance(system_ref, dict) or set(system_ref) != {"file"}:
             raise ConfigError("must be {file: path}", file=file, field="system", value=system_ref)
-        sys_path = (base / system_ref["file"]).resolve()
+        sys_path = _ref(base, system_ref["file"], file, "system.file")
         sys_data = load_yaml(sys_path)
         if not isinstance(sys_data, dict):
             raise ConfigError("topology file must be a mapping", file=str(sys_path))
@@ -87,9 +108,20 @@ def _resolve_refs(data: dict, base: Path, file: str) -> dict:
     for key in ("cluster", "fabric"):
         ref = data.get(key)
         if isinstance(ref, dict) and set(ref) == {"file"}:
-            sub = load_yaml((base / ref["file"]).resolve())
+            sub = load_yaml(_ref(base, ref["file"], file, f"{key}.file"))
             data[key] = sub.get(key, sub) if isinstance(sub, dict) else sub
+    _resolve_background_cdf(data, base)
     return data
+
+
+def _resolve_background_cdf(data: dict, base: Path) -> None:
+    """A background CDF file is relative to the scenario's folder (like every other reference)."""
+    from netbackend.background import BUILTIN_CDFS
+
+    bg = (data.get("network") or {}).get("background") if isinstance(data.get("network"), dict) else None
+    if isinstance(bg, dict) and isinstance(bg.get("cdf"), str) and bg["cdf"] not in BUILTIN_CDFS \
+            and bg["cdf"].strip() and not Path(bg["cdf"]).is_absolute():
+        bg["cdf"] = str((base / bg["cdf"]).resolve())
 
 
 _REF_KEYS = ("model", "system", "cluster", "fabric")
@@ -120,10 +152,20 @@ def load_scenario(path: str | Path, overrides: list[str] | dict[str, Any] | None
     return scenario
 
 
-def scenario_from_dict(data: dict, *, file: str = "<dict>", base: Path | None = None):
+def scenario_from_dict(data: dict, *, file: str = "<dict>", base: Path | None = None,
+                       overrides: list[str] | dict[str, Any] | None = None):
+    """Validate a scenario given as a dict (references resolved against ``base``), with overrides."""
     from heterosim.config.scenario import Scenario
 
-    data = _resolve_refs(copy.deepcopy(data), base or Path.cwd(), file)
+    items = _iter_overrides(overrides, file)
+    data = copy.deepcopy(data)
+    for key, value in items:
+        if key in _REF_KEYS:
+            set_path(data, key, value, file=file)
+    data = _resolve_refs(data, base or Path.cwd(), file)
+    for key, value in items:
+        if key not in _REF_KEYS:
+            set_path(data, key, value, file=file)
     scenario = validate_model(Scenario, data, file=file)
     scenario._source_file = file  # type: ignore[attr-defined]
     return scenario
@@ -134,12 +176,15 @@ def _iter_overrides(overrides, file):
         return []
     if isinstance(overrides, dict):
         return list(overrides.items())
+    if isinstance(overrides, str):
+        overrides = [overrides]
     out = []
     for item in overrides:
         if "=" not in item:
             raise ConfigError("override must look like path=value", file="--set", value=item)
         key, text = item.split("=", 1)
-        out.append((key.strip(), parse_scalar(text)))
+        key = key.strip()
+        out.append((key, parse_scalar(text, ConfigError, field=key)))
     return out
 
 

@@ -3,30 +3,40 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import model_validator
 
-from heterosim.config.base import Strict
+from heterosim.config.base import Bounded, Strict
+
+# Upper ends ~10x beyond the largest published dense and MoE models (PaLM 540B: 118 layers, d_model 18432,
+# 48 heads, d_ff 73728, vocab 256k -- Chowdhery et al. 2022; DeepSeek-V3: 256 routed experts, top-8;
+# Switch-C: 2048 experts -- Fedus et al. 2021; context: Llama 4 Scout's 10M tokens).
+LAYERS_MAX = 2048
+HIDDEN_MAX = 262_144
+HEADS_MAX = 4096
+VOCAB_MAX = 4_194_304
+SEQ_MAX = 16_777_216
+EXPERTS_MAX = 16_384
 
 
 class ModelConfig(Strict):
     name: str
     """Zoo key or free-form label."""
-    num_layers: int = Field(gt=0)
-    hidden_size: int = Field(gt=0)
-    num_attention_heads: int = Field(gt=0)
-    num_kv_heads: int | None = Field(None, gt=0)
+    num_layers: Bounded(int, 1, LAYERS_MAX)
+    hidden_size: Bounded(int, 1, HIDDEN_MAX)
+    num_attention_heads: Bounded(int, 1, HEADS_MAX)
+    num_kv_heads: Bounded(int, 1, HEADS_MAX) | None = None
     """Grouped-query attention; None = num_attention_heads (multi-head)."""
-    ffn_hidden_size: int = Field(gt=0)
-    vocab_size: int = Field(gt=0)
-    max_seq_length: int = Field(2048, gt=0)
+    ffn_hidden_size: Bounded(int, 1, 8 * HIDDEN_MAX)
+    vocab_size: Bounded(int, 1, VOCAB_MAX)
+    max_seq_length: Bounded(int, 1, SEQ_MAX) = 2048
     activation: Literal["gelu", "swiglu"] = "gelu"
     """swiglu has three FFN matrices instead of two."""
     tie_embeddings: bool = True
     """Input embedding and LM head share weights (GPT-3 style)."""
-    num_experts: int = Field(0, ge=0)
+    num_experts: Bounded(int, 0, EXPERTS_MAX) = 0
     """0 = dense model; otherwise a mixture-of-experts FFN in every layer."""
-    moe_top_k: int = Field(2, gt=0)
-    moe_ffn_hidden_size: int | None = Field(None, gt=0)
+    moe_top_k: Bounded(int, 1, EXPERTS_MAX) = 2
+    moe_ffn_hidden_size: Bounded(int, 1, 8 * HIDDEN_MAX) | None = None
     """Per-expert FFN width; None = ffn_hidden_size."""
     source: str | None = None
     """Where the numbers come from (paper table, HF config)."""

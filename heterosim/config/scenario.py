@@ -6,9 +6,9 @@
 """
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, field_validator, model_validator
 
-from heterosim.config.base import Strict
+from heterosim.config.base import Bounded, Strict
 from heterosim.config.model import ModelConfig
 from heterosim.config.parallel import ParallelConfig
 from heterosim.config.training import TrainingConfig
@@ -16,8 +16,12 @@ from netbackend.config import NetworkConfig
 from topologies.config import ClusterConfig, FabricConfig, LeafSpineFabric
 
 
+NCCL_MAX_CHANNELS = 64
+"""NCCL's MAXCHANNELS (src/include/device.h: 32 in NCCL 2.x up to 2.18, 64 since): no more rings/trees."""
+
+
 class OutputConfig(Strict):
-    dir: str | None = None
+    dir: str | None = Field(None, min_length=1)
     """Results directory; None = ``results/<scenario name>``."""
     trace: bool = True
     """Write trace.json (Perfetto/Chrome)."""
@@ -30,15 +34,34 @@ class CommConfig(Strict):
     """Communication-planner overrides (NCCL-like tuner otherwise)."""
 
     algorithm: str = "auto"
-    """auto | ring | tree | hierarchical | nvls (per collective: see comm planner)."""
+    """auto | ring | tree | hierarchical | nvls | direct (per collective: see comm planner)."""
     protocol: str = "auto"
     """auto | simple | ll | ll128."""
-    channels: int | None = Field(None, gt=0)
+    channels: Bounded(int, 1, NCCL_MAX_CHANNELS) | None = None
     """Parallel rings/trees; None = by topology (NCCL picks ~ NICs or NVLink count)."""
+
+    @field_validator("algorithm")
+    @classmethod
+    def _algorithm(cls, v: str) -> str:
+        from heterosim.comm.planner import ALGORITHMS
+
+        if v not in ALGORITHMS:
+            raise ValueError(f"unknown algorithm; known: {', '.join(ALGORITHMS)}")
+        return v
+
+    @field_validator("protocol")
+    @classmethod
+    def _protocol(cls, v: str) -> str:
+        from heterosim.comm.planner import PROTOCOLS
+
+        if v not in PROTOCOLS:
+            raise ValueError(f"unknown protocol; known: {', '.join(PROTOCOLS)}")
+        return v
 
 
 class Scenario(Strict):
-    name: str = "scenario"
+    name: str = Field("scenario", pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*$", max_length=200)
+    """Also the default results folder (``results/<name>``): no path separators."""
     description: str = ""
     model: ModelConfig
     parallelism: ParallelConfig = ParallelConfig()
@@ -48,4 +71,12 @@ class Scenario(Strict):
     network: NetworkConfig = NetworkConfig()
     comm: CommConfig = CommConfig()
     output: OutputConfig = OutputConfig()
-    seed: int = 0
+    seed: Bounded(int, 0, 2**32 - 1) = 0
+    """Random seed (ECMP hashing, background traffic); numpy seeds are 32-bit."""
+
+    @model_validator(mode="after")
+    def _seq_fits_model(self):
+        if self.training.seq_length > self.model.max_seq_length:
+            raise ValueError(f"training.seq_length ({self.training.seq_length}) exceeds the model's "
+                             f"max_seq_length ({self.model.max_seq_length})")
+        return self

@@ -24,6 +24,7 @@ from __future__ import annotations
 import bisect
 import copy
 import csv
+import io
 import math
 from pathlib import Path
 from typing import Any
@@ -168,10 +169,9 @@ class Measurements:
     def __init__(self, path: str | Path) -> None:
         self.path = str(path)
         rows: dict[tuple[str, str, str], list[tuple[tuple | None, float, float, float]]] = {}
-        try:
-            fh = open(path, newline="")
-        except OSError as exc:
-            raise UserError(f"cannot read measurements ({exc.strerror})", file=self.path) from None
+        from topologies._util import read_text  # one reader for every input file: size, type, UTF-8 checked
+
+        fh = io.StringIO(read_text(path, UserError, "measurements"), newline="")
         known = set(device_names())
         with fh:
             reader = csv.DictReader(fh)
@@ -231,8 +231,8 @@ class Measurements:
             val = float(text)
         except ValueError:
             raise UserError("not a number", file=self.path, field=f"{where}.{col}", value=text) from None
-        if val < 0 or math.isnan(val):
-            raise UserError("must be >= 0", file=self.path, field=f"{where}.{col}", value=text)
+        if val < 0 or not math.isfinite(val):
+            raise UserError("must be a finite number >= 0", file=self.path, field=f"{where}.{col}", value=text)
         return val
 
     def covers(self, device: str, op_class: str, precision: str) -> bool:

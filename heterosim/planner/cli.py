@@ -21,6 +21,13 @@ _err = Console(stderr=True)
 _out = Console()
 
 
+def PLAN_MAGIC(head: bytes) -> bool:
+    """``--write`` replaces only a scenario that ``plan --write`` wrote (its ``# plan:`` comment)."""
+    return head.startswith(b"# plan: ") or b"\n# plan: " in head
+JSON_MAGIC = b'{\n  "candidates"'
+"""Start of a ``--json`` plan report: ``--json`` replaces only such a file."""
+
+
 def _fail(err: UserError) -> None:
     _err.print(f"[bold red]error:[/] {err}", highlight=False, soft_wrap=True)
     raise typer.Exit(2)
@@ -41,21 +48,38 @@ def plan_command(
     from heterosim import api
     from heterosim.planner.search import plan_report
 
+    from heterosim.results.writer import check_out_file
+
     try:
+        if top < 1:
+            raise UserError("must be >= 1", field="--top", value=top)
+        if simulate is not None and simulate < 0:
+            raise UserError("must be >= 0", field="--simulate", value=simulate)
+        if max_candidates is not None and max_candidates < 1:
+            raise UserError("must be >= 1", field="--max-candidates", value=max_candidates)
+        if write is not None:
+            check_out_file(write, "--write", PLAN_MAGIC)
+        if json_out is not None:
+            check_out_file(json_out, "--json", JSON_MAGIC)
         sc = api.load(scenario, set_)
         rep = plan_report(sc, top_k=top, backend=backend, max_candidates=max_candidates, simulate=simulate,
                           progress=lambda msg: _err.print(f"[dim]{msg}[/]"))
     except UserError as err:
         _fail(err)
     print_plan(rep)
-    if write is not None and rep.best is not None:
-        write_plan_scenario(scenario, rep.best, write, set_)
-        _out.print(f"best plan written to {write}")
-    if json_out is not None:
-        import json
+    try:
+        if write is not None and rep.best is not None:
+            write_plan_scenario(scenario, rep.best, write, set_)
+            _out.print(f"best plan written to {write}")
+        if json_out is not None:
+            import json
 
-        json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(json.dumps(report_dict(rep), indent=2))
+            from heterosim.results.writer import atomic_file
+
+            with atomic_file(json_out, "--json", JSON_MAGIC) as tmp:
+                tmp.write_text(json.dumps(report_dict(rep), indent=2))
+    except UserError as err:
+        _fail(err)
 
 
 def report_dict(rep) -> dict:
@@ -131,7 +155,8 @@ def write_plan_scenario(src: Path, cand, dest: Path, set_: list[str] | None = No
         set_path(data, k, v, file=str(src))
     for k, v in cand.overrides.items():
         set_path(data, k, v, file=str(src))
-    dest.parent.mkdir(parents=True, exist_ok=True)
+    from heterosim.results.writer import atomic_file
+
     lead = []
     for line in Path(src).read_text().splitlines():
         if not line.startswith("#"):
@@ -142,8 +167,9 @@ def write_plan_scenario(src: Path, cand, dest: Path, set_: list[str] | None = No
                                                  if cand.sim_time_s is not None else "")
     lead.append(f"# plan: {cand.short()} ({est})")
     lead.append(f"# why: {cand.why}")
-    dest.write_text("\n".join(lead) + "\n" + yaml.safe_dump(data, sort_keys=False, default_flow_style=None,
-                                                            width=110))
+    with atomic_file(dest, "--write", PLAN_MAGIC) as tmp:
+        tmp.write_text("\n".join(lead) + "\n"
+                       + yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=110))
 
 
 def compare_suite_command(

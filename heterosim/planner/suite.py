@@ -106,13 +106,14 @@ def markdown(rows: list[dict]) -> str:
 
 
 def write_suite(rows: list[dict], out: Path) -> tuple[Path, Path]:
+    from heterosim.results.writer import atomic_dir
+
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    csv_path, md_path = out / "suite.csv", out / "suite.md"
-    with open(csv_path, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(COLUMNS))
-        w.writeheader()
-        for r in rows:
-            w.writerow({k: r.get(k) for k in COLUMNS})
-    md_path.write_text(markdown(rows))
-    return csv_path, md_path
+    with atomic_dir(out) as tmp:  # replaces only a folder HeteroSim wrote (stamped)
+        with open(tmp / "suite.csv", "w", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=list(COLUMNS))
+            w.writeheader()
+            for r in rows:
+                w.writerow({k: r.get(k) for k in COLUMNS})
+        (tmp / "suite.md").write_text(markdown(rows))
+    return out / "suite.csv", out / "suite.md"

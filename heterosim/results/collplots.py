@@ -19,5 +19,5 @@ def plot_busbw(path, rows: list[dict], title: str = "") -> None:
     ax.set_title(title)
     ax.grid(True, alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, format="png")
     plt.close(fig)

@@ -24,10 +24,21 @@ def compare_command(
     from heterosim.studies.compare import compare
 
     err_console = Console(stderr=True)
+    from heterosim.results.writer import check_out_dir
+
     try:
+        if workers is not None and workers < 1:
+            raise UserError("must be >= 1", field="--workers", value=workers)
         sc = api.load(scenario, set_)
         dest = out or Path(f"results/{sc.name}-compare")
-        rows = compare(sc, cc, out=dest, backend=backend, workers=workers)
+        check_out_dir(dest, "--out" if out is not None else "output")  # refuse before simulating
+        try:
+            rows = compare(sc, cc, out=dest, backend=backend, workers=workers)
+        except UserError as err:
+            if err.field == "cc":  # the library's argument is the --cc flag here
+                err.field = "--cc"
+                err.args = (err.one_line(),)
+            raise
     except UserError as err:
         err_console.print(f"[bold red]error:[/] {err}", highlight=False, soft_wrap=True)
         raise typer.Exit(2)

@@ -55,9 +55,14 @@ class SweepConfig(Strict):
     @field_validator("parameters")
     @classmethod
     def _values_non_empty(cls, v: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        from heterosim.config.loader import _PATH_RE
+
         for path, values in v.items():
             if not path.strip():
                 raise ValueError("parameter path is empty")
+            if not _PATH_RE.fullmatch(path):
+                raise ValueError(f"parameter {path!r} is not a field path (like parallelism.tp or "
+                                 f"cluster.groups[0].num_nodes)")
             if not values:
                 raise ValueError(f"parameter {path!r} has no values")
         return v

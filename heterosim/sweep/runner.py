@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 from collections import Counter
@@ -76,8 +77,9 @@ def run_sweep(sweep: str | Path | SweepConfig, *, jobs: int = 1, executor: str =
     if jobs < 0:
         raise UserError("must be >= 0 (0 = one per CPU)", field="--jobs", value=jobs)
     timeout = timeout_s if timeout_s is not None else cfg.timeout_s
-    if timeout is not None and timeout <= 0:
-        raise UserError("must be > 0 seconds", field="--timeout", value=timeout)
+    if timeout is not None and (not math.isfinite(timeout) or timeout <= 0):
+        raise UserError("must be a finite number of seconds > 0", field="--timeout" if timeout_s is not None
+                        else "timeout_s", value=timeout)
     scenario = (base / cfg.scenario).resolve()
     if not scenario.is_file():
         raise ConfigError("scenario file not found", file=sweep_file, field="scenario", value=str(cfg.scenario))
@@ -86,7 +88,7 @@ def run_sweep(sweep: str | Path | SweepConfig, *, jobs: int = 1, executor: str =
     points = expand(cfg)
 
     invalid = _check_points(points, scenario, sweep_file) if validate else {}
-    out_dir.mkdir(parents=True, exist_ok=True)
+    _claim_out_dir(out_dir)
     _write_manifest(out_dir, cfg, sweep_file, scenario, points)
 
     todo: list[PointTask] = []
@@ -141,6 +143,20 @@ def _check_points(points: list[Point], scenario: Path, sweep_file: str | None) -
                                   field=f"parameters.{param}", value=p.params.get(param, err.value)) from None
             invalid[p.id] = str(err)
     return invalid
+
+
+def _claim_out_dir(out_dir: Path) -> None:
+    """Create (or resume in) a sweep folder; never write into a folder HeteroSim did not create."""
+    from heterosim.results.writer import STAMP, OutputError, check_out_dir
+
+    resumable = out_dir.is_dir() and not out_dir.is_symlink() and (out_dir / "sweep.json").is_file()
+    if not resumable:
+        check_out_dir(out_dir)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / STAMP).write_text("written by HeteroSim (a sweep); re-running the sweep resumes here\n")
+    except OSError as exc:
+        raise OutputError(f"cannot create ({exc.strerror})", field="--out", value=str(out_dir)) from None
 
 
 def _write_manifest(out_dir: Path, cfg: SweepConfig, sweep_file: str | None, scenario: Path,

@@ -63,17 +63,24 @@ def _read(path: str | Path) -> tuple[dict, str]:
     if p.is_dir():
         p = p / "config.json"
     file = str(p)
+    from topologies._util import read_text
+
+    text = read_text(p, ConfigError, "HuggingFace config")
     try:
-        text = p.read_text()
-    except OSError as exc:
-        raise ConfigError(f"cannot read HuggingFace config ({exc.strerror})", file=file) from None
-    try:
-        data = json.loads(text)
+        data = json.loads(text, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"invalid JSON at line {exc.lineno}: {exc.msg}", file=file) from None
+    except RecursionError:
+        raise ConfigError("invalid JSON: nested too deeply", file=file) from None
+    except ValueError as exc:
+        raise ConfigError(f"invalid JSON: {exc}", file=file) from None
     if not isinstance(data, dict):
         raise ConfigError("expected a JSON object", file=file)
     return data, file
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number a config may hold")
 
 
 def _get(data: dict, field: str, file: str, *, required: bool = True) -> Any:
@@ -108,7 +115,7 @@ def hf_config_to_model(path: str | Path, name: str | None = None) -> dict:
     """ModelConfig fields (a validated plain dict) from a HuggingFace config.json (or its folder)."""
     data, file = _read(path)
     mtype = data.get("model_type")
-    if mtype not in _FAMILIES:
+    if not isinstance(mtype, str) or mtype not in _FAMILIES:
         raise ConfigError(f"unsupported model_type (supported: {', '.join(sorted(_FAMILIES))})", file=file,
                           field="model_type", value=mtype)
     fam = _FAMILIES[mtype]

@@ -1,4 +1,5 @@
-"""The compute model against published training runs (calibration file), through a crude iteration estimate.
+"""The compute model's kernel efficiencies (physical bounds), and a crude per-layer estimate of published runs
+printed as a diagnostic table (the runs themselves are asserted end to end in test_calibration_end_to_end.py).
 
 The estimate adds what the compute model does not own (TP collectives at the measured NVSwitch busbw,
 the pipeline bubble, Adam) in the simplest way, so the check is loose (+-25%): it catches an efficiency
@@ -77,14 +78,9 @@ def nemo_ratios(cm):
     return out
 
 
-def test_korthikanti_a100_runs_within_25_percent():
-    for name, est, measured, ratio in korthikanti_ratios(ComputeModel()):
-        assert 0.75 < ratio < 1.25, f"{name}: estimated {est:.2f} s vs measured {measured} s"
-
-
-def test_nemo_h100_fp8_runs_within_25_percent():
-    for name, gpus, est, measured, ratio in nemo_ratios(ComputeModel()):
-        assert 0.75 < ratio < 1.25, f"{name}@{gpus}: estimated {est:.0f} TFLOP/s vs measured {measured}"
+# The published runs are asserted end to end, through the simulator itself, in
+# test_calibration_end_to_end.py; the crude estimate above is a diagnostic table only (``python -m``), since
+# a check against an estimator written in the test says nothing about the simulator.
 
 
 def test_gpt3_175b_layer_gemm_efficiency_is_physical():

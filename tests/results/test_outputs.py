@@ -30,9 +30,11 @@ def test_summary_has_the_promised_numbers(result):
     assert total == pytest.approx(1.0, abs=1e-9)
     assert 0 < s["mfu"] < 1
     assert s["tokens_per_s"] == pytest.approx(16 * 2048 / s["iteration_time_s"])
-    # model TFLOP/s per GPU, Megatron's definition
-    flops = res.prepared.ir.meta["model_flops_per_iteration"]
-    assert s["model_tflops_per_gpu"] == pytest.approx(flops / s["iteration_time_s"] / 16 / 1e12)
+    # model TFLOP/s per GPU, Megatron's definition (Narayanan et al. 2021, eq. 3 without recomputation):
+    # F = 72 B s l h^2 (1 + s / 6h + V / 12 l h), here GPT-3 1.7B (l 24, h 2304, V 51200), B 16, s 2048
+    B, seq, l, h, V = 16, 2048, 24, 2304, 51200
+    flops = 72 * B * seq * l * h**2 * (1 + seq / (6 * h) + V / (12 * l * h))
+    assert s["model_tflops_per_gpu"] == pytest.approx(flops / s["iteration_time_s"] / 16 / 1e12, rel=1e-9)
     assert len(s["per_rank"]) == 16
     for r in s["per_rank"]:
         parts = r["compute"] + r["bubble"] + r["idle"] + sum(r[k] for k in r if k.startswith("exposed_"))

@@ -113,13 +113,20 @@ def test_deterministic(fakes):
 
 
 def test_unmatched_recv_is_reported(fakes):
+    make(fakes, pipeline_ir(2, 2, 10, 20)).run()  # control: the intact pipeline finishes
     ir = pipeline_ir(2, 2, 10, 20)
-    # drop a send: the matching recv can never complete
+    # drop stage 0's forward send of micro-batch 1: stage 1's recv.f1 can never complete
     prog = ir.programs[0]
-    prog.ops = [op for op in prog.ops if not (op.collective == "send" and op.microbatch in (-1,) and op.name == "send.f1")]
-    for i, op in enumerate(prog.ops):
-        op.id = i
-    with pytest.raises(SimulationError, match="cannot finish"):
+    dropped = next(op for op in prog.ops if op.name == "send.f1")
+    assert not any(dropped.id in op.deps for op in prog.ops)  # a send is a leaf: nothing else depends on it
+    new_id = {op.id: i for i, op in enumerate(op for op in prog.ops if op is not dropped)}
+    prog.ops = [op for op in prog.ops if op is not dropped]
+    for op in prog.ops:  # renumber ids and deps together, so the DAG stays what it was
+        op.id, op.deps = new_id[op.id], tuple(new_id[d] for d in op.deps)
+    assert all(d < op.id for op in prog.ops for d in op.deps)  # no self- or forward dependencies
+    # 1F1B with p=2, m=2: stage 1 runs f0 b0 f1 b1 and blocks at recv.f1, so it never sends b1; stage 0 runs
+    # f0 f1 b0 and then waits at recv.b1 forever. Both lanes stuck, the first one named.
+    with pytest.raises(SimulationError, match=r"2 lane\(s\) stuck; ranks \[0\] wait at op 'recv\.b1'"):
         make(fakes, ir).run()
 
 
