@@ -1,24 +1,20 @@
 """Network and congestion-control settings (one small model per concept).
 
-Defaults follow ../shared/network-reference.md: the HPCC simulator's ``dcqcn``
-preset and SimAI.conf (Li et al., SIGCOMM 2019; SimAI, NSDI 2025), which are
-what published LLM-network simulations use; the DCQCN paper's own values
-(Zhu et al., SIGCOMM 2015) are noted where they differ.
+Defaults follow ../shared/network-reference.md; each congestion-control preset takes every value
+from one named source (:data:`CC_SOURCES`, :data:`DCQCN_PRESETS`).
 """
 from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
+from netbackend.bounds import BoundedModel
+from netbackend.strict import StrictModel
 
-class StrictModel(BaseModel):
-    """Base of every config model in every layer: unknown fields are errors, assignments re-validate."""
+__all__ = ["StrictModel", "NetworkConfig"]
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
-
-
-_Strict = StrictModel
+_Strict = BoundedModel  # finite numbers, no booleans as numbers (netbackend/bounds.py)
 
 
 class DcqcnConfig(_Strict):
@@ -248,8 +244,8 @@ class BackgroundConfig(_Strict):
 
     cdf: str = "websearch"
     """Flow-size distribution: ``websearch``, ``fb-hadoop`` or a path to a ``size_bytes cdf_percent`` file."""
-    load: float = Field(gt=0, le=1)
-    """Offered payload load per host, as a fraction of its NIC line rate."""
+    load: float = Field(gt=0, lt=1)
+    """Offered payload load per host, as a fraction of its NIC line rate (< 1: a queue that never drains)."""
     hosts: list[str] | None = None
     """NIC names that send and receive background flows; None = every host of the fabric."""
     start_ns: int = Field(0, ge=0)
@@ -292,7 +288,7 @@ class NetworkConfig(_Strict):
     as the HPCC simulator's window option does.  HPCC and DCTCP are window-based anyway."""
     mtu_bytes: int = Field(4096, ge=256, le=9000)
     """Payload per data packet (RoCE's largest MTU on real NICs is 4096 B)."""
-    header_bytes: int = Field(78, ge=0)
+    header_bytes: int = Field(78, ge=0, le=256)
     """Per packet on the wire: Eth 14 + FCS 4 + IPv4 20 + UDP 8 + BTH 12 + ICRC 4 + preamble/IFG 20 - ... (RoCEv2)."""
     ack_interval_packets: int = Field(1, ge=1)
     """Receiver ACKs every N data packets (coalescing)."""
@@ -319,6 +315,12 @@ class NetworkConfig(_Strict):
     """A cycle of PFC-paused ports that dequeues nothing this long is a deadlock; None = stall_limit_ns."""
     stall_limit_ns: int = Field(50_000_000, gt=0)
     """Stop with a deadlock error if no byte is delivered for this long while paused."""
+
+    @model_validator(mode="after")
+    def _headers_fit(self):
+        if self.header_bytes >= self.mtu_bytes:
+            raise ValueError(f"header_bytes ({self.header_bytes}) must be below mtu_bytes ({self.mtu_bytes})")
+        return self
 
 
 ECN_RATE_TABLE_KB: tuple[tuple[float, float, float, float], ...] = (

@@ -27,8 +27,8 @@ def test_outputs_of_one_setting(write_yaml, tmp_path):
     out = tmp_path / "res"
     proc = cli(path, "--out", out)
     assert proc.returncode == 0, proc.stderr
-    assert sorted(p.name for p in out.iterdir()) == ["fct.csv", "queue_cdf.png", "slowdown_vs_size.png",
-                                                     "summary.json"]
+    assert sorted(p.name for p in out.iterdir()) == [".heterosim-results", "fct.csv", "queue_cdf.png",
+                                                     "slowdown_vs_size.png", "summary.json"]
     rows = list(csv.DictReader(open(out / "fct.csv")))
     assert tuple(rows[0]) == FCT_COLUMNS
     sc = TrafficScenario.model_validate(tiny(workload={**TINY["workload"], "patterns": [
