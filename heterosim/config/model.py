@@ -28,6 +28,9 @@ class ModelConfig(Strict):
     moe_top_k: int = Field(2, gt=0)
     moe_ffn_hidden_size: int | None = Field(None, gt=0)
     """Per-expert FFN width; None = ffn_hidden_size."""
+    make_vocab_size_divisible_by: int = Field(128, gt=0)
+    """Megatron-LM pads the vocabulary to a multiple of this times TP (its default: 128); the padded
+    size is what the embedding, LM head and loss run on (reported in the summary)."""
     source: str | None = None
     """Where the numbers come from (paper table, HF config)."""
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from heterosim.config.base import Strict
+from heterosim.config.hardware import HardwareConfig
 from heterosim.config.model import ModelConfig
 from heterosim.config.parallel import ParallelConfig
 from heterosim.config.training import TrainingConfig
@@ -47,5 +48,6 @@ class Scenario(Strict):
     fabric: FabricConfig = LeafSpineFabric()
     network: NetworkConfig = NetworkConfig()
     comm: CommConfig = CommConfig()
+    hardware: HardwareConfig = HardwareConfig()
     output: OutputConfig = OutputConfig()
     seed: int = 0

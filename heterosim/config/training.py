@@ -15,6 +15,21 @@ class TrainingConfig(Strict):
     seq_length: int = Field(2048, gt=0)
     precision: Literal["fp32", "bf16", "fp16", "fp8"] = "bf16"
     """Compute precision of GEMMs (master weights and optimizer state stay fp32)."""
+    attention: Literal["auto", "flash", "fused", "unfused"] = "auto"
+    """Attention kernel: ``unfused`` (baddbmm + fused scale-mask-softmax + dropout + bmm, Megatron-LM on
+    A100 in 2021-22: s^2 score traffic and activations), ``flash`` (FlashAttention-2), ``fused`` (cuDNN
+    fused attention, what Transformer Engine runs on Hopper). ``auto`` picks per device generation:
+    fused on Hopper and newer, flash on Ampere/Ada/AMD, unfused on Volta (hardware.compute.attention_impl)."""
+    grad_reduce_dtype: Literal["fp32", "bf16"] = "fp32"
+    """Precision of the gradient buffer and its data-parallel reduction. Megatron-LM keeps fp32 main
+    grads and reduces them in fp32 for bf16/fp16 training unless told otherwise
+    (``--accumulate-allreduce-grads-in-fp32``, default on with the distributed optimizer)."""
+    memory_overhead_bytes: int = Field(5 * 2**30, ge=0)
+    """Per-GPU memory HeteroSim reserves beyond the model's tensors: CUDA context (~0.5-1 GiB), NCCL
+    communicator buffers (~1-2 GiB for a few communicators at the default NCCL_BUFFSIZE of 4 MiB per
+    channel and peer) and caching-allocator fragmentation (~2-3 GiB in Megatron runs). Default 5 GiB:
+    the gap between Megatron's theoretical memory report and torch.cuda.max_memory_reserved seen in
+    published 80 GB runs (see README, "Memory")."""
     iterations: int = Field(1, gt=0)
     """Iterations to simulate (results report the last / mean)."""
     microbatch_split: list[int] | None = None

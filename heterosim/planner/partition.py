@@ -27,7 +27,7 @@ from types import SimpleNamespace
 
 from heterosim.errors import PlanError
 from heterosim.workload.costs import (ACT_ELEM_BYTES, LayerShapes, bwd_kernels, embedding_params, head_params,
-                                      layer_params)
+                                      layer_params, padded_vocab)
 from heterosim.workload.ir import Op
 
 NET_EFFICIENCY = 0.85
@@ -80,7 +80,7 @@ class CostModel:
         sc = self.scenario
         plan = SimpleNamespace(micro_batch=mbs, seq=sc.training.seq_length, seq_local=sc.training.seq_length,
                                tp=tp, sp=sc.parallelism.sequence_parallel and tp > 1, ep=1)
-        return LayerShapes.of(sc.model, plan, self.precision)
+        return LayerShapes.of(sc.model, plan, self.precision, sc.training.attention)
 
     def _op_ns(self, kernels: list, device) -> float:
         op = Op(id=0, kind="compute", name="planner", op_class="layer", kernels=tuple(kernels),
@@ -219,7 +219,7 @@ class MemoryModel:
         sp_div = plan.tp if plan.sp else 1
         sbh = plan.seq_local * plan.micro_batch * model.hidden_size
         self.embed_act = sbh / sp_div
-        self.head_act = 2 * sbh / sp_div * scale + 4.0 * plan.seq_local * plan.micro_batch * model.vocab_size / plan.tp
+        self.head_act = 2 * sbh / sp_div * scale + 4.0 * plan.seq_local * plan.micro_batch * padded_vocab(model, plan.tp) / plan.tp
         self.zero_div = plan.dp * plan.cp if plan.zero_stage == 1 else 1
         self.ms = sorted(set(plan.microbatches))
         self._need_memo: dict[tuple, float] = {}

@@ -128,7 +128,7 @@ def search_space(scenario, world: int, gpus_per_node_min: int) -> list[tuple]:
     for tp in (1, 2, 4, 8, 16):
         if tp > gpus_per_node_min or gpus_per_node_min % tp or world % tp:
             continue
-        if m.num_attention_heads % tp or m.ffn_hidden_size % tp or m.vocab_size % tp:
+        if m.num_attention_heads % tp or m.ffn_hidden_size % tp:
             continue
         if m.kv_heads % tp and tp % m.kv_heads:
             continue

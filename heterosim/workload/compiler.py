@@ -20,14 +20,20 @@ from __future__ import annotations
 
 from heterosim.errors import PlanError
 from heterosim.workload.costs import (LayerShapes, embedding_params, head_params, layer_params,
-                                      model_flops_per_iteration, total_params, bwd_kernels)
+                                      model_flops_per_iteration, padded_vocab, total_params, bwd_kernels)
 from heterosim.workload.ir import IR, Op, Program
 from heterosim.workload.memory import memory_for_plan
 from heterosim.workload.plan import Plan, resolve_plan
 from heterosim.workload.schedules import schedule_for
 
 GRAD_BYTES = 4
-"""Gradients are accumulated and reduced in fp32 (Megatron's default for bf16 training)."""
+"""Gradients are accumulated and reduced in fp32 (Megatron's default for bf16 training); see
+``training.grad_reduce_dtype`` and :func:`grad_bytes`."""
+
+
+def grad_bytes(training) -> int:
+    """Bytes per gradient element in the grad buffer and its DP reduction (training.grad_reduce_dtype)."""
+    return 2 if training.grad_reduce_dtype == "bf16" and training.precision != "fp32" else 4
 OPTIMIZER_BYTES_PER_PARAM = 30
 """Adam step HBM traffic: read fp32 master, m, v, grad (16 B); write master, m, v (12 B) and the bf16 param (2 B)."""
 OPTIMIZER_FLOPS_PER_PARAM = 12
@@ -276,6 +282,7 @@ def _emit_grad_sync(prog: _Prog, plan: Plan, scenario, stage: int, grad_items: d
     pbytes = 4 if scenario.training.precision == "fp32" else 2
     zero = plan.zero_stage == 1
     bucket_bytes = par.grad_bucket_bytes
+    gb = grad_bytes(scenario.training)
     buckets: list[tuple[int, int, str, float, int, int]] = []  # (producer, order, group, params, chunk, k)
     # per chunk, grads in production order (reverse layers; head first, embedding last)
     for chunk in range(plan.chunks):
@@ -293,14 +300,14 @@ def _emit_grad_sync(prog: _Prog, plan: Plan, scenario, stage: int, grad_items: d
                     continue
                 acc += n
                 prod = max(prod, it[2])
-                if acc * GRAD_BYTES >= bucket_bytes:
+                if acc * gb >= bucket_bytes:
                     buckets.append((prod, len(buckets), group, acc, chunk, k))
                     acc, prod, k = 0.0, -1, k + 1
             if acc > 0:
                 buckets.append((prod, len(buckets), group, acc, chunk, k))
     # the dp stream runs buckets in the order their gradients become ready (interleaving: last chunk first)
     buckets.sort()
-    reduce_ops = [_bucket(prog, group, zero, acc, chunk, k, prod) for prod, _, group, acc, chunk, k in buckets]
+    reduce_ops = [_bucket(prog, group, zero, acc, chunk, k, prod, gb) for prod, _, group, acc, chunk, k in buckets]
     gathers = [(group, f"{group}:c{chunk}:params{k}", int(acc * pbytes), chunk)
                for prod, _, group, acc, chunk, k in buckets]
     deps = tuple(reduce_ops) if reduce_ops else (last_op,)
@@ -308,8 +315,8 @@ def _emit_grad_sync(prog: _Prog, plan: Plan, scenario, stage: int, grad_items: d
     if plan.pp > 1 and model.tie_embeddings and stage in (0, plan.pp - 1):
         # uneven TP: the (first, last) pairs of the embd groups each carry 1/min(tp) of the tied table
         emb_tp = min(plan.stage_tp[0], plan.stage_tp[-1]) if plan.stage_tp is not None else plan.tp
-        n = model.vocab_size // emb_tp * model.hidden_size
-        deps = prog.comm("embedding_grad_allreduce", "allreduce", "embd", n * GRAD_BYTES, "embd:grad", deps, "opt",
+        n = padded_vocab(model, emb_tp) // emb_tp * model.hidden_size
+        deps = prog.comm("embedding_grad_allreduce", "allreduce", "embd", n * gb, "embd:grad", deps, "opt",
                          stream="dp", kind="dp")
     # optimizer over this rank's (sharded, with ZeRO-1) parameters
     dense = sum(x[1] for c in range(plan.chunks) for x in grad_items[(stage, c)])
@@ -319,16 +326,17 @@ def _emit_grad_sync(prog: _Prog, plan: Plan, scenario, stage: int, grad_items: d
     ops.append(Op(id=opt, kind="compute", name="optimizer_step", phase="opt", deps=deps, stream="compute",
                   op_class="optimizer", flops=OPTIMIZER_FLOPS_PER_PARAM * shard,
                   bytes=OPTIMIZER_BYTES_PER_PARAM * shard,
-                  kernels=(("optimizer", OPTIMIZER_FLOPS_PER_PARAM * shard, OPTIMIZER_BYTES_PER_PARAM * shard, None),)))
+                  kernels=(("optimizer", OPTIMIZER_FLOPS_PER_PARAM * shard, OPTIMIZER_BYTES_PER_PARAM * shard,
+                            ("adam",)),)))
     if zero:
         for group, tag, nbytes, chunk in gathers:
             prog.comm("zero_param_allgather", "allgather", group, nbytes, tag, (opt,), "opt", chunk=chunk,
                       stream="dp", kind="dp")
 
 
-def _bucket(prog: _Prog, group: str, zero: bool, params: float, chunk: int, k: int, prod: int) -> int:
+def _bucket(prog: _Prog, group: str, zero: bool, params: float, chunk: int, k: int, prod: int, gb: int) -> int:
     coll = "reducescatter" if zero else "allreduce"
-    return prog.comm(f"grad_{coll}", coll, group, int(params * GRAD_BYTES), f"{group}:c{chunk}:bucket{k}",
+    return prog.comm(f"grad_{coll}", coll, group, int(params * gb), f"{group}:c{chunk}:bucket{k}",
                      (prod,) if prod >= 0 else (), "bwd", chunk=chunk, stream="dp", kind="dp")[0]
 
 
@@ -372,7 +380,7 @@ def compile_workload(scenario, world_size: int, rank_devices: list[str] | None =
         c = stage_ctx.get(key)
         if c is None:
             sp = plan.for_stage(stage)
-            shapes = LayerShapes.of(model, sp, tr.precision)
+            shapes = LayerShapes.of(model, sp, tr.precision, tr.attention)
             # pipeline messages: this rank's shard of the activation (b*s*h/tp with SP, else b*s*h)
             c = (sp, shapes, _kernel_table(shapes, model.is_moe, sp.recompute), 3 * shapes.tokens * 4,
                  shapes.hidden_bytes(), _grad_items(sp, model))
@@ -414,6 +422,8 @@ def compile_workload(scenario, world_size: int, rank_devices: list[str] | None =
         "dp": plan.dp, "tp": plan.tp, "pp": plan.pp, **({"stage_tp": list(plan.stage_tp)} if plan.stage_tp else {}), "cp": plan.cp, "ep": plan.ep,
         "sequence_parallel": plan.sp, "recompute": plan.recompute, "zero_stage": plan.zero_stage,
         "precision": tr.precision,
+        "attention": tr.attention, "grad_reduce_dtype": tr.grad_reduce_dtype,
+        "vocab_size": model.vocab_size, "padded_vocab_size": padded_vocab(model, plan.tp),
         "total_params": total_params(model),
         "global_batch_size": tr.global_batch_size, "micro_batch_size": tr.micro_batch_size,
         "seq_length": tr.seq_length,
