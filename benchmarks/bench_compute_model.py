@@ -16,49 +16,8 @@ import time
 import numpy as np
 
 from heterosim.hardware import ComputeModel, get_device
-from heterosim.hardware.measured import BUILTIN, MeasuredTables, actual_shape, held_out_error
-
-
-def analytic_errors(tables: MeasuredTables, cm: ComputeModel) -> dict[str, list[float]]:
-    """Signed relative error (predicted / measured - 1) of the analytical model per op class."""
-    dev = tables.device
-    out: dict[str, list[float]] = {}
-
-    def kt(cls, flops, nbytes, shape, prec="bf16"):
-        return cm.kernel_time_ns(cls, flops, nbytes, shape, dev, prec) * 1e-9
-
-    for dt, ps, m, n, k, t in tables.gemm_rows:
-        M, N, K = actual_shape(ps, m, n, k)
-        eb = 1 if dt == "fp8" else 2
-        pred = kt("gemm", 2.0 * M * N * K, float(eb * (M * K + K * N + M * N)), (M, N, K, ps), dt)
-        size = "small" if 2.0 * m * n * k < 1e11 else "large"
-        out.setdefault(f"gemm {dt} {size} (<0.1 / >=0.1 TFLOP)", []).append(pred / t - 1)
-    impl = {"flash": "flash", "cudnn": "fused", "unfused_fp16": "unfused"}
-    for kind, causal, b, h, s, d, fwd, bwd in tables.attn_rows:
-        flops = 4.0 * b * h * s * s * d
-        io = 2.0 * 4 * b * s * h * d
-        if kind == "unfused_fp16":
-            io += 13.0 * b * h * s * s
-        for ps, t in (("fwd", fwd), ("bwd", bwd)):
-            if t is None:
-                continue
-            mult = 1.0 if ps == "fwd" else 2.0
-            pred = kt("attention", mult * flops, mult * io, (s, s, d, b * h, impl[kind], ps))
-            out.setdefault(f"attention {kind} {ps}", []).append(pred / t - 1)
-    for kind, nbytes, t in tables.ew_rows:
-        if kind == "adam_fused_fp32_step":
-            n = nbytes / 32
-            pred = kt("optimizer", 12 * n, 30 * n, ("adam",))
-        elif kind.endswith("_fwdbwd"):
-            f = nbytes / 10 * 4  # forward bytes (4 B/elem of 10) ; backward kernel carries twice that
-            pred = kt("elementwise", 0, f, (kind[:-7] + "_fwd",)) + kt("elementwise", 0, 2 * f, (kind[:-7] + "_bwd",))
-            if kind.startswith("cross_entropy"):
-                pred = kt("elementwise", 0, nbytes / 3, ("cross_entropy_fwd",)) + \
-                    kt("elementwise", 0, 2 * nbytes / 3, ("cross_entropy_bwd",))
-        else:
-            pred = kt("elementwise", 0, nbytes, (kind,))
-        out.setdefault(f"memory-bound {kind}", []).append(pred / t - 1)
-    return out
+from heterosim.hardware.calibrate import analytic_errors
+from heterosim.hardware.measured import BUILTIN, MeasuredTables, held_out_error
 
 
 def main() -> None:

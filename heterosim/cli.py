@@ -80,12 +80,16 @@ def run(scenario: Path = typer.Argument(Path("scenarios/quickstart.yaml"), help=
         backend: Optional[str] = typer.Option(None, help="Network backend: flow | ns3 (default: the scenario's)"),
         out_dir: Optional[Path] = typer.Option(None, "--out", help="Results directory"),
         set_: List[str] = typer.Option([], "--set", help="Override a field: path=value"),
+        measurements: Optional[str] = typer.Option(None, "--measurements",
+                                                   help="Kernel times: builtin | none | folder of measured tables"),
         quiet: bool = typer.Option(False, "--quiet", "-q")) -> None:
     """Simulate one training iteration and write summary, trace, tables and plots."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from heterosim import api
 
+    if measurements is not None:
+        set_ = [*set_, f"hardware.measurements={measurements}"]
     try:
         sc = api.load(scenario, set_)
         prep = api.prepare(sc)
@@ -168,6 +172,19 @@ def _human(n: int) -> str:
         if n >= m:
             return f"{n / m:g}{unit}"
     return f"{n}B"
+
+
+@app.command()
+def calibrate(measurements: Path = typer.Argument(..., help="Folder with gemm.csv, attention.csv, elementwise.csv"),
+              device: str = typer.Option("H100-SXM", "--device", help="Catalog device the timings were taken on"),
+              out_file: Optional[Path] = typer.Option(None, "--out", help="Write fitted efficiency YAML here")) -> None:
+    """Error of the analytical model and of the fitted predictor on your kernel timings, per op class."""
+    from heterosim.hardware.calibrate import print_report
+
+    try:
+        print_report(measurements, device, out_file, out)
+    except UserError as err:
+        _fail(err)
 
 
 @app.command("import-hf")
