@@ -58,7 +58,9 @@ def _merge(base: dict, over: dict, file: str, where: str) -> dict:
         if key not in base:
             raise UserError("unknown efficiency key", file=file, field=f"{where}.{key}")
         if isinstance(base[key], dict):
-            if key == "e_max":
+            if key in ("kinds", "impl"):  # open tables (kernel kinds, attention implementations)
+                out[key] = {**base[key], **val}
+            elif key == "e_max":
                 for prec in val:
                     if prec not in PRECISIONS:
                         raise UserError("unknown precision", file=file, field=f"{where}.{key}", value=prec)
@@ -93,7 +95,8 @@ class _Params:
     """Efficiency numbers resolved for one (device, precision): plain attributes, read in the hot path."""
 
     __slots__ = ("peak", "peak_attn", "peak_vec", "bw", "launch_s", "prec", "g_e", "g_xh", "g_xd", "g_tm",
-                 "g_tn", "g_wq", "g_mem", "ew_mem", "a_e", "a_xh", "a_mem", "mem", "cast_frac", "sm", "family")
+                 "g_tn", "g_wq", "g_mem", "ew_mem", "a_e", "a_xh", "a_mem", "mem", "cast_frac", "sm", "family",
+                 "ew_kinds", "a_impl", "a_bwd", "a_tile")
 
     def __init__(self, eff: dict, device: Device, precision: str) -> None:
         prec = device.effective_precision(precision)
@@ -114,6 +117,10 @@ class _Params:
         self.g_tm, self.g_tn = int(g["tile_m"]), int(g["tile_n"])
         self.g_wq, self.g_mem = float(g["wave_quant"]), float(g["mem_eff"])
         self.ew_mem = float(eff["elementwise"]["mem_eff"])
+        self.ew_kinds = {k: float(v) for k, v in (eff["elementwise"].get("kinds") or {}).items()}
+        self.a_impl = {k: float(v) for k, v in (a.get("impl") or {}).items()}
+        self.a_bwd = float(a.get("bwd", 1.0))
+        self.a_tile = int(a.get("tile_q", 0))
         self.a_e, self.a_xh, self.a_mem = _e_max(a["e_max"], attn_prec), float(a["x_half"]), float(a["mem_eff"])
         self.mem = {c: (float(eff[c]["compute_eff"]), float(eff[c]["mem_eff"])) for c in _MEM_CLASSES + ("layer",)}
         self.cast_frac = float(eff.get("fp8_cast_fraction", 0.0)) if prec == "fp8" else 0.0
@@ -446,16 +453,23 @@ class ComputeModel:
                 eff = p.g_e * x / (x + p.g_xh)
                 t = flops / (p.peak * eff) + nbytes / (p.bw * p.ew_mem) + 3 * p.launch_s
             else:
-                eff = p.a_e
+                eff = p.a_e * p.a_impl.get(impl, 1.0)
                 if mnk is not None:
                     x = min(mnk[0], mnk[1])
+                    if p.a_tile and len(mnk) == 6:
+                        # one CTA per (query tile, head): the work saturates in the number of CTAs
+                        x = mnk[3] * -(-mnk[0] // p.a_tile)
                     eff *= x / (x + p.a_xh)
+                    if len(mnk) == 6 and mnk[5] == "bwd":
+                        eff *= p.a_bwd
                 t = max(flops / (p.peak_attn * eff), nbytes / (p.bw * p.a_mem))
         elif cls == "layer":
             ce, me = p.mem["layer"]
             t = max(flops / (p.peak * ce), nbytes / (p.bw * me))
         elif cls in _MEM_CLASSES:
             ce, me = p.mem[cls]
+            if mnk is not None and len(mnk) == 1 and mnk[0] in p.ew_kinds:
+                me = p.ew_kinds[mnk[0]]
             t = max(flops / (p.peak_vec * ce), nbytes / (p.bw * me))
         else:
             raise UserError(f"unknown op class (known: {', '.join(OP_CLASSES)})", field="op_class", value=cls)
