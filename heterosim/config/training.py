@@ -24,12 +24,12 @@ class TrainingConfig(Strict):
     """Precision of the gradient buffer and its data-parallel reduction. Megatron-LM keeps fp32 main
     grads and reduces them in fp32 for bf16/fp16 training unless told otherwise
     (``--accumulate-allreduce-grads-in-fp32``, default on with the distributed optimizer)."""
-    memory_overhead_bytes: int = Field(5 * 2**30, ge=0)
-    """Per-GPU memory HeteroSim reserves beyond the model's tensors: CUDA context (~0.5-1 GiB), NCCL
-    communicator buffers (~1-2 GiB for a few communicators at the default NCCL_BUFFSIZE of 4 MiB per
-    channel and peer) and caching-allocator fragmentation (~2-3 GiB in Megatron runs). Default 5 GiB:
-    the gap between Megatron's theoretical memory report and torch.cuda.max_memory_reserved seen in
-    published 80 GB runs (see README, "Memory")."""
+    memory_overhead_bytes: int = Field(3 * 2**30, ge=0)
+    """Per-GPU memory reserved beyond the model's tensors (Megatron's theoretical memory formula leaves
+    it out): CUDA context and cuBLAS/cuDNN workspaces (~0.5-1 GiB), NCCL communicator buffers
+    (NCCL_BUFFSIZE, 4 MiB by default per channel and peer, NCCL docs: ~1 GiB over the TP/PP/DP
+    communicators) and caching-allocator fragmentation (~1 GiB). Default 3 GiB is that estimate, not a
+    measurement: set it from torch.cuda.max_memory_reserved minus the theoretical figure of your runs."""
     iterations: int = Field(1, gt=0)
     """Iterations to simulate (results report the last / mean)."""
     microbatch_split: list[int] | None = None

@@ -208,10 +208,12 @@ class MemoryModel:
         from heterosim.workload.memory import activation_bytes_per_layer, state_bytes_per_param
 
         self.scenario, self.plan = scenario, plan
-        model, prec = scenario.model, scenario.training.precision
-        self.pb, self.gb, self.ob = state_bytes_per_param(prec)
-        self.act_layer = activation_bytes_per_layer(model, plan, prec)
-        self.act_full = activation_bytes_per_layer(model, plan, prec, recompute="none")
+        model, tr = scenario.model, scenario.training
+        prec = tr.precision
+        self.pb, self.gb, self.ob = state_bytes_per_param(prec, tr.grad_reduce_dtype)
+        self.act_layer = activation_bytes_per_layer(model, plan, prec, attention=tr.attention)
+        self.act_full = activation_bytes_per_layer(model, plan, prec, recompute="none", attention=tr.attention)
+        self.overhead = float(tr.memory_overhead_bytes)
         self.lp = layer_params(model, plan.tp, plan.ep)
         self.emb = embedding_params(model, plan.tp)
         self.head = head_params(model, plan.tp, plan.pp)
@@ -268,7 +270,7 @@ class MemoryModel:
                    for vec in self.vectors(plan.schedule, pp, m, stage, v))
         if plan.recompute == "full" and n:
             acts += self.act_full
-        return states + acts
+        return states + acts + self.overhead
 
     def need(self, stage: int, m: int, layers: int) -> float:
         """Bytes with ``layers`` layers spread over the stage's chunks as ``vstage_partition`` does."""

@@ -45,7 +45,7 @@ def test_gpt3_vocab_50257_is_padded_at_tp4():
 def test_new_field_defaults_and_bad_values():
     s = sc("gpt3-1.7b", 1, 1, 1)
     assert (s.training.attention, s.training.grad_reduce_dtype) == ("auto", "fp32")
-    assert s.training.memory_overhead_bytes == 5 * GiB
+    assert s.training.memory_overhead_bytes == 3 * GiB
     assert s.model.make_vocab_size_divisible_by == 128
     assert s.hardware.measurements == "builtin"
     for field, value in (("attention", "flash3"), ("grad_reduce_dtype", "fp8"), ("memory_overhead_bytes", -1)):
