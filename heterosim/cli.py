@@ -48,6 +48,13 @@ def validate(scenario: Path = typer.Argument(..., help="Scenario YAML")) -> None
     peak = max(mem) / 2**30 if mem else 0.0
     out.print(f"[green]ok[/]: {scenario} — {prep.system.num_gpus} GPUs, {len(prep.ir.programs)} programs, "
               f"peak memory {peak:.1f} GiB/GPU")
+    breakdown = prep.ir.meta.get("memory_breakdown") or {}
+    if breakdown:  # per stage (and micro-batch count), GiB
+        cols = list(next(iter(breakdown.values())))
+        t = Table("program", *cols, title="memory per GPU (GiB)")
+        for name, terms in breakdown.items():
+            t.add_row(name, *(f"{terms[c] / 2**30:.1f}" for c in cols))
+        out.print(t)
 
 
 @app.command()
