@@ -72,6 +72,9 @@ def compute_model(scenario: Scenario, measurements: str | None = None):
         p = Path(spec).expanduser()
         if not p.is_absolute() and file:
             p = Path(file).parent / p
+        if not p.is_dir():
+            raise UserError("not a folder of measured tables (gemm.csv, attention.csv, elementwise.csv)",
+                            file=file, field="hardware.measurements", value=str(p))
         spec = str(p)
     return ComputeModel(measurements, tables=spec, tables_device=hw.measured_device)
 

@@ -109,3 +109,13 @@ def test_user_tables_apply_to_their_device_only(tmp_path):
     assert t == pytest.approx(1.0e6)  # 1 ms, the row
     assert cm.source(H100) == "analytical"
     assert math.isfinite(cm.kernel_time_ns("gemm", 2.0 * 1500 ** 3, 0.0, (1500, 1500, 1500, "fwd"), a100, "bf16"))
+
+
+def test_missing_measurements_folder_names_the_field(tmp_path):
+    from heterosim import api
+
+    s = scenario_from_dict({"name": "t", "model": "gpt3-1.7b", "training": {"global_batch_size": 8},
+                            "hardware": {"measurements": str(tmp_path / "nope")},
+                            "cluster": {"groups": [{"name": "g", "node_type": "dgx-h100", "num_nodes": 1}]}})
+    with pytest.raises(UserError, match=r"hardware\.measurements = .*nope"):
+        api.compute_model(s)
