@@ -85,7 +85,7 @@ def prepare(scenario: Scenario, *, measurements: str | None = None, work_budget:
             from heterosim.workload.groups import check_tp_in_nodes
 
             check_tp_in_nodes(ir.groups["tp"], [g.node for g in system.gpus], scenario.parallelism.stage_tp, file)
-        compute = ComputeModel(measurements)
+        compute = compute_model(scenario, measurements)
     except UserError as err:
         raise err.with_file(file) if file else err
     return Prepared(scenario, system, ir, compute, file)
@@ -152,6 +152,42 @@ def check(prepared: Prepared, *, backend: str | None = None, work_budget: float 
     return est
 
 
+def compute_model(scenario: Scenario, measurements: str | None = None):
+    """The scenario's compute model: ``hardware.measurements`` (builtin | none | folder, relative to the
+    scenario file) picks the measured kernel tables; ``measurements`` is a generic CSV (Python API)."""
+    from heterosim.hardware import ComputeModel
+
+    hw = scenario.hardware
+    spec = hw.measurements
+    if spec not in ("builtin", "none"):
+        file = getattr(scenario, "_source_file", None)
+        p = Path(spec).expanduser()
+        if not p.is_absolute() and file:
+            p = Path(file).parent / p
+        if not p.is_dir():
+            raise UserError("not a folder of measured tables (gemm.csv, attention.csv, elementwise.csv)",
+                            file=file, field="hardware.measurements", value=str(p))
+        spec = str(p)
+    return ComputeModel(measurements, tables=spec, tables_device=hw.measured_device)
+
+
+def framework_summary(prepared: Prepared) -> dict[str, Any]:
+    """The framework behaviour the run assumed: padded vocabulary, attention kernel and compute-time
+    source per device, gradient-reduction precision, memory allowance."""
+    from heterosim.hardware import get_device
+    from heterosim.hardware.compute import attention_impl
+
+    meta, tr = prepared.ir.meta, prepared.scenario.training
+    devs = sorted({g.device for g in prepared.system.gpus})
+    return {
+        "vocab_size": meta.get("vocab_size"), "padded_vocab_size": meta.get("padded_vocab_size"),
+        "attention": {d: attention_impl(tr.attention, get_device(d).family) for d in devs},
+        "compute_source": {d: prepared.compute.source(get_device(d)) for d in devs},
+        "grad_reduce_dtype": tr.grad_reduce_dtype,
+        "memory_overhead_bytes": tr.memory_overhead_bytes,
+    }
+
+
 def intra_config(scenario: Scenario):
     """NVLink/PCIe flows carry no RoCE headers and cross no Ethernet switch pipeline."""
     return scenario.network.model_copy(update={"header_bytes": 0, "per_hop_latency_ns": 0, "backend": "flow"})
@@ -196,6 +232,7 @@ def simulate(prepared: Prepared, *, backend: str | None = None,
         raise err.with_file(prepared.file) if prepared.file else err
     wall = time.monotonic() - t0
     summary = make_summary(sc, prepared.system, prepared.ir, sim, backend=name, wall_s=wall)
+    summary["framework"] = framework_summary(prepared)
     return RunResult(prepared, sim, summary, name)
 
 

@@ -51,6 +51,13 @@ def validate(scenario: Path = typer.Argument(..., help="Scenario YAML"),
     peak = max(mem) / 2**30 if mem else 0.0
     out.print(f"[green]ok[/]: {scenario} — {prep.system.num_gpus} GPUs, {len(prep.ir.programs)} programs, "
               f"peak memory {peak:.1f} GiB/GPU, work {est.units:.3g} units", soft_wrap=True, highlight=False)
+    breakdown = prep.ir.meta.get("memory_breakdown") or {}
+    if breakdown:  # per stage (and micro-batch count), GiB
+        cols = list(next(iter(breakdown.values())))
+        t = Table("program", *cols, title="memory per GPU (GiB)")
+        for name, terms in breakdown.items():
+            t.add_row(name, *(f"{terms[c] / 2**30:.1f}" for c in cols))
+        out.print(t)
 
 
 @app.command()
@@ -88,6 +95,8 @@ def run(scenario: Path = typer.Argument(Path("scenarios/quickstart.yaml"), help=
         backend: Optional[str] = typer.Option(None, help="Network backend: flow | ns3 (default: the scenario's)"),
         out_dir: Optional[Path] = typer.Option(None, "--out", help="Results directory"),
         set_: List[str] = typer.Option([], "--set", help="Override a field: path=value"),
+        measurements: Optional[str] = typer.Option(None, "--measurements",
+                                                   help="Kernel times: builtin | none | folder of measured tables"),
         quiet: bool = typer.Option(False, "--quiet", "-q")) -> None:
     """Simulate one training iteration and write summary, trace, tables and plots."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -95,6 +104,8 @@ def run(scenario: Path = typer.Argument(Path("scenarios/quickstart.yaml"), help=
     from heterosim import api
     from heterosim.results.writer import check_out_dir
 
+    if measurements is not None:
+        set_ = [*set_, f"hardware.measurements={measurements}"]
     try:
         sc = api.load(scenario, set_)
         dest = out_dir if out_dir is not None else api.default_out_dir(sc)
@@ -191,6 +202,19 @@ def _human(n: int) -> str:
         if n >= m:
             return f"{n / m:g}{unit}"
     return f"{n}B"
+
+
+@app.command()
+def calibrate(measurements: Path = typer.Argument(..., help="Folder with gemm.csv, attention.csv, elementwise.csv"),
+              device: str = typer.Option("H100-SXM", "--device", help="Catalog device the timings were taken on"),
+              out_file: Optional[Path] = typer.Option(None, "--out", help="Write fitted efficiency YAML here")) -> None:
+    """Error of the analytical model and of the fitted predictor on your kernel timings, per op class."""
+    from heterosim.hardware.calibrate import print_report
+
+    try:
+        print_report(measurements, device, out_file, out)
+    except UserError as err:
+        _fail(err)
 
 
 @app.command("import-hf")

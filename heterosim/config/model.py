@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import model_validator
+from pydantic import Field, model_validator
 
 from heterosim.config.base import Bounded, Strict
 
@@ -38,6 +38,9 @@ class ModelConfig(Strict):
     moe_top_k: Bounded(int, 1, EXPERTS_MAX) = 2
     moe_ffn_hidden_size: Bounded(int, 1, 8 * HIDDEN_MAX) | None = None
     """Per-expert FFN width; None = ffn_hidden_size."""
+    make_vocab_size_divisible_by: int = Field(128, gt=0)
+    """Megatron-LM pads the vocabulary to a multiple of this times TP (its default: 128); the padded
+    size is what the embedding, LM head and loss run on (reported in the summary)."""
     source: str | None = None
     """Where the numbers come from (paper table, HF config)."""
 

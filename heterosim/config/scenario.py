@@ -9,6 +9,7 @@ from __future__ import annotations
 from pydantic import Field, field_validator, model_validator
 
 from heterosim.config.base import Bounded, Strict
+from heterosim.config.hardware import HardwareConfig
 from heterosim.config.model import ModelConfig
 from heterosim.config.parallel import ParallelConfig
 from heterosim.config.training import TrainingConfig
@@ -70,6 +71,7 @@ class Scenario(Strict):
     fabric: FabricConfig = LeafSpineFabric()
     network: NetworkConfig = NetworkConfig()
     comm: CommConfig = CommConfig()
+    hardware: HardwareConfig = HardwareConfig()
     output: OutputConfig = OutputConfig()
     seed: Bounded(int, 0, 2**32 - 1) = 0
     """Random seed (ECMP hashing, background traffic); numpy seeds are 32-bit."""

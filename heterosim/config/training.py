@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import model_validator
+from pydantic import Field, model_validator
 
 from heterosim.config.base import Bounded, Strict
 from heterosim.config.model import SEQ_MAX
@@ -22,6 +22,21 @@ class TrainingConfig(Strict):
     seq_length: Bounded(int, 1, SEQ_MAX) = 2048
     precision: Literal["fp32", "bf16", "fp16", "fp8"] = "bf16"
     """Compute precision of GEMMs (master weights and optimizer state stay fp32)."""
+    attention: Literal["auto", "flash", "fused", "unfused"] = "auto"
+    """Attention kernel: ``unfused`` (baddbmm + fused scale-mask-softmax + dropout + bmm, Megatron-LM on
+    A100 in 2021-22: s^2 score traffic and activations), ``flash`` (FlashAttention-2), ``fused`` (cuDNN
+    fused attention, what Transformer Engine runs on Hopper). ``auto`` picks per device generation:
+    fused on Hopper and newer, flash on Ampere/Ada/AMD, unfused on Volta (hardware.compute.attention_impl)."""
+    grad_reduce_dtype: Literal["fp32", "bf16"] = "fp32"
+    """Precision of the gradient buffer and its data-parallel reduction. Megatron-LM keeps fp32 main
+    grads and reduces them in fp32 for bf16/fp16 training unless told otherwise
+    (``--accumulate-allreduce-grads-in-fp32``, default on with the distributed optimizer)."""
+    memory_overhead_bytes: int = Field(3 * 2**30, ge=0)
+    """Per-GPU memory reserved beyond the model's tensors (Megatron's theoretical memory formula leaves
+    it out): CUDA context and cuBLAS/cuDNN workspaces (~0.5-1 GiB), NCCL communicator buffers
+    (NCCL_BUFFSIZE, 4 MiB by default per channel and peer, NCCL docs: ~1 GiB over the TP/PP/DP
+    communicators) and caching-allocator fragmentation (~1 GiB). Default 3 GiB is that estimate, not a
+    measurement: set it from torch.cuda.max_memory_reserved minus the theoretical figure of your runs."""
     iterations: Bounded(int, 1, ITERATIONS_MAX) = 1
     """Iterations to simulate (results report the last / mean)."""
     microbatch_split: list[Bounded(int, 0, BATCH_MAX)] | None = None

@@ -1,11 +1,15 @@
 """Op-time model: how long one compute op (or fused block of kernels) takes on one device.
 
-Two sources, per (device, op class, precision):
+Three sources, per (device, op class, precision), the first that covers a kernel answering:
+
+* measured kernel tables with a shape-space predictor (``heterosim.hardware.measured``; shipped for
+  H100-SXM and the default there through ``hardware.measurements: builtin``), looked up by the
+  kernel's shape tag (GEMM (M, N, K, pass), attention (seq, head dim, batch x heads, implementation,
+  pass), memory-bound kind);
 
 * analytical: a roofline, ``max(flops / (peak * eff), bytes / (hbm_bw * mem_eff))`` plus a per-kernel
   launch gap, with efficiency curves kept as data in ``efficiency.yaml`` (per architecture family);
-* measured ("sampling-based"): a CSV of kernel timings; where it has rows for a (device, op class,
-  precision), times are interpolated from them instead.
+* a generic measurement CSV (below; Python API only), interpolated in FLOPs / bytes.
 
 Measurement CSV columns (header required, one row per timed kernel)::
 
@@ -30,7 +34,8 @@ from pathlib import Path
 from typing import Any
 
 
-from heterosim.hardware.catalog import PRECISIONS, Device, device_names
+from heterosim.hardware import measured as _measured
+from heterosim.hardware.catalog import PRECISIONS, Device, device_names, get_device
 from netbackend.errors import UserError
 from topologies._util import read_yaml
 
@@ -54,7 +59,9 @@ def _merge(base: dict, over: dict, file: str, where: str) -> dict:
         if key not in base:
             raise UserError("unknown efficiency key", file=file, field=f"{where}.{key}")
         if isinstance(base[key], dict):
-            if key == "e_max":
+            if key in ("kinds", "impl"):  # open tables (kernel kinds, attention implementations)
+                out[key] = {**base[key], **val}
+            elif key == "e_max":
                 for prec in val:
                     if prec not in PRECISIONS:
                         raise UserError("unknown precision", file=file, field=f"{where}.{key}", value=prec)
@@ -89,7 +96,8 @@ class _Params:
     """Efficiency numbers resolved for one (device, precision): plain attributes, read in the hot path."""
 
     __slots__ = ("peak", "peak_attn", "peak_vec", "bw", "launch_s", "prec", "g_e", "g_xh", "g_xd", "g_tm",
-                 "g_tn", "g_wq", "g_mem", "ew_mem", "a_e", "a_xh", "a_mem", "mem", "cast_frac", "sm")
+                 "g_tn", "g_wq", "g_mem", "ew_mem", "a_e", "a_xh", "a_mem", "mem", "cast_frac", "sm", "family",
+                 "ew_kinds", "a_impl", "a_bwd", "a_tile")
 
     def __init__(self, eff: dict, device: Device, precision: str) -> None:
         prec = device.effective_precision(precision)
@@ -103,12 +111,17 @@ class _Params:
         self.bw = device.hbm_Bps
         self.launch_s = device.launch_overhead_ns * 1e-9
         self.sm = max(device.sm_count, 1)
+        self.family = device.family
         g, a = eff["gemm"], eff["attention"]
         self.g_e = _e_max(g["e_max"], prec)
         self.g_xh, self.g_xd = float(g["x_half"]), float(g["x_default"])
         self.g_tm, self.g_tn = int(g["tile_m"]), int(g["tile_n"])
         self.g_wq, self.g_mem = float(g["wave_quant"]), float(g["mem_eff"])
         self.ew_mem = float(eff["elementwise"]["mem_eff"])
+        self.ew_kinds = {k: float(v) for k, v in (eff["elementwise"].get("kinds") or {}).items()}
+        self.a_impl = {k: float(v) for k, v in (a.get("impl") or {}).items()}
+        self.a_bwd = float(a.get("bwd", 1.0))
+        self.a_tile = int(a.get("tile_q", 0))
         self.a_e, self.a_xh, self.a_mem = _e_max(a["e_max"], attn_prec), float(a["x_half"]), float(a["mem_eff"])
         self.mem = {c: (float(eff[c]["compute_eff"]), float(eff[c]["mem_eff"])) for c in _MEM_CLASSES + ("layer",)}
         self.cast_frac = float(eff.get("fp8_cast_fraction", 0.0)) if prec == "fp8" else 0.0
@@ -245,7 +258,7 @@ class Measurements:
         if curve is None:
             return None
         if gemm_mnk is not None and key in self._exact:
-            hit = self._exact[key].get(tuple(gemm_mnk))
+            hit = self._exact[key].get(tuple(gemm_mnk[:3]))
             if hit is not None:
                 return hit
         basis, c = curve
@@ -262,12 +275,37 @@ def _gemm_bytes(mnk: tuple, prec: str) -> float:
 
 # ----------------------------------------------------------------------------- the model
 
+def attention_impl(impl: str, family: str) -> str:
+    """``auto`` -> the attention kernel frameworks run by default on this generation: cuDNN fused
+    attention on Hopper/Blackwell (Transformer Engine's default backend there), FlashAttention-2 on
+    Ampere/Ada and AMD (ROCm flash-attention), unfused on Volta (no flash kernels for sm70)."""
+    if impl != "auto":
+        return impl
+    if family in ("hopper", "blackwell"):
+        return "fused"
+    return "unfused" if family == "volta" else "flash"
+
+
+# Memory-bound kinds the table holds only as forward+backward: (forward bytes/elem, fwd+bwd bytes/elem)
+_FWDBWD = {"layernorm": ("layernorm", 4, 10), "rmsnorm": ("layernorm", 4, 10), "gelu": ("gelu", 4, 10)}
+# Kinds without their own backward row: the backward costs `factor` x the forward kernel at half its bytes
+_BWD_AS_FWD = {"dropout_add_bwd": ("dropout_add_fwd", 1.0), "swiglu_bwd": ("swiglu_fwd", 2.0)}
+_ADAM_TABLE_BYTES, _ADAM_IR_BYTES = 32, 30  # table: fp32 p, g, m, v read and written; IR: bf16 param copy
+
 class ComputeModel:
     """Times compute ops; memoized, since the simulator asks for the same op shapes millions of times."""
 
-    def __init__(self, measurements: str | Path | None = None, efficiency: str | Path | None = None) -> None:
+    def __init__(self, measurements: str | Path | None = None, efficiency: str | Path | None = None,
+                 tables: str | Path | None = None, tables_device: str = "H100-SXM") -> None:
+        """``measurements``: a generic CSV (see above). ``tables``: ``builtin`` | ``none`` | a folder of
+        measured tables taken on ``tables_device`` (None = analytical only)."""
         self.efficiency = load_efficiency(efficiency or EFFICIENCY_FILE)
         self.measurements = Measurements(measurements) if measurements else None
+        self.tables_spec = None if tables is None or str(tables) == "none" else str(tables)
+        self._tables: dict[str, _measured.MeasuredTables | None] = {}
+        if self.tables_spec not in (None, "builtin"):
+            dev = get_device(tables_device)
+            self._tables[dev.name] = _measured.MeasuredTables(self.tables_spec, dev)
         self._params: dict[tuple[Device, str], _Params] = {}
         self._cache: dict[tuple, int] = {}
         self._by_id: dict[tuple[int, int, str], tuple] = {}
@@ -311,10 +349,27 @@ class ComputeModel:
             self._by_id[(id(kernels), id(device), precision)] = (kernels, device, ns)
         return ns
 
+    def tables_for(self, device: Device) -> "_measured.MeasuredTables | None":
+        if device.name not in self._tables:
+            self._tables[device.name] = (_measured.resolve("builtin", device) if self.tables_spec == "builtin"
+                                         else None)
+        return self._tables[device.name]
+
+    def source(self, device: Device) -> str:
+        """Where this device's kernel times come from (for summaries)."""
+        t = self.tables_for(device)
+        return f"measured ({t.folder.name if self.tables_spec == 'builtin' else t.folder})" if t else "analytical"
+
     def kernel_time_ns(self, op_class: str, flops: float, bytes: float, gemm_mnk: tuple | None,
                        device: Device, precision: str) -> float:
-        """One kernel's time in ns (float): measured if the CSV covers it, else the roofline."""
+        """One kernel's time in ns (float): measured tables, then a generic CSV, then the roofline."""
         p = self.params(device, precision)
+        if gemm_mnk is not None and (self.tables_spec is not None or self._tables):
+            tab = self.tables_for(device)
+            if tab is not None:
+                t = self._measured_s(tab, op_class, flops, bytes, gemm_mnk, device, p)
+                if t is not None:
+                    return t * 1e9
         if self.measurements is not None:
             for prec in (precision, p.prec):
                 if self.measurements.covers(device.name, op_class, prec):
@@ -324,12 +379,62 @@ class ComputeModel:
                     break
         return self._analytic_s(op_class, flops, bytes, gemm_mnk, p) * 1e9
 
+    def _measured_s(self, tab, cls: str, flops: float, nbytes: float, shape: tuple, device: Device,
+                    p: _Params) -> float | None:
+        """A tagged kernel's time from the device's measured tables, or None where they do not cover it."""
+        if cls == "gemm" and len(shape) == 4:
+            M, N, K, pas = shape
+            t = tab.gemm_time_s(p.prec, pas, M, N, K)
+            if t is None:
+                return None
+            t *= flops / (2.0 * M * N * K)  # a grouped GEMM (MoE experts) carries a multiple of its shape
+            if p.cast_frac:  # Transformer Engine's separate cast(-transpose) of the M x K operand
+                t += p.cast_frac * (3.0 * M * K / (p.bw * p.ew_mem) + p.launch_s)
+            return t
+        if cls == "attention" and len(shape) == 6 and tab.attn is not None:
+            sq, sk, d, bh, impl, pas = shape
+            kind = _measured.ATTN_IMPL[attention_impl(impl, device.family)]
+            factor = 1.0
+            if not tab.attn.covers(kind, pas):
+                if pas != "bwd" or not tab.attn.covers(kind, "fwd"):
+                    return None
+                # unfused backward is not in the table: two bmm per forward bmm and the softmax/dropout
+                # backward re-reading the s^2 matrices: twice the forward (the 2x FLOP rule of thumb)
+                pas, factor = "fwd", 2.0
+            return factor * tab.attn.time_s(kind, pas, int(bh), int(sk), int(d)) * sq / sk
+        if cls in ("elementwise", "optimizer") and len(shape) == 1 and tab.ew is not None and nbytes > 0:
+            return self._ew_measured_s(tab.ew, shape[0], nbytes)
+        return None
+
+    @staticmethod
+    def _ew_measured_s(ew, kind: str, nbytes: float) -> float | None:
+        if kind == "adam":
+            kind, nbytes = "adam_fused_fp32_step", nbytes * _ADAM_TABLE_BYTES / _ADAM_IR_BYTES
+        if kind in ("cross_entropy_fwd", "cross_entropy_bwd") and ew.covers("cross_entropy_fwdbwd"):
+            # the table times forward+backward on the whole fwd+bwd bytes; split by the IR's byte shares
+            total = nbytes * (3.0 if kind == "cross_entropy_fwd" else 1.5)
+            return ew.time_s("cross_entropy_fwdbwd", total) * nbytes / total
+        if ew.covers(kind):
+            return ew.time_s(kind, nbytes)
+        base, _, pas = kind.rpartition("_")
+        if pas == "bwd" and base in _FWDBWD:
+            src, fb, fbb = _FWDBWD[base]
+            if ew.covers(src + "_fwdbwd") and ew.covers(src + "_fwd"):
+                n = nbytes / (2 * fb)  # elements (the backward kernel carries twice the forward's bytes)
+                return max(ew.time_s(src + "_fwdbwd", fbb * n) - ew.time_s(src + "_fwd", fb * n),
+                           ew.time_s(src + "_fwd", fb * n))
+        if kind in _BWD_AS_FWD and ew.covers(_BWD_AS_FWD[kind][0]):
+            src, factor = _BWD_AS_FWD[kind]
+            return factor * ew.time_s(src, nbytes / 2)
+        return None
+
     def _analytic_s(self, cls: str, flops: float, nbytes: float, mnk: tuple | None, p: _Params) -> float:
         if flops <= 0 and nbytes <= 0:
             return 0.0
         if cls == "gemm":
             if mnk is not None:
-                m, n, k = mnk
+                m, n, k = mnk[:3]
+                mnk = (m, n, k)
                 eff = gemm_efficiency(m, n, k, p)
                 if nbytes <= 0:
                     nbytes = _gemm_bytes(mnk, p.prec)
@@ -340,16 +445,31 @@ class ComputeModel:
                 # fp8: a separate cast(-transpose) kernel of the m x k operand (read bf16, write fp8)
                 t += p.cast_frac * (3.0 * mnk[0] * mnk[2] / (p.bw * p.ew_mem) + p.launch_s)
         elif cls == "attention":
-            eff = p.a_e
-            if mnk is not None:
-                x = min(mnk[0], mnk[1])
-                eff *= x / (x + p.a_xh)
-            t = max(flops / (p.peak_attn * eff), nbytes / (p.bw * p.a_mem))
+            impl = attention_impl(mnk[4], p.family) if mnk is not None and len(mnk) == 6 else "flash"
+            if impl == "unfused":
+                # two batched GEMMs plus separate softmax and dropout kernels over the s^2 scores: the
+                # matmul time and the score traffic add up (4 kernels)
+                x = min(mnk[2], mnk[1])
+                eff = p.g_e * x / (x + p.g_xh)
+                t = flops / (p.peak * eff) + nbytes / (p.bw * p.ew_mem) + 3 * p.launch_s
+            else:
+                eff = p.a_e * p.a_impl.get(impl, 1.0)
+                if mnk is not None:
+                    x = min(mnk[0], mnk[1])
+                    if p.a_tile and len(mnk) == 6:
+                        # one CTA per (query tile, head): the work saturates in the number of CTAs
+                        x = mnk[3] * -(-mnk[0] // p.a_tile)
+                    eff *= x / (x + p.a_xh)
+                    if len(mnk) == 6 and mnk[5] == "bwd":
+                        eff *= p.a_bwd
+                t = max(flops / (p.peak_attn * eff), nbytes / (p.bw * p.a_mem))
         elif cls == "layer":
             ce, me = p.mem["layer"]
             t = max(flops / (p.peak * ce), nbytes / (p.bw * me))
         elif cls in _MEM_CLASSES:
             ce, me = p.mem[cls]
+            if mnk is not None and len(mnk) == 1 and mnk[0] in p.ew_kinds:
+                me = p.ew_kinds[mnk[0]]
             t = max(flops / (p.peak_vec * ce), nbytes / (p.bw * me))
         else:
             raise UserError(f"unknown op class (known: {', '.join(OP_CLASSES)})", field="op_class", value=cls)

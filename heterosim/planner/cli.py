@@ -41,6 +41,8 @@ def plan_command(
                                                                     "estimates only)"),
     max_candidates: Optional[int] = typer.Option(None, "--max-candidates", help="Stop scoring after this many"),
     set_: List[str] = typer.Option([], "--set", help="Override a scenario field first: path=value"),
+    measurements: Optional[str] = typer.Option(None, "--measurements",
+                                               help="Kernel times: builtin | none | folder of measured tables"),
     write: Optional[Path] = typer.Option(None, "--write", help="Write the best plan as a scenario YAML here"),
     json_out: Optional[Path] = typer.Option(None, "--json", help="Write the ranked plans as JSON here"),
 ) -> None:
@@ -61,6 +63,8 @@ def plan_command(
             check_out_file(write, "--write", PLAN_MAGIC)
         if json_out is not None:
             check_out_file(json_out, "--json", JSON_MAGIC)
+        if measurements is not None:
+            set_ = [*set_, f"hardware.measurements={measurements}"]
         sc = api.load(scenario, set_)
         rep = plan_report(sc, top_k=top, backend=backend, max_candidates=max_candidates, simulate=simulate,
                           progress=lambda msg: _err.print(f"[dim]{msg}[/]"))

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from heterosim.workload.costs import embedding_params, head_params, layer_params
+from heterosim.workload.costs import embedding_params, head_params, layer_params, padded_vocab
 
 GRAD_BYTES = 4
 """fp32 gradient reduction, as the compiler."""
@@ -115,7 +115,7 @@ def estimate(cm, mapping, costs, layers: list[int], split: list[int], *, chunks:
             red = exposed = 0.0
         tail = exposed
         if pp > 1 and model.tie_embeddings and s in (0, pp - 1):
-            nb = model.vocab_size // tp * model.hidden_size * GRAD_BYTES
+            nb = padded_vocab(model, tp) // tp * model.hidden_size * GRAD_BYTES
             tail += max(cm.p2p_ns(cells[0][r], cells[pp - 1][r], nb) for r in range(dp))
         shard = params / (dp if zero and dp > 1 else 1)
         group = row[0].group

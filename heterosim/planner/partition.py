@@ -27,7 +27,7 @@ from types import SimpleNamespace
 
 from heterosim.errors import PlanError
 from heterosim.workload.costs import (ACT_ELEM_BYTES, LayerShapes, bwd_kernels, embedding_params, head_params,
-                                      layer_params)
+                                      layer_params, padded_vocab)
 from heterosim.workload.ir import Op
 
 NET_EFFICIENCY = 0.85
@@ -80,7 +80,7 @@ class CostModel:
         sc = self.scenario
         plan = SimpleNamespace(micro_batch=mbs, seq=sc.training.seq_length, seq_local=sc.training.seq_length,
                                tp=tp, sp=sc.parallelism.sequence_parallel and tp > 1, ep=1)
-        return LayerShapes.of(sc.model, plan, self.precision)
+        return LayerShapes.of(sc.model, plan, self.precision, sc.training.attention)
 
     def _op_ns(self, kernels: list, device) -> float:
         op = Op(id=0, kind="compute", name="planner", op_class="layer", kernels=tuple(kernels),
@@ -208,10 +208,12 @@ class MemoryModel:
         from heterosim.workload.memory import activation_bytes_per_layer, state_bytes_per_param
 
         self.scenario, self.plan = scenario, plan
-        model, prec = scenario.model, scenario.training.precision
-        self.pb, self.gb, self.ob = state_bytes_per_param(prec)
-        self.act_layer = activation_bytes_per_layer(model, plan, prec)
-        self.act_full = activation_bytes_per_layer(model, plan, prec, recompute="none")
+        model, tr = scenario.model, scenario.training
+        prec = tr.precision
+        self.pb, self.gb, self.ob = state_bytes_per_param(prec, tr.grad_reduce_dtype)
+        self.act_layer = activation_bytes_per_layer(model, plan, prec, attention=tr.attention)
+        self.act_full = activation_bytes_per_layer(model, plan, prec, recompute="none", attention=tr.attention)
+        self.overhead = float(tr.memory_overhead_bytes)
         self.lp = layer_params(model, plan.tp, plan.ep)
         self.emb = embedding_params(model, plan.tp)
         self.head = head_params(model, plan.tp, plan.pp)
@@ -219,7 +221,7 @@ class MemoryModel:
         sp_div = plan.tp if plan.sp else 1
         sbh = plan.seq_local * plan.micro_batch * model.hidden_size
         self.embed_act = sbh / sp_div
-        self.head_act = 2 * sbh / sp_div * scale + 4.0 * plan.seq_local * plan.micro_batch * model.vocab_size / plan.tp
+        self.head_act = 2 * sbh / sp_div * scale + 4.0 * plan.seq_local * plan.micro_batch * padded_vocab(model, plan.tp) / plan.tp
         self.zero_div = plan.dp * plan.cp if plan.zero_stage == 1 else 1
         self.ms = sorted(set(plan.microbatches))
         self._need_memo: dict[tuple, float] = {}
@@ -268,7 +270,7 @@ class MemoryModel:
                    for vec in self.vectors(plan.schedule, pp, m, stage, v))
         if plan.recompute == "full" and n:
             acts += self.act_full
-        return states + acts
+        return states + acts + self.overhead
 
     def need(self, stage: int, m: int, layers: int) -> float:
         """Bytes with ``layers`` layers spread over the stage's chunks as ``vstage_partition`` does."""

@@ -128,7 +128,7 @@ def search_space(scenario, world: int, gpus_per_node_min: int) -> list[tuple]:
     for tp in (1, 2, 4, 8, 16):
         if tp > gpus_per_node_min or gpus_per_node_min % tp or world % tp:
             continue
-        if m.num_attention_heads % tp or m.ffn_hidden_size % tp or m.vocab_size % tp:
+        if m.num_attention_heads % tp or m.ffn_hidden_size % tp:
             continue
         if m.kv_heads % tp and tp % m.kv_heads:
             continue
@@ -163,11 +163,15 @@ def _even(total: int, parts: int, multiple: int = 1) -> list[int]:
 class Planner:
     """Holds the per-scenario models (system, compute, cost memo) shared by every candidate."""
 
-    def __init__(self, scenario, compute=None, min_headroom: float = 0.05) -> None:
+    def __init__(self, scenario, compute=None, min_headroom: float = 0.0) -> None:
+        from heterosim.api import compute_model
         from topologies import build_system
 
         self.min_headroom = min_headroom
-        """Fraction of HBM a plan must leave free (CUDA context, allocator fragmentation)."""
+        """Fraction of HBM a plan must leave free beyond the memory model, which already reserves
+        training.memory_overhead_bytes (CUDA context, NCCL, fragmentation): 0 by default, so the search
+        does not throw away plans that fit."""
+        compute = compute or compute_model(scenario)
         self.scenario = scenario
         self.file = getattr(scenario, "_source_file", None)
         par = scenario.parallelism
@@ -428,7 +432,7 @@ def why(c: Candidate, naive: Candidate | None, runner_up: Candidate | None) -> s
 def plan_report(scenario, *, top_k: int = 5, backend: str = "flow", max_candidates: int | None = None,
                 simulate: int | None = None, configs: list[tuple] | None = None,
                 progress: Callable[[str], None] | None = None, require_uniform: bool = False,
-                min_headroom: float = 0.05) -> PlanReport:
+                min_headroom: float = 0.0) -> PlanReport:
     """Search, then simulate the best ``simulate`` (default ``top_k``; 0 = estimates only) and the naive plan.
 
     ``backend``: network backend of the simulations (``flow`` or ``ns3``)."""

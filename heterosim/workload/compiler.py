@@ -20,14 +20,20 @@ from __future__ import annotations
 
 from heterosim.errors import PlanError
 from heterosim.workload.costs import (LayerShapes, embedding_params, head_params, layer_params,
-                                      model_flops_per_iteration, total_params, bwd_kernels)
+                                      model_flops_per_iteration, padded_vocab, total_params, bwd_kernels)
 from heterosim.workload.ir import IR, Op, Program
 from heterosim.workload.memory import memory_for_plan
 from heterosim.workload.plan import Plan, resolve_plan
 from heterosim.workload.schedules import schedule_for
 
 GRAD_BYTES = 4
-"""Gradients are accumulated and reduced in fp32 (Megatron's default for bf16 training)."""
+"""Gradients are accumulated and reduced in fp32 (Megatron's default for bf16 training); see
+``training.grad_reduce_dtype`` and :func:`grad_bytes`."""
+
+
+def grad_bytes(training) -> int:
+    """Bytes per gradient element in the grad buffer and its DP reduction (training.grad_reduce_dtype)."""
+    return 2 if training.grad_reduce_dtype == "bf16" and training.precision != "fp32" else 4
 OPTIMIZER_BYTES_PER_PARAM = 30
 """Adam step HBM traffic: read fp32 master, m, v, grad (16 B); write master, m, v (12 B) and the bf16 param (2 B)."""
 OPTIMIZER_FLOPS_PER_PARAM = 12
@@ -37,7 +43,7 @@ class _Prog:
     """Op builder for one program (ids are list positions). Data dependencies travel as
     tuples of op ids ("handles")."""
 
-    __slots__ = ("ops", "tp_overlap", "pending_tp", "plan", "shapes", "kern")
+    __slots__ = ("ops", "tp_overlap", "pending_tp", "plan", "shapes", "kern", "plan_precision")
 
     def __init__(self, plan: Plan, shapes: LayerShapes, kern: dict, tp_overlap: bool) -> None:
         self.ops: list[Op] = []
@@ -215,6 +221,17 @@ def _build_program(pid: int, stage: int, m: int, plan: Plan, shapes: LayerShapes
     loss_op: dict[int, tuple] = {}
     full_rc = plan.recompute == "full"
     has_tp = plan.tp > 1
+    overlap_gather = plan.zero_stage == 1 and scenario.parallelism.overlap_param_gather
+    need: dict = {}
+    if overlap_gather:
+        prog.plan_precision = scenario.training.precision
+        need = _emit_param_gathers(prog, _bucket_plan(plan, scenario, stage, grad_items))
+
+    def gate(deps: tuple, chunk: int, key) -> tuple:
+        """The first forward use of a parameter waits for its bucket's all-gather."""
+        g = need.pop((chunk, key), None)
+        return deps + g if g else deps
+
     for phase, mb, chunk in steps:
         vs = chunk * pp + stage
         layers = plan.vstage_layers[vs]
@@ -223,13 +240,13 @@ def _build_program(pid: int, stage: int, m: int, plan: Plan, shapes: LayerShapes
                 dep = prog.comm("pp_recv_act", "recv", "pp", pp_bytes, f"pp:f:mb{mb}:vs{vs - 1}", (), "fwd",
                                 mb, -1, chunk, stream="pp_recv", kind="pp", peer=-1)
             else:
-                e = prog.compute("embedding", "embed_fwd", (), "fwd", mb, -1, chunk)
+                e = prog.compute("embedding", "embed_fwd", gate((), chunk, "embed"), "fwd", mb, -1, chunk)
                 dep = em.post_tp(f"tp:f:mb{mb}:embed", e, "fwd", mb, -1, chunk)
             for layer in layers:
-                dep = em.layer_fwd(dep, mb, layer, chunk)
+                dep = em.layer_fwd(gate(dep, chunk, layer), mb, layer, chunk)
             dep = prog.flush(dep)
             if vs == last_vs:
-                hd = em.pre_tp(f"tp:f:mb{mb}:head", dep, "fwd", mb, -1, chunk)
+                hd = em.pre_tp(f"tp:f:mb{mb}:head", gate(dep, chunk, "head"), "fwd", mb, -1, chunk)
                 hd = prog.compute("lm_head_loss", "head_fwd", hd, "fwd", mb, -1, chunk)
                 if has_tp:
                     hd = prog.comm("tp_loss_allreduce", "allreduce", "tp", loss_bytes, f"tp:f:mb{mb}:loss", hd,
@@ -261,55 +278,85 @@ def _build_program(pid: int, stage: int, m: int, plan: Plan, shapes: LayerShapes
             else:
                 prog.comm("pp_send_grad", "send", "pp", pp_bytes, f"pp:b:mb{mb}:vs{vs - 1}", dep,
                           "bwd", mb, -1, chunk, stream="pp_send", kind="pp", peer=-1)
-    _emit_grad_sync(prog, plan, scenario, stage, grad_items, grad_ready)
+    _emit_grad_sync(prog, plan, scenario, stage, grad_items, grad_ready, gathered=overlap_gather)
     return Program(id=pid, ops=prog.ops, stage=stage, label=f"stage{stage}/mb{m}")
 
 
-def _emit_grad_sync(prog: _Prog, plan: Plan, scenario, stage: int, grad_items: dict, grad_ready: dict) -> None:
-    """Bucketed DP gradient reduction, tied-embedding sync, optimizer, ZeRO-1 all-gather."""
-    par = scenario.parallelism
-    ops = prog.ops
-    last_op = len(ops) - 1
+def _bucket_plan(plan: Plan, scenario, stage: int, grad_items: dict) -> list[tuple[str, int, int, float, tuple]]:
+    """DP buckets of one stage as Megatron-Core's DDP forms them: per chunk, parameters in the order
+    backward finalises their grads (head, layers last to first, embedding), cut when a bucket reaches
+    grad_bucket_bytes. Returns (group, chunk, k, params, item keys) in production order."""
     dp_dense = plan.dp * plan.cp
     dp_expert = dp_dense // plan.ep
     dense_group = "dp_cp" if plan.cp > 1 else "dp"
-    pbytes = 4 if scenario.training.precision == "fp32" else 2
-    zero = plan.zero_stage == 1
-    bucket_bytes = par.grad_bucket_bytes
-    buckets: list[tuple[int, int, str, float, int, int]] = []  # (producer, order, group, params, chunk, k)
-    # per chunk, grads in production order (reverse layers; head first, embedding last)
+    bucket_bytes = scenario.parallelism.grad_bucket_bytes
+    gb = grad_bytes(scenario.training)
+    out = []
     for chunk in range(plan.chunks):
-        items: list[tuple[float, float, int]] = []  # (dense params, expert params, producer op)
-        for key, dense, expert in grad_items[(stage, chunk)]:
-            prod = grad_ready[key] if par.overlap_grad_reduce else last_op
-            items.append((dense, expert, prod))
+        items = grad_items[(stage, chunk)]
         for kind_idx, (group, size) in enumerate(((dense_group, dp_dense), ("edp", dp_expert))):
             if size <= 1:
                 continue
-            acc, prod, k = 0.0, -1, 0
+            acc, keys, k = 0.0, [], 0
             for it in items:
-                n = it[kind_idx]
+                n = it[1 + kind_idx]
                 if n <= 0:
                     continue
                 acc += n
-                prod = max(prod, it[2])
-                if acc * GRAD_BYTES >= bucket_bytes:
-                    buckets.append((prod, len(buckets), group, acc, chunk, k))
-                    acc, prod, k = 0.0, -1, k + 1
+                keys.append(it[0])
+                if acc * gb >= bucket_bytes:
+                    out.append((group, chunk, k, acc, tuple(keys)))
+                    acc, keys, k = 0.0, [], k + 1
             if acc > 0:
-                buckets.append((prod, len(buckets), group, acc, chunk, k))
+                out.append((group, chunk, k, acc, tuple(keys)))
+    return out
+
+
+def _emit_param_gathers(prog: _Prog, buckets: list) -> dict:
+    """Megatron-Core's overlapped parameter all-gather (distributed optimizer, overlap_param_gather): the
+    updated parameters of each bucket are all-gathered at the start of the (next) iteration, in forward
+    order, and a layer's first forward waits only for its own bucket. Returns item key -> gather op."""
+    pbytes = 4 if prog.plan_precision == "fp32" else 2
+    need: dict = {}
+    for chunk in range(prog.plan.chunks):
+        for group, c, k, acc, keys in reversed([b for b in buckets if b[1] == chunk]):
+            g = prog.comm("zero_param_allgather", "allgather", group, int(acc * pbytes), f"{group}:c{c}:params{k}",
+                          (), "fwd", chunk=c, stream="dp", kind="dp")[0]
+            for key in keys:
+                need[(c, key)] = need.get((c, key), ()) + (g,)
+    return need
+
+
+def _emit_grad_sync(prog: _Prog, plan: Plan, scenario, stage: int, grad_items: dict, grad_ready: dict,
+                    gathered: bool = False) -> None:
+    """Bucketed DP gradient reduction, tied-embedding sync, optimizer, ZeRO-1 all-gather (at the end
+    unless already emitted, overlapped, at the start: ``gathered``)."""
+    par = scenario.parallelism
+    ops = prog.ops
+    last_op = len(ops) - 1
+    pbytes = 4 if scenario.training.precision == "fp32" else 2
+    zero = plan.zero_stage == 1
+    dp_dense = plan.dp * plan.cp
+    dp_expert = dp_dense // plan.ep
+    gb = grad_bytes(scenario.training)
+    buckets = []  # (producer, order, group, params, chunk, k)
+    for group, chunk, k, acc, keys in _bucket_plan(plan, scenario, stage, grad_items):
+        # Megatron-Core DDP: a bucket is reduced as soon as the last micro-batch's backward finalised all
+        # of its grads (grad_ready holds the last producer of each item)
+        prod = max(grad_ready[key] for key in keys) if par.overlap_grad_reduce else last_op
+        buckets.append((prod, len(buckets), group, acc, chunk, k))
     # the dp stream runs buckets in the order their gradients become ready (interleaving: last chunk first)
     buckets.sort()
-    reduce_ops = [_bucket(prog, group, zero, acc, chunk, k, prod) for prod, _, group, acc, chunk, k in buckets]
-    gathers = [(group, f"{group}:c{chunk}:params{k}", int(acc * pbytes), chunk)
-               for prod, _, group, acc, chunk, k in buckets]
+    reduce_ops = [_bucket(prog, group, zero, acc, chunk, k, prod, gb) for prod, _, group, acc, chunk, k in buckets]
+    gathers = [] if gathered else [(group, f"{group}:c{chunk}:params{k}", int(acc * pbytes), chunk)
+                                   for prod, _, group, acc, chunk, k in buckets]
     deps = tuple(reduce_ops) if reduce_ops else (last_op,)
     model = scenario.model
     if plan.pp > 1 and model.tie_embeddings and stage in (0, plan.pp - 1):
         # uneven TP: the (first, last) pairs of the embd groups each carry 1/min(tp) of the tied table
         emb_tp = min(plan.stage_tp[0], plan.stage_tp[-1]) if plan.stage_tp is not None else plan.tp
-        n = model.vocab_size // emb_tp * model.hidden_size
-        deps = prog.comm("embedding_grad_allreduce", "allreduce", "embd", n * GRAD_BYTES, "embd:grad", deps, "opt",
+        n = padded_vocab(model, emb_tp) // emb_tp * model.hidden_size
+        deps = prog.comm("embedding_grad_allreduce", "allreduce", "embd", n * gb, "embd:grad", deps, "opt",
                          stream="dp", kind="dp")
     # optimizer over this rank's (sharded, with ZeRO-1) parameters
     dense = sum(x[1] for c in range(plan.chunks) for x in grad_items[(stage, c)])
@@ -319,16 +366,17 @@ def _emit_grad_sync(prog: _Prog, plan: Plan, scenario, stage: int, grad_items: d
     ops.append(Op(id=opt, kind="compute", name="optimizer_step", phase="opt", deps=deps, stream="compute",
                   op_class="optimizer", flops=OPTIMIZER_FLOPS_PER_PARAM * shard,
                   bytes=OPTIMIZER_BYTES_PER_PARAM * shard,
-                  kernels=(("optimizer", OPTIMIZER_FLOPS_PER_PARAM * shard, OPTIMIZER_BYTES_PER_PARAM * shard, None),)))
+                  kernels=(("optimizer", OPTIMIZER_FLOPS_PER_PARAM * shard, OPTIMIZER_BYTES_PER_PARAM * shard,
+                            ("adam",)),)))
     if zero:
         for group, tag, nbytes, chunk in gathers:
             prog.comm("zero_param_allgather", "allgather", group, nbytes, tag, (opt,), "opt", chunk=chunk,
                       stream="dp", kind="dp")
 
 
-def _bucket(prog: _Prog, group: str, zero: bool, params: float, chunk: int, k: int, prod: int) -> int:
+def _bucket(prog: _Prog, group: str, zero: bool, params: float, chunk: int, k: int, prod: int, gb: int) -> int:
     coll = "reducescatter" if zero else "allreduce"
-    return prog.comm(f"grad_{coll}", coll, group, int(params * GRAD_BYTES), f"{group}:c{chunk}:bucket{k}",
+    return prog.comm(f"grad_{coll}", coll, group, int(params * gb), f"{group}:c{chunk}:bucket{k}",
                      (prod,) if prod >= 0 else (), "bwd", chunk=chunk, stream="dp", kind="dp")[0]
 
 
@@ -372,7 +420,7 @@ def compile_workload(scenario, world_size: int, rank_devices: list[str] | None =
         c = stage_ctx.get(key)
         if c is None:
             sp = plan.for_stage(stage)
-            shapes = LayerShapes.of(model, sp, tr.precision)
+            shapes = LayerShapes.of(model, sp, tr.precision, tr.attention)
             # pipeline messages: this rank's shard of the activation (b*s*h/tp with SP, else b*s*h)
             c = (sp, shapes, _kernel_table(shapes, model.is_moe, sp.recompute), 3 * shapes.tokens * 4,
                  shapes.hidden_bytes(), _grad_items(sp, model))
@@ -414,6 +462,8 @@ def compile_workload(scenario, world_size: int, rank_devices: list[str] | None =
         "dp": plan.dp, "tp": plan.tp, "pp": plan.pp, **({"stage_tp": list(plan.stage_tp)} if plan.stage_tp else {}), "cp": plan.cp, "ep": plan.ep,
         "sequence_parallel": plan.sp, "recompute": plan.recompute, "zero_stage": plan.zero_stage,
         "precision": tr.precision,
+        "attention": tr.attention, "grad_reduce_dtype": tr.grad_reduce_dtype,
+        "vocab_size": model.vocab_size, "padded_vocab_size": padded_vocab(model, plan.tp),
         "total_params": total_params(model),
         "global_batch_size": tr.global_batch_size, "micro_batch_size": tr.micro_batch_size,
         "seq_length": tr.seq_length,

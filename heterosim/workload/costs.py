@@ -7,7 +7,16 @@ Megatron counts), the backward pass is two GEMMs per forward GEMM. Elementwise
 kernels (layer norm, dropout, activation, softmax-like) carry small FLOP counts
 but are timed by their HBM bytes.
 
-A kernel is ``(op_class, flops, bytes, gemm_mnk_or_None)`` (see ``Op.kernels``).
+A kernel is ``(op_class, flops, bytes, shape)`` (see ``Op.kernels``); the shape says what the kernel
+is, so that a measured table can be looked up by shape rather than by FLOPs:
+
+* gemm: ``(M, N, K, pass)``, the product that runs (pass ``fwd`` | ``dgrad`` | ``wgrad``);
+* attention: ``(seq_q, seq_k, head_dim, batch x heads, implementation, pass)``, implementation
+  ``auto`` (chosen per device by the compute model) | ``flash`` | ``fused`` | ``unfused``;
+* memory-bound kernels: ``(kind,)``, e.g. ``("layernorm_fwd",)``; the backward of ``x_fwd`` is ``x_bwd``.
+
+Elementwise byte counts follow the minimum-traffic convention of the measured H100 table
+(``heterosim/hardware/measured/h100-sxm/README.md``): inputs read once, outputs written once.
 Parameter counts per layer: GPT-style models (``activation: gelu``) have biases,
 LayerNorm (2h per norm) and learned position embeddings; LLaMA-style
 (``swiglu``) have no biases, RMSNorm (h) and rotary positions.
@@ -31,23 +40,33 @@ _DROPOUT_RESIDUAL_FLOPS = 3
 _CE_FLOPS = 5
 
 
-def gemm(m: int, n: int, k: int, eb: int) -> Kernel:
-    return ("gemm", 2.0 * m * n * k, float(eb * (m * k + k * n + m * n)), (m, n, k))
+def gemm(m: int, n: int, k: int, eb: int, pas: str = "fwd") -> Kernel:
+    return ("gemm", 2.0 * m * n * k, float(eb * (m * k + k * n + m * n)), (m, n, k, pas))
 
 
 def gemm_bwd(kern: Kernel, eb: int) -> list[Kernel]:
     """Data-gradient and weight-gradient GEMMs of a forward GEMM (a grouped GEMM, whose flops are a
     multiple of its per-group shape, keeps that multiple)."""
-    m, n, k = kern[3]
+    m, n, k = kern[3][:3]
     groups = kern[1] / (2.0 * m * n * k)
-    out = [gemm(m, k, n, eb), gemm(k, n, m, eb)]
+    out = [gemm(m, k, n, eb, "dgrad"), gemm(k, n, m, eb, "wgrad")]
     if groups != 1.0:
         out = [(g[0], g[1] * groups, g[2] * groups, g[3]) for g in out]
     return out
 
 
-def elementwise(flops: float, nbytes: float) -> Kernel:
-    return ("elementwise", float(flops), float(nbytes), None)
+def elementwise(flops: float, nbytes: float, kind: str | None = None) -> Kernel:
+    return ("elementwise", float(flops), float(nbytes), (kind,) if kind else None)
+
+
+def _bwd_shape(shape):
+    if not shape:
+        return shape
+    if len(shape) == 1 and shape[0].endswith("_fwd"):
+        return (shape[0][:-4] + "_bwd",)
+    if len(shape) == 6:  # attention
+        return shape[:5] + ("bwd",)
+    return shape
 
 
 def bwd_kernels(kernels: list[Kernel], eb: int) -> list[Kernel]:
@@ -57,7 +76,7 @@ def bwd_kernels(kernels: list[Kernel], eb: int) -> list[Kernel]:
         if kern[0] == "gemm":
             out.extend(gemm_bwd(kern, eb))
         else:
-            out.append((kern[0], 2.0 * kern[1], 2.0 * kern[2], kern[3]))
+            out.append((kern[0], 2.0 * kern[1], 2.0 * kern[2], _bwd_shape(kern[3])))
     return out
 
 
@@ -85,15 +104,17 @@ class LayerShapes:
     ep: int
     gemm_eb: int
     act_eb: int
+    attention: str = "auto"
+    """Attention implementation (training.attention)."""
 
     @classmethod
-    def of(cls, model, plan, precision: str) -> "LayerShapes":
+    def of(cls, model, plan, precision: str, attention: str = "auto") -> "LayerShapes":
         return cls(b=plan.micro_batch, s=plan.seq, sl=plan.seq_local, h=model.hidden_size,
                    heads=model.num_attention_heads, kv_heads=model.kv_heads, head_dim=model.head_dim,
-                   ffn=model.ffn_hidden_size, vocab=model.vocab_size, tp=plan.tp, sp=plan.sp,
+                   ffn=model.ffn_hidden_size, vocab=padded_vocab(model, plan.tp), tp=plan.tp, sp=plan.sp,
                    swiglu=model.activation == "swiglu", num_experts=model.num_experts, top_k=model.moe_top_k,
                    moe_ffn=model.moe_ffn_hidden_size or model.ffn_hidden_size, ep=plan.ep,
-                   gemm_eb=GEMM_ELEM_BYTES[precision], act_eb=ACT_ELEM_BYTES[precision])
+                   gemm_eb=GEMM_ELEM_BYTES[precision], act_eb=ACT_ELEM_BYTES[precision], attention=attention)
 
     @property
     def tokens(self) -> int:
@@ -117,11 +138,11 @@ class LayerShapes:
     # ---- kernels -------------------------------------------------------------------------------------------
     def _ln(self) -> Kernel:
         n = self.tokens_ew * self.h
-        return elementwise(_LN_FLOPS * n, 2 * self.act_eb * n)
+        return elementwise(_LN_FLOPS * n, 2 * self.act_eb * n, "rmsnorm_fwd" if self.swiglu else "layernorm_fwd")
 
     def _dropout_residual(self) -> Kernel:
         n = self.tokens_ew * self.h
-        return elementwise(_DROPOUT_RESIDUAL_FLOPS * n, 3 * self.act_eb * n + n)  # + 1-byte mask
+        return elementwise(_DROPOUT_RESIDUAL_FLOPS * n, 3 * self.act_eb * n, "dropout_add_fwd")
 
     def attn_qkv(self) -> list[Kernel]:
         """LayerNorm + fused QKV projection (before the context-parallel KV exchange)."""
@@ -129,10 +150,17 @@ class LayerShapes:
         return [self._ln(), gemm(T, self.q_dim_local + 2 * self.kv_dim_local, self.h, self.gemm_eb)]
 
     def attn_core(self) -> list[Kernel]:
-        """Scores, softmax and context over all s keys (flash-attention style bytes)."""
+        """Scores, softmax and context over all s keys. Flash/fused kernels move Q, K, V and the output once;
+        the unfused path (baddbmm, fused scale-mask-softmax, dropout, bmm: Megatron 2021-22) also writes
+        and re-reads the b*a*s^2 score matrix: scores written (2 B), softmax read + written (4 B), dropout
+        read + written + 1-byte mask (5 B), read by the second bmm (2 B) = 13 B per score element."""
+        heads_l = self.q_dim_local // self.head_dim
         flops = 4.0 * self.b * self.sl * self.s * self.q_dim_local
         nbytes = self.act_eb * (2 * self.tokens * self.q_dim_local + 2 * self.b * self.s * self.kv_dim_local)
-        return [("attention", flops, float(nbytes), (self.sl, self.s, self.head_dim))]
+        if self.attention == "unfused":
+            nbytes += 13.0 * self.b * heads_l * self.sl * self.s
+        return [("attention", flops, float(nbytes),
+                 (self.sl, self.s, self.head_dim, self.b * heads_l, self.attention, "fwd"))]
 
     def attn_out(self) -> list[Kernel]:
         return [gemm(self.tokens, self.h, self.q_dim_local, self.gemm_eb), self._dropout_residual()]
@@ -144,7 +172,7 @@ class LayerShapes:
         T, f = self.tokens, self.ffn // self.tp
         n_in = 2 * f if self.swiglu else f
         act = elementwise((_SWIGLU_FLOPS if self.swiglu else _GELU_FLOPS) * T * f,
-                          self.act_eb * T * (n_in + f))
+                          self.act_eb * T * (n_in + f), "swiglu_fwd" if self.swiglu else "gelu_fwd")
         return [self._ln(), gemm(T, n_in, self.h, self.gemm_eb), act, gemm(T, self.h, f, self.gemm_eb),
                 self._dropout_residual()]
 
@@ -161,7 +189,8 @@ class LayerShapes:
         n_in = 2 * f if self.swiglu else f
         g1 = gemm(per_expert, n_in, self.h, self.gemm_eb)
         g2 = gemm(per_expert, self.h, f, self.gemm_eb)
-        act = elementwise((_SWIGLU_FLOPS if self.swiglu else _GELU_FLOPS) * T * f, self.act_eb * T * (n_in + f))
+        act = elementwise((_SWIGLU_FLOPS if self.swiglu else _GELU_FLOPS) * T * f, self.act_eb * T * (n_in + f),
+                          "swiglu_fwd" if self.swiglu else "gelu_fwd")
         # scale the per-expert GEMM to all local experts (flops/bytes) but keep its shape for efficiency
         g1 = ("gemm", g1[1] * n_local, g1[2] * n_local, g1[3])
         g2 = ("gemm", g2[1] * n_local, g2[2] * n_local, g2[3])
@@ -175,7 +204,9 @@ class LayerShapes:
     def head(self) -> list[Kernel]:
         """Final norm, vocab-parallel LM head and cross-entropy."""
         T, v = self.tokens, self.vocab // self.tp
-        ce = elementwise(_CE_FLOPS * T * v, 2 * 4 * T * v)  # fp32 logits read and written
+        # fp32 cross-entropy over the vocab shard: logits read (4 B) and their gradient written (4 B) once
+        # over forward + backward (the measured table's convention); split here as forward 1/3, backward 2/3
+        ce = elementwise(_CE_FLOPS * T * v, 8.0 / 3.0 * T * v, "cross_entropy_fwd")
         return [self._ln(), gemm(T, v, self.h, self.gemm_eb), ce]
 
     # ---- message sizes -------------------------------------------------------------------------------------
@@ -203,6 +234,13 @@ class LayerParams:
     expert: float
 
 
+def padded_vocab(model, tp: int) -> int:
+    """Vocabulary padded as Megatron-LM does (``_vocab_size_with_padding``): up to a multiple of
+    ``make_vocab_size_divisible_by * tp``, so every TP rank holds an equal, aligned shard."""
+    mult = model.make_vocab_size_divisible_by * tp
+    return -(-model.vocab_size // mult) * mult
+
+
 def layer_params(model, tp: int, ep: int) -> LayerParams:
     h, f = model.hidden_size, model.ffn_hidden_size
     gpt = model.activation == "gelu"
@@ -223,7 +261,7 @@ def layer_params(model, tp: int, ep: int) -> LayerParams:
 def embedding_params(model, tp: int) -> float:
     """Input embedding on the first stage (vocab-parallel) plus learned positions for GPT-style."""
     pos = model.max_seq_length * model.hidden_size if model.activation == "gelu" else 0
-    return float(model.vocab_size // tp * model.hidden_size + pos)
+    return float(padded_vocab(model, tp) // tp * model.hidden_size + pos)
 
 
 def head_params(model, tp: int, pp: int) -> float:
@@ -231,7 +269,7 @@ def head_params(model, tp: int, pp: int) -> float:
     norm = 2 * model.hidden_size if model.activation == "gelu" else model.hidden_size
     if model.tie_embeddings and pp == 1:
         return float(norm)
-    return float(norm + model.vocab_size // tp * model.hidden_size)
+    return float(norm + padded_vocab(model, tp) // tp * model.hidden_size)
 
 
 def total_params(model) -> float:

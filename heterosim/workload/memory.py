@@ -1,10 +1,12 @@
 """Per-rank HBM footprint of a parallel plan, and the plan checks that use it.
 
-Model states (mixed precision with Adam, Megatron-LM's accounting, Korthikanti
-et al. 2022 / Rajbhandari et al. 2020): bf16/fp16 parameters 2 B, fp32 gradients
-4 B (Megatron accumulates and reduces grads in fp32), optimizer 12 B (fp32 master
-copy + Adam m and v) = 18 B/param; ZeRO-1 (distributed optimizer) shards the 12 B
-over the data-parallel (x context-parallel) ranks. fp32 training: 4 + 4 + 8 B.
+Model states (mixed precision with Adam, Megatron-LM's accounting, its
+``theoretical_memory_usage.py`` / Korthikanti et al. 2022 / Rajbhandari et al. 2020):
+bf16/fp16 parameters 2 B, the main-grad buffer 4 B (fp32, ``grad_reduce_dtype``; 2 B
+for bf16), optimizer 12 B (fp32 master copy + Adam m and v) = 18 B/param; the
+distributed optimizer (ZeRO-1) shards the 12 B over the data-parallel (x
+context-parallel) ranks: 6 + 12/dp B/param. fp32 training: 4 + 4 + 8 B. The
+vocabulary is Megatron's padded one.
 
 Activations (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large
 Transformer Models", Sec. 4): per layer and micro-batch s*b*h*(34 + 5*a*s/h)
@@ -13,27 +15,36 @@ t, with TP+SP everything is; selective recompute drops the 5*a*s^2*b term; full
 recompute keeps only the layer input (2*sbh, /t with SP) plus one layer's full
 activations while it is recomputed. The 34 is generalised here to GQA (K, V of
 kv_heads), any FFN width, SwiGLU and MoE (see ``activation_bytes_per_layer``).
+The 5*a*s^2*b term (softmax output, its dropout mask and output) exists only with
+the unfused attention kernel: flash / cuDNN fused attention keep no score matrix
+(``auto`` counts as fused: only Volta defaults to unfused, and no Volta run fits
+anyway without selective recompute).
+
+Beyond the tensors, ``training.memory_overhead_bytes`` is reserved per GPU (CUDA
+context, NCCL buffers, allocator fragmentation): a documented field, not a hidden
+constant.
 The number of micro-batches whose activations a stage holds at once comes from the
 schedule itself (1F1B: pp - stage; interleaved: Megatron's warm-up; GPipe: all).
 """
 from __future__ import annotations
 
 from heterosim.errors import PlanError
-from heterosim.workload.costs import ACT_ELEM_BYTES, embedding_params, head_params, layer_params
+from heterosim.workload.costs import ACT_ELEM_BYTES, embedding_params, head_params, layer_params, padded_vocab
 from heterosim.workload.plan import Plan, resolve_plan
 from heterosim.workload.schedules import peak_in_flight, schedule_for
 
 GiB = 1 << 30
 
 
-def state_bytes_per_param(precision: str) -> tuple[int, int, int]:
+def state_bytes_per_param(precision: str, grad_reduce_dtype: str = "fp32") -> tuple[int, int, int]:
     """(parameter, gradient, optimizer) bytes per parameter."""
     if precision == "fp32":
         return 4, 4, 8
-    return 2, 4, 12
+    return 2, (2 if grad_reduce_dtype == "bf16" else 4), 12
 
 
-def activation_bytes_per_layer(model, plan: Plan, precision: str, recompute: str | None = None) -> float:
+def activation_bytes_per_layer(model, plan: Plan, precision: str, recompute: str | None = None,
+                               attention: str = "auto") -> float:
     """Activation bytes one layer keeps for one micro-batch on one rank (Korthikanti et al. 2022, generalised)."""
     recompute = plan.recompute if recompute is None else recompute
     t, b, sl, s, h = plan.tp, plan.micro_batch, plan.seq_local, plan.seq, model.hidden_size
@@ -56,7 +67,8 @@ def activation_bytes_per_layer(model, plan: Plan, precision: str, recompute: str
         sharded += k * nf * sl * b * fe
     else:
         sharded += nf * sl * b * model.ffn_hidden_size
-    attn_matrix = 0.0 if recompute == "selective" else 5.0 * model.num_attention_heads * sl * s * b
+    unfused = attention == "unfused"
+    attn_matrix = 5.0 * model.num_attention_heads * sl * s * b if unfused and recompute != "selective" else 0.0
     return (replicated / sp_div + (sharded + attn_matrix) / t) * scale
 
 
@@ -81,7 +93,9 @@ def memory_for_plan(scenario, plan: Plan) -> dict[tuple[int, int], dict[str, flo
     """Memory breakdown (bytes) per (stage, micro-batch count) program."""
     model, tr = scenario.model, scenario.training
     prec = tr.precision
-    pb, gb, ob = state_bytes_per_param(prec)
+    pb, gb, ob = state_bytes_per_param(prec, tr.grad_reduce_dtype)
+    attn = tr.attention
+    overhead = float(tr.memory_overhead_bytes)
     zero = plan.zero_stage == 1
     dp_dense = plan.dp * plan.cp
     dp_expert = dp_dense // plan.ep
@@ -92,7 +106,7 @@ def memory_for_plan(scenario, plan: Plan) -> dict[tuple[int, int], dict[str, flo
     whole = plan
     for stage in range(whole.pp):
         plan = whole.for_stage(stage)  # its own TP degree with parallelism.stage_tp
-        act_layer = activation_bytes_per_layer(model, plan, prec)
+        act_layer = activation_bytes_per_layer(model, plan, prec, attention=attn)
         sp_div = plan.tp if plan.sp else 1
         dense, expert = _stage_params(model, plan, stage)
         params = (dense + expert) * pb
@@ -106,15 +120,16 @@ def memory_for_plan(scenario, plan: Plan) -> dict[tuple[int, int], dict[str, flo
                 w += sbh / sp_div  # embedding dropout mask (1 byte per element)
             if vs == last_vs:
                 # final norm input + fp32 logits kept by the vocab-parallel cross-entropy
-                w += 2 * sbh / sp_div * scale + 4.0 * plan.seq_local * plan.micro_batch * model.vocab_size / plan.tp
+                w += (2 * sbh / sp_div * scale
+                      + 4.0 * plan.seq_local * plan.micro_batch * padded_vocab(model, plan.tp) / plan.tp)
             weights.append(w)
         for m in sorted(set(plan.microbatches)):
             steps = schedule_for(plan.schedule, plan.pp, m, stage, plan.chunks)
             acts = peak_in_flight(steps, weights)
             if plan.recompute == "full" and plan.stage_layer_count(stage):
-                acts += activation_bytes_per_layer(model, plan, prec, recompute="none")
+                acts += activation_bytes_per_layer(model, plan, prec, recompute="none", attention=attn)
             out[(stage, m)] = {"params": params, "grads": grads, "optimizer": opt, "activations": acts,
-                               "total": params + grads + opt + acts}
+                               "overhead": overhead, "total": params + grads + opt + acts + overhead}
     return out
 
 
@@ -163,6 +178,8 @@ def check_plan(scenario, world_size: int, rank_devices: list[str], file: str | N
             worst = (need / have, r, c["pp"], need, have, where)
     if worst is not None:
         _, r, stage, need, have, label = worst
+        terms = mem[(stage, plan.microbatches[plan.layout.coords(r)["dp"]])]
+        big = max((k for k in terms if k != "total"), key=lambda k: terms[k])
         par = scenario.parallelism
         tps = f"stage_tp={plan.stage_tp}" if plan.stage_tp is not None else f"tp={plan.tp}"
         summary = (f"{tps} pp={plan.pp} dp={plan.dp} cp={plan.cp} zero_stage={plan.zero_stage} "
@@ -174,6 +191,7 @@ def check_plan(scenario, world_size: int, rank_devices: list[str], file: str | N
             hint.append("zero_stage: 1")
         hint.append("more tp/pp")
         raise PlanError(f"out of memory: rank {r} (stage {stage}, {label}) needs {need / GiB:.1f} GiB but has "
-                        f"{have / GiB:.1f} GiB (try {', '.join(hint)})", file=file, field="parallelism",
+                        f"{have / GiB:.1f} GiB, largest term {big} {terms[big] / GiB:.1f} GiB "
+                        f"(try {', '.join(hint)})", file=file, field="parallelism",
                         value=summary)
     return mem

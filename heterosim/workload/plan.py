@@ -138,10 +138,7 @@ def _check_tp(model, tp: int, fld: str, value) -> None:
         raise PlanError(f"tp must divide num_kv_heads ({kv}) or be a multiple of it", field=fld, value=value)
     if model.ffn_hidden_size % tp:
         raise PlanError(f"tp must divide ffn_hidden_size ({model.ffn_hidden_size})", field=fld, value=value)
-    if model.vocab_size % tp:
-        # Megatron pads the vocabulary; we do not, so say so
-        raise PlanError(f"tp must divide vocab_size ({model.vocab_size}); pad the vocabulary", field=fld,
-                        value=value)
+    # the vocabulary is padded to a multiple of make_vocab_size_divisible_by * tp (costs.padded_vocab)
 
 
 def _check_seq(par, tr, tp: int, fld: str, value) -> tuple[int, int, bool]:

@@ -135,13 +135,30 @@ def test_grad_buckets_depend_on_last_microbatch_and_optimizer_after_all():
     assert sum(b.size_bytes for b in buckets) == pytest.approx(4 * ir.meta["total_params"], rel=1e-6)
     opt = next(o for o in ops if o.op_class == "optimizer")
     assert set(opt.deps) == {b.id for b in buckets}
-    # ZeRO-1: reduce-scatter, then parameter all-gathers after the optimizer
-    ir = compile_workload(scenario(gpt(layers=4, hidden=512), gbs=16, zero_stage=1), 2)
+    # ZeRO-1 without overlap_param_gather: reduce-scatter, then parameter all-gathers after the optimizer
+    ir = compile_workload(scenario(gpt(layers=4, hidden=512), gbs=16, zero_stage=1, overlap_param_gather=False), 2)
     ops = ir.programs[0].ops
     opt = next(o for o in ops if o.op_class == "optimizer")
     assert all(o.collective == "reducescatter" for o in ops if o.name.startswith("grad_"))
     gathers = [o for o in ops if o.name == "zero_param_allgather"]
     assert gathers and all(o.deps == (opt.id,) for o in gathers)
+
+
+def test_overlapped_param_gather_gates_each_layers_first_forward():
+    # Megatron-Core DDP (overlap_param_gather): the all-gathers start the iteration, in forward order, and
+    # a layer's first forward waits for its own bucket only (small buckets: several per program)
+    sc = scenario(gpt(layers=4, hidden=512), gbs=16, zero_stage=1, grad_bucket_bytes=4 * 3_200_000)
+    ops = compile_workload(sc, 2).programs[0].ops
+    gathers = [o for o in ops if o.name == "zero_param_allgather"]
+    assert len(gathers) >= 2 and all(o.deps == () and o.stream == "dp" for o in gathers)
+    assert max(g.id for g in gathers) < min(o.id for o in ops if o.kind == "compute")
+    gated = {g.id: [o for o in ops if g.id in o.deps] for g in gathers}
+    assert all(len(users) >= 1 and all(u.microbatch == 0 and u.phase == "fwd" for u in users)
+               for users in gated.values())
+    # the first gather feeds the embedding; a later one only a later layer (overlap with earlier layers)
+    first_user = gated[gathers[0].id][0]
+    assert first_user.name == "embedding" or first_user.layer == 0
+    assert max(u.id for u in gated[gathers[-1].id]) > first_user.id
 
 
 def test_meta():

@@ -1,0 +1,153 @@
+"""``heterosim calibrate``: how well the analytical model and the fitted predictor match a user's timings,
+and efficiency parameters fitted to them (so other GPUs can bring their own measurements).
+
+The fitted parameters are the analytical model's own (efficiency.yaml): per precision GEMM ``e_max``,
+attention ``e_max``, and the memory-bound classes' ``mem_eff``, each scaled by the geometric mean of
+measured / predicted time over that class's rows (one factor per physical curve; the curve shapes
+stay those of the device's family).
+"""
+from __future__ import annotations
+
+import copy
+import math
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from heterosim.hardware.compute import EFFICIENCY_FILE, ComputeModel
+from heterosim.hardware.measured import MeasuredTables, actual_shape, held_out_error
+from topologies._util import read_yaml
+
+def analytic_errors(tables: MeasuredTables, cm: ComputeModel) -> dict[str, list[float]]:
+    """Signed relative error (predicted / measured - 1) of the analytical model per op class."""
+    dev = tables.device
+    out: dict[str, list[float]] = {}
+
+    def kt(cls, flops, nbytes, shape, prec="bf16"):
+        return cm.kernel_time_ns(cls, flops, nbytes, shape, dev, prec) * 1e-9
+
+    for dt, ps, m, n, k, t in tables.gemm_rows:
+        M, N, K = actual_shape(ps, m, n, k)
+        eb = 1 if dt == "fp8" else 2
+        pred = kt("gemm", 2.0 * M * N * K, float(eb * (M * K + K * N + M * N)), (M, N, K, ps), dt)
+        size = "small" if 2.0 * m * n * k < 1e11 else "large"
+        out.setdefault(f"gemm {dt} {size} (<0.1 / >=0.1 TFLOP)", []).append(pred / t - 1)
+    impl = {"flash": "flash", "cudnn": "fused", "unfused_fp16": "unfused"}
+    for kind, causal, b, h, s, d, fwd, bwd in tables.attn_rows:
+        flops = 4.0 * b * h * s * s * d
+        io = 2.0 * 4 * b * s * h * d
+        if kind == "unfused_fp16":
+            io += 13.0 * b * h * s * s
+        for ps, t in (("fwd", fwd), ("bwd", bwd)):
+            if t is None:
+                continue
+            mult = 1.0 if ps == "fwd" else 2.0
+            pred = kt("attention", mult * flops, mult * io, (s, s, d, b * h, impl[kind], ps))
+            out.setdefault(f"attention {kind} {ps}", []).append(pred / t - 1)
+    for kind, nbytes, t in tables.ew_rows:
+        if kind == "adam_fused_fp32_step":
+            n = nbytes / 32
+            pred = kt("optimizer", 12 * n, 30 * n, ("adam",))
+        elif kind.endswith("_fwdbwd"):
+            f = nbytes / 10 * 4  # forward bytes (4 B/elem of 10) ; backward kernel carries twice that
+            pred = kt("elementwise", 0, f, (kind[:-7] + "_fwd",)) + kt("elementwise", 0, 2 * f, (kind[:-7] + "_bwd",))
+            if kind.startswith("cross_entropy"):
+                pred = kt("elementwise", 0, nbytes / 3, ("cross_entropy_fwd",)) + \
+                    kt("elementwise", 0, 2 * nbytes / 3, ("cross_entropy_bwd",))
+        else:
+            pred = kt("elementwise", 0, nbytes, (kind,))
+        out.setdefault(f"memory-bound {kind}", []).append(pred / t - 1)
+    return out
+
+
+
+def _gm_ratio(errs: list[float]) -> float:
+    """Geometric mean of predicted / measured."""
+    return math.exp(float(np.mean([math.log1p(e) for e in errs])))
+
+
+def fit_efficiency(tables: MeasuredTables, efficiency: str | Path = EFFICIENCY_FILE) -> dict:
+    """An efficiency.yaml document whose entry for the device's family is fitted to the tables."""
+    data = read_yaml(Path(efficiency)) or {}
+    dev = tables.device
+    fam = dev.family or "default"
+    cm = ComputeModel(efficiency=efficiency)
+    errs = analytic_errors(tables, cm)
+    base = cm.efficiency.get(fam) or cm.efficiency["default"]
+    over = copy.deepcopy((data.get("families") or {}).get(fam) or {})
+    over.pop("source", None)
+
+    def pooled(prefix):
+        return [e for c, v in errs.items() if c.startswith(prefix) for e in v]
+
+    gemm = over.setdefault("gemm", {}).setdefault("e_max", {})
+    for prec in ("bf16", "fp8"):
+        rows = pooled(f"gemm {prec} ")
+        if rows:
+            e = base["gemm"]["e_max"].get(prec, base["gemm"]["e_max"]["bf16"]) * _gm_ratio(rows)
+            gemm[prec] = round(min(e, 1.0), 3)
+            if prec == "bf16":
+                gemm["fp16"] = gemm["bf16"]
+    attn = pooled("attention flash") + pooled("attention cudnn")
+    if attn:
+        e = base["attention"]["e_max"].get("bf16", 0.5) * _gm_ratio(attn)
+        over.setdefault("attention", {}).setdefault("e_max", {})["bf16"] = round(min(e, 1.0), 3)
+        over["attention"]["e_max"]["fp16"] = over["attention"]["e_max"]["bf16"]
+    ew = [e for c, v in errs.items() if c.startswith("memory-bound") and "adam" not in c for e in v]
+    if ew:
+        over.setdefault("elementwise", {})["mem_eff"] = round(min(base["elementwise"]["mem_eff"] * _gm_ratio(ew), 1.0), 3)
+    opt = pooled("memory-bound adam")
+    if opt:
+        over.setdefault("optimizer", {})["mem_eff"] = round(min(base["optimizer"]["mem_eff"] * _gm_ratio(opt), 1.0), 3)
+    out = copy.deepcopy(data)
+    out.setdefault("families", {})[fam] = {**over, "source": f"heterosim calibrate on {tables.folder} ({dev.name})"}
+    return out
+
+
+def calibrate(folder: str | Path, device, out: str | Path | None = None, splits: int = 5) -> dict:
+    """Error per op class of the analytical model (before / after fitting) and of the predictor."""
+    tables = MeasuredTables(folder, device)
+    before = analytic_errors(tables, ComputeModel())
+    fitted = fit_efficiency(tables)
+    report = {"before": before, "fitted_params": fitted["families"][device.family or "default"]}
+    if out is not None:
+        Path(out).write_text(yaml.safe_dump(fitted, sort_keys=False))
+        report["after"] = analytic_errors(tables, ComputeModel(efficiency=out))
+    held: dict[str, list] = {}
+    for seed in range(splits):
+        for cls, r in held_out_error(tables, 0.8, seed).items():
+            held.setdefault(cls, []).append(r["mape"])
+    report["predictor"] = {c: float(np.mean(v)) for c, v in held.items()}
+    return report
+
+
+def print_report(folder, device_name: str, out_file, console) -> None:
+    """The CLI's table: per op class, analytical MAPE before (and after) fitting, predictor held-out MAPE."""
+    from rich.table import Table
+
+    from heterosim.hardware.catalog import get_device
+
+    dev = get_device(device_name)
+    if out_file is not None and Path(out_file).exists() and Path(out_file).is_dir():
+        from netbackend.errors import UserError
+        raise UserError("--out must be a file path, not a folder", file=str(out_file))
+    rep = calibrate(folder, dev, out_file)
+    t = Table(title=f"analytical model vs {folder} ({dev.name})")
+    for col in ("op class", "rows", "MAPE (built-in curves)") + (("MAPE (fitted)",) if "after" in rep else ()):
+        t.add_column(col, justify="right")
+    for cls in sorted(rep["before"]):
+        b = np.abs(rep["before"][cls])
+        row = [cls, str(len(b)), f"{b.mean():.1%}"]
+        if "after" in rep:
+            row.append(f"{np.abs(rep['after'][cls]).mean():.1%}")
+        t.add_row(*row)
+    console.print(t)
+    p = Table(title="shape-space predictor, held-out error (fit 80%, test 20%, 5 splits)")
+    p.add_column("op class")
+    p.add_column("MAPE", justify="right")
+    for cls, v in sorted(rep["predictor"].items()):
+        p.add_row(cls, f"{v:.1%}")
+    console.print(p)
+    if out_file is not None:
+        console.print(f"fitted efficiency parameters ({dev.family} family): {out_file}")
