@@ -51,6 +51,8 @@ ENV LANG=C.UTF-8 \\
 CMD ["python3"]
 DOCKERFILE
     echo "making stand-in $BASE_TAG"
-    docker build -q -t "$BASE_TAG" "$ctx"
+    # --network host: works whether or not the engine has a bridge network (setup-host.sh starts
+    # one with --bridge=none so that it leaves the host's firewall and interfaces alone).
+    DOCKER_BUILDKIT=0 docker build -q --network host -t "$BASE_TAG" "$ctx"
 fi
 docker image ls --format '{{.Repository}}:{{.Tag}}  {{.Size}}' | grep -E "^(${DEBIAN_TAG}|${BASE_TAG})" || true

@@ -215,6 +215,9 @@ def main() -> None:
     except UserError as err:  # anything raised outside a command's own handler
         console.print(f"[bold red]error:[/] {err}", highlight=False)
         sys.exit(2)
+    except PermissionError as err:  # e.g. --out in a folder owned by another user (a container's uid)
+        console.print(f"[bold red]error:[/] {err.filename or ''}: {err.strerror or err}", highlight=False)
+        sys.exit(2)
     except KeyboardInterrupt:
         console.print("interrupted")
         sys.exit(130)
