@@ -5,6 +5,7 @@
 #
 #   sudo docker/setup-host.sh            # detect, set up what is missing, print what changed
 #   sudo docker/setup-host.sh check      # detect only; change nothing
+#   sudo docker/setup-host.sh engine     # only make sure an engine answers
 #   eval "$(docker/setup-host.sh env)"   # DOCKER_HOST for an engine this script started
 #   sudo docker/setup-host.sh stop       # stop the engine this script started (images are kept)
 #   sudo docker/setup-host.sh undo       # stop it and remove everything this script added
@@ -113,7 +114,7 @@ start_engine() {
 ensure_base() {
     if docker image inspect "$BASE_IMAGE" >/dev/null 2>&1; then return 0; fi
     say "base image $BASE_IMAGE: trying docker pull"
-    if timeout 300 docker pull -q "$BASE_IMAGE" >/dev/null 2>&1; then
+    if timeout 120 docker pull -q "$BASE_IMAGE" >/dev/null 2>&1; then
         KIND=registry
         changed image "$BASE_IMAGE"
         return 0
@@ -210,8 +211,13 @@ setup)
     if [ -f "$LOG" ]; then say "all changes so far (undo: sudo docker/setup-host.sh undo):"; sed 's/^/  /' "$LOG" >&2; fi
     say "next: eval \"\$(docker/setup-host.sh env)\"  then  docker compose -f docker/compose.yaml build"
     ;;
+engine)  # only the engine (the image test uses this to tell "cannot start one" from other failures)
+    detect
+    command -v docker >/dev/null || apt_install docker.io
+    if [ "$ENGINE" = none ]; then start_engine; fi
+    ;;
 env)
-    [ -f "$STATE/env" ] && cat "$STATE/env"
+    if [ -f "$STATE/env" ]; then cat "$STATE/env"; fi
     ;;
 stop)
     stop_engine
@@ -242,6 +248,6 @@ undo)
     rm -rf "$STATE" && say "removed $STATE (engine data, images, logs)"
     ;;
 *)
-    die "usage: setup-host.sh [setup|check|env|stop|undo]"
+    die "usage: setup-host.sh [setup|check|engine|env|stop|undo]"
     ;;
 esac
