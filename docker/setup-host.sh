@@ -178,23 +178,43 @@ write_env() {
     mv "$STATE/env.new" "$STATE/env"
 }
 
+unmount_leftovers() {
+    # dockerd leaves its default network namespace bind-mounted (exec/netns/default) after it stops
+    local m
+    awk -v d="$STATE/" 'index($2, d) == 1 {print $2}' /proc/mounts | sort -r | while read -r m; do
+        umount "$m" && say "unmounted $m"
+    done
+}
+
 stop_engine() {
     local pid
     if pid=$(own_engine_pid); then
         say "stopping dockerd $pid"
         kill "$pid"
         local i
-        for i in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.5; done
+        for i in $(seq 1 60); do
+            if ! kill -0 "$pid" 2>/dev/null; then unmount_leftovers; return 0; fi
+            sleep 0.5
+        done
         die "dockerd $pid did not stop within 30 s"
     fi
+    unmount_leftovers
 }
 
 case "$cmd" in
 check)
     detect
-    KIND=unknown
-    if [ "$ENGINE" != none ] && docker image inspect "$BASE_IMAGE" >/dev/null 2>&1; then KIND="base image present"; fi
+    [[ $ENGINE == "started by this script"* ]] && export DOCKER_HOST=unix://$SOCK
+    KIND="missing"
+    if [ "$ENGINE" != none ] && docker image inspect "$BASE_IMAGE" >/dev/null 2>&1; then KIND="present"; fi
+    REGISTRY="unknown (no curl; setup tries docker pull)"
+    if command -v curl >/dev/null; then
+        # Docker Hub's registry answers 401 to an anonymous /v2/ request when it can be reached.
+        code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 10 https://registry-1.docker.io/v2/ || true)
+        case "$code" in 200|401) REGISTRY="reachable (kind registry)" ;; *) REGISTRY="not reachable (kind no-registry)" ;; esac
+    fi
     say "engine: $ENGINE"
+    say "container registry: $REGISTRY"
     say "base image $BASE_IMAGE: $KIND"
     say "extra CA certificates (proxy-ca): $PROXY_CA${CA_FILES:+ ($(echo $CA_FILES))}"
     say "compose v2: $(docker compose version --short 2>/dev/null || echo missing)"
