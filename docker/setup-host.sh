@@ -95,6 +95,8 @@ start_engine() {
         (unset DOCKER_HOST; engine_answers) && return 0
     fi
     say "starting dockerd (data in $STATE/engine, socket $SOCK; no iptables rules, no bridge)"
+    local had_etc=1
+    [ -d /etc/docker ] || had_etc=0   # dockerd 20.10 writes its key to /etc/docker/key.json
     dockerd --data-root "$STATE/engine" --exec-root "$STATE/exec" --pidfile "$STATE/dockerd.pid" \
         -H "unix://$SOCK" --storage-driver "${DOCKERD_STORAGE:-overlay2}" \
         --iptables=false --ip6tables=false --bridge=none >"$STATE/dockerd.log" 2>&1 &
@@ -103,6 +105,7 @@ start_engine() {
     for i in $(seq 1 60); do
         if DOCKER_HOST=unix://$SOCK engine_answers; then
             logged engine "$STATE" || changed engine "$STATE"
+            if [ "$had_etc" = 0 ] && [ -d /etc/docker ]; then changed dir /etc/docker; fi
             export DOCKER_HOST=unix://$SOCK
             return 0
         fi
