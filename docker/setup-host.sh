@@ -95,8 +95,6 @@ start_engine() {
         (unset DOCKER_HOST; engine_answers) && return 0
     fi
     say "starting dockerd (data in $STATE/engine, socket $SOCK; no iptables rules, no bridge)"
-    local had_etc=1
-    [ -d /etc/docker ] || had_etc=0   # dockerd 20.10 writes its key to /etc/docker/key.json
     dockerd --data-root "$STATE/engine" --exec-root "$STATE/exec" --pidfile "$STATE/dockerd.pid" \
         -H "unix://$SOCK" --storage-driver "${DOCKERD_STORAGE:-overlay2}" \
         --iptables=false --ip6tables=false --bridge=none >"$STATE/dockerd.log" 2>&1 &
@@ -105,7 +103,6 @@ start_engine() {
     for i in $(seq 1 60); do
         if DOCKER_HOST=unix://$SOCK engine_answers; then
             logged engine "$STATE" || changed engine "$STATE"
-            if [ "$had_etc" = 0 ] && [ -d /etc/docker ]; then changed dir /etc/docker; fi
             export DOCKER_HOST=unix://$SOCK
             return 0
         fi
@@ -270,6 +267,12 @@ undo)
             # shellcheck disable=SC2046
             DEBIAN_FRONTEND=noninteractive apt-get purge -y -q $(cat "$STATE/undo-packages") >/dev/null
             say "purged packages: $(tr '\n' ' ' <"$STATE/undo-packages")"
+            # the engine's key (dockerd 20.10 writes /etc/docker/key.json) keeps the folder
+            # that the purged package made
+            if ! dpkg-query -W -f '${Status}' docker.io 2>/dev/null | grep -q 'ok installed' \
+                && [ "$(ls -A /etc/docker 2>/dev/null)" = key.json ]; then
+                rm -rf /etc/docker && say "removed /etc/docker"
+            fi
         fi
     fi
     rm -rf "$STATE" && say "removed $STATE (engine data, images, logs)"
