@@ -98,9 +98,10 @@ start_engine() {
     dockerd --data-root "$STATE/engine" --exec-root "$STATE/exec" --pidfile "$STATE/dockerd.pid" \
         -H "unix://$SOCK" --storage-driver "${DOCKERD_STORAGE:-overlay2}" \
         --iptables=false --ip6tables=false --bridge=none >"$STATE/dockerd.log" 2>&1 &
+    local pid=$! i
     disown
-    local i
     for i in $(seq 1 60); do
+        kill -0 "$pid" 2>/dev/null || break   # it exited: no point waiting
         if DOCKER_HOST=unix://$SOCK engine_answers; then
             logged engine "$STATE" || changed engine "$STATE"
             export DOCKER_HOST=unix://$SOCK
@@ -108,7 +109,9 @@ start_engine() {
         fi
         sleep 0.5
     done
-    die "dockerd did not answer within 30 s; see $STATE/dockerd.log"
+    local why
+    why=$(grep -iE 'level=(fatal|error)|failed to start' "$STATE/dockerd.log" | tail -1 | cut -c1-300)
+    die "dockerd did not start (${why:-no error logged}); see $STATE/dockerd.log"
 }
 
 ensure_base() {

@@ -90,6 +90,8 @@ def docker_env(tmp_path_factory):
         res = _sh("engine start (setup-host.sh engine)", ["bash", str(SETUP), "engine"], env, check=False)
         if res.returncode != 0:
             why = (res.stderr.strip().splitlines() or ["(no message)"])[-1]
+            if not had_state:  # put back what the attempt installed
+                subprocess.run(["bash", str(SETUP), "undo"], env=env, timeout=300, cwd=ROOT, capture_output=True)
             pytest.skip(f"no Docker engine could be started on this host: {why}")
         started = True
     try:
