@@ -4,11 +4,10 @@
 # pulls an image that exists locally). Needs root, mmdebstrap and a Debian mirror.
 #
 #   docker/make-local-base.sh            # local/debian:12, then python:3.11-slim-bookworm
-#   HOST_CA=1 docker/make-local-base.sh  # also bake /usr/local/share/ca-certificates/*.crt into it
 #
 # Env: DEBIAN_MIRROR, DEBIAN_SECURITY_MIRROR (default deb.debian.org), BASE_TAG (stand-in tag),
 #      FORCE=1 (rebuild even if the images exist).
-# The stand-in is Debian 12's Python 3.11 (/usr/bin/python3) with venv, pip and headers, not the
+# The stand-in is Debian 12's Python 3.11 (/usr/bin/python3) with venv and pip, not the
 # official image's /usr/local build; the project needs nothing that differs between the two.
 set -euo pipefail
 
@@ -32,17 +31,11 @@ fi
 if [ "$FORCE" = 1 ] || ! docker image inspect "$BASE_TAG" >/dev/null 2>&1; then
     ctx=$(mktemp -d)
     trap 'rm -rf "$ctx"' EXIT
-    mkdir "$ctx/certs"
-    if [ "${HOST_CA:-0}" = 1 ]; then
-        cp /usr/local/share/ca-certificates/*.crt "$ctx/certs/" 2>/dev/null || true
-    fi
     cat > "$ctx/Dockerfile" <<DOCKERFILE
 FROM $DEBIAN_TAG
-COPY certs/ /usr/local/share/ca-certificates/
 RUN apt-get update \\
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \\
-      python3 python3-venv python3-pip python3-dev python-is-python3 ca-certificates \\
- && update-ca-certificates \\
+      python3 python3-venv python3-pip python-is-python3 ca-certificates \\
  && rm -rf /var/lib/apt/lists/*
 ENV LANG=C.UTF-8 \\
     PIP_CERT=/etc/ssl/certs/ca-certificates.crt \\
@@ -51,6 +44,8 @@ ENV LANG=C.UTF-8 \\
 CMD ["python3"]
 DOCKERFILE
     echo "making stand-in $BASE_TAG"
-    docker build -q -t "$BASE_TAG" "$ctx"
+    # --network host: works whether or not the engine has a bridge network (setup-host.sh starts
+    # one with --bridge=none so that it leaves the host's firewall and interfaces alone).
+    DOCKER_BUILDKIT=0 docker build -q --network host -t "$BASE_TAG" "$ctx"
 fi
 docker image ls --format '{{.Repository}}:{{.Tag}}  {{.Size}}' | grep -E "^(${DEBIAN_TAG}|${BASE_TAG})" || true

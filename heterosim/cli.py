@@ -285,6 +285,9 @@ def main() -> None:
     except UserError as err:  # anything raised outside a command's own handler
         print(f"error: {err}", file=sys.stderr)
         code = 2
+    except PermissionError as err:  # e.g. --out in a folder owned by another user (a container's uid)
+        print(f"error: {err.filename or ''}: {err.strerror or err}", file=sys.stderr)
+        code = 2
     except (KeyboardInterrupt, typer.Abort):
         print("interrupted", file=sys.stderr)
         code = 130

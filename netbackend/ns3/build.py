@@ -12,6 +12,7 @@ import fcntl
 import hashlib
 import importlib.metadata
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
@@ -26,6 +27,7 @@ MODULE_DIR = Path(__file__).resolve().parent / "src" / "heterosim-rdma"
 LIB_NAME = "libheterosim-rdma.so"
 TEST_BIN = "heterosim-rdma-test"
 FACADE_HEADER = "heterosim-rdma-sim.h"
+BUILD_INFO = "build-info.json"
 CXXFLAGS = ["-O2", "-std=c++20", "-fPIC", "-Wall", "-Wno-unused-variable"]
 NS3_MODULES = ("core", "network", "point-to-point")
 _INSTALL_HINT = "install with pip install 'heterosim[ns3]'"
@@ -106,15 +108,58 @@ def _run(cmd: list[str]) -> None:
         raise RuntimeError(f"compiling the ns-3 module failed: {' '.join(cmd)}\n{tail}")
 
 
+def _build_at(final: Path) -> Ns3Build:
+    return Ns3Build(final, final / LIB_NAME, final / "include", final / TEST_BIN,
+                    final / "include" / "ns3" / FACADE_HEADER)
+
+
+def _build_info(files: list[Path]) -> dict:
+    """What a finished build must match to be used without a toolchain: the module's sources and
+    the ns3 wheel it links against (version and place, since the library's rpath points there)."""
+    h = hashlib.sha256()
+    for f in files:
+        h.update(str(f.relative_to(MODULE_DIR)).encode() + b"\0" + f.read_bytes() + b"\0")
+    try:
+        version = importlib.metadata.version("ns3")
+    except importlib.metadata.PackageNotFoundError:
+        version = "unknown"
+    spec = importlib.util.find_spec("ns3")
+    prefix = str(list(spec.submodule_search_locations)[0]) if spec and spec.submodule_search_locations else ""
+    return {"sources_sha256": h.hexdigest(), "ns3_version": version, "ns3_prefix": prefix}
+
+
+def _prebuilt(files: list[Path]) -> Ns3Build | None:
+    """The build named by HETEROSIM_NS3_PREBUILT, if it matches these sources and this wheel.
+
+    Lets an installation without a compiler or ns-3 headers (the Docker image's runtime stage)
+    use the module compiled when it was made."""
+    where = os.environ.get("HETEROSIM_NS3_PREBUILT")
+    if not where:
+        return None
+    build = _build_at(Path(where))
+    try:
+        info = json.loads((build.root / BUILD_INFO).read_text())
+    except (OSError, ValueError):
+        return None
+    if info != _build_info(files) or not (build.library.exists() and build.test_binary.exists()):
+        return None
+    return build
+
+
 def ensure_built(jobs: int = 2) -> Ns3Build:
     """Return the cached build, compiling it first if needed (never a manual step)."""
-    tc = _toolchain()
     lib_src, test_src, headers = _sources()
+    try:
+        tc = _toolchain()
+    except UserError:
+        pre = _prebuilt(lib_src + test_src + headers)
+        if pre is not None:
+            return pre
+        raise
     key = _key(tc, lib_src + test_src + headers)
     root = cache_root()
     final = root / f"ns3-{key}"
-    build = Ns3Build(final, final / LIB_NAME, final / "include", final / TEST_BIN,
-                     final / "include" / "ns3" / FACADE_HEADER)
+    build = _build_at(final)
     if build.library.exists() and build.test_binary.exists():
         return build
     root.mkdir(parents=True, exist_ok=True)
@@ -128,6 +173,7 @@ def ensure_built(jobs: int = 2) -> Ns3Build:
         os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes 0700; a shared cache must be readable by others
         try:
             _compile(tc, tmp, lib_src, test_src, headers, jobs)
+            (tmp / BUILD_INFO).write_text(json.dumps(_build_info(lib_src + test_src + headers)))
             if final.exists():
                 shutil.rmtree(final)
             os.rename(tmp, final)
