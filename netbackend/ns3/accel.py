@@ -72,10 +72,12 @@ class _Group:
     """A source-bounded partition: the closed-form flows of one NIC, per QP in posting order."""
 
     src: str
-    rate_bytes_per_ns: float
+    line_bytes_per_ns: float
     t_last: float
     qps: dict[Any, deque] = field(default_factory=dict)
     version: int = 0
+    rate_bytes_per_ns: float = 0.0
+    """Data rate left by the ACKs this NIC sends (set by the backend's _rerate)."""
 
     def active(self) -> int:
         return sum(1 for q in self.qps.values() if q)
@@ -145,6 +147,14 @@ class AcceleratedNs3Backend(NetworkBackend):
         self._fct: dict[int, tuple[int, int]] = {}
         self._dirty: set[Any] = set()
         self._prechecked: int | None = None
+        self._marks_at = -1
+        self._msgs: dict[int, Message] = {}
+        self._active_in: dict[str, int] = {}
+        self._active_out: dict[str, int] = {}
+        self._ack_frac = 64 / ((config.mtu_bytes + config.header_bytes) * config.ack_interval_packets)
+        """ControlPacketBytes (rdma-nic.cc default 64) per ack_interval data packets."""
+        self._reacts = config.cc != "none"
+        self._marks_vec: Any = None
         self._prefix: dict[int, tuple[int, int]] = {}  # orig id -> (inner id, bytes done in closed form)
         self._link_bytes: dict[int, float] = {}
         self._bytes_delivered = 0
@@ -316,6 +326,8 @@ class AcceleratedNs3Backend(NetworkBackend):
         return None
 
     def _start_message(self, msg: Message, t: int) -> None:
+        self._msgs[msg.id] = msg
+        self._bump(msg, +1, float(t))
         ports = self._ports(msg)
         why = self._why_not(msg, ports)
         if why is None:
@@ -361,7 +373,7 @@ class AcceleratedNs3Backend(NetworkBackend):
         if g is None or not g.active():
             rate = self._router.link_rate_gbps[ports[0]] / 8.0
             if g is None:
-                g = self._groups[msg.src] = _Group(msg.src, rate, float(t))
+                g = self._groups[msg.src] = _Group(msg.src, rate, float(t), rate_bytes_per_ns=rate)
             g.t_last = float(t)
             self.counts["partitions_closed_form"] += 1
         else:
@@ -373,7 +385,39 @@ class AcceleratedNs3Backend(NetworkBackend):
             own = self._owners.setdefault(p, {})
             own[("g", msg.src)] = own.get(("g", msg.src), 0) + 1
         self.counts["messages_closed_form"] += 1
+        self._rerate(g, float(t))
+
+    def _rerate(self, g: _Group, t: float) -> None:
+        """Set the group's data rate at ``t``: the NIC's line rate less the ACKs it sends.
+
+        A NIC receiving data acknowledges every ack_interval packets at control priority on the
+        same egress port; a lone flow is also slowed by the ACKs its receiver sends for flows that
+        receiver transmits (they come back through its last port).  Both at most ack/data bytes
+        (64 / 4174 = 1.5 % at the defaults); receivers are taken to receive at line rate."""
+        g.advance_to(t)
+        k = g.active()
+        slowed = self._active_in.get(g.src, 0) > 0
+        if k == 1 and not slowed:
+            head = next(q[0] for q in g.qps.values() if q)
+            slowed = self._active_out.get(head.msg.dst, 0) > 0
+        g.rate_bytes_per_ns = g.line_bytes_per_ns * (1.0 - self._ack_frac if slowed else 1.0)
         self._reschedule(g)
+
+    def _bump(self, msg: Message, delta: int, t: float) -> None:
+        """Count active messages per sending and receiving NIC; re-rate the groups it affects."""
+        changed = []
+        for table, host in ((self._active_out, msg.src), (self._active_in, msg.dst)):
+            before = table.get(host, 0)
+            table[host] = before + delta
+            if (before == 0) != (table[host] == 0):
+                changed.append(host)
+        if not changed or not self._groups:
+            return
+        for g in list(self._groups.values()):
+            if not g.active():
+                continue
+            if g.src in changed or any(q[0].msg.dst in changed for q in g.qps.values() if q):
+                self._rerate(g, t)
 
     def _reschedule(self, g: _Group) -> None:
         g.version += 1
@@ -404,7 +448,7 @@ class AcceleratedNs3Backend(NetworkBackend):
                 heapq.heappush(self._events, (t + f.tail_ns, next(self._seq), "done", f.msg.id))
             if not q:
                 del g.qps[key]
-        self._reschedule(g)
+        self._rerate(g, t)
 
     def _count_closed(self, f: _Flow, wire_sent: float) -> None:
         for p in f.ports:
@@ -449,12 +493,27 @@ class AcceleratedNs3Backend(NetworkBackend):
         iid = next(self._next_inner)
         self.inner.send(Message(iid, msg.src, msg.dst, size, t, msg.flow_key, msg.connection,
                                 msg.step_bytes))
-        self._inner_of[iid] = (orig, ports, self._conn_key(msg), self._cnps())
+        self._inner_of[iid] = (orig, ports, self._conn_key(msg), self._marks(ports))
         self._prefix[orig] = (iid, msg.size_bytes - size)
         for p in ports:
             own = self._owners.setdefault(p, {})
             own[("n", iid)] = 1
         self.counts["bytes_packet_level"] += size
+
+    def _marks(self, ports: list[int]) -> int:
+        """ECN marks so far on ``ports`` (0 without ECN: no CNP can then reach a QP).
+
+        Read only when some mark happened since the last read (one counter, not every port)."""
+        if not self._reacts:
+            return 0
+        total = self._cnps()
+        if total == 0:
+            return 0
+        if total != self._marks_at:
+            self._marks_vec = self.inner._sim.PortStat("ecn_marks")
+            self._marks_at = total
+        v = self._marks_vec
+        return int(sum(v[p] for p in ports))
 
     def _cnps(self) -> int:
         vals = self.inner._sim.CounterValues()
@@ -464,18 +523,19 @@ class AcceleratedNs3Backend(NetworkBackend):
         idx = getattr(self, "_cnp_idx", None)
         if idx is None:
             names = [str(n) for n in self.inner._sim.CounterNames()]
-            idx = self._cnp_idx = names.index("cnps_sent")
+            idx = self._cnp_idx = names.index("ce_received")
         return idx
 
     def _inner_done(self, iid: int, fin: int) -> Completion | None:
-        orig, ports, conn, cnps0 = self._inner_of.pop(iid)
+        orig, ports, conn, marks0 = self._inner_of.pop(iid)
         self._prefix.pop(orig, None)
         self._release(("n", iid), ports)
-        if self._cnps() != cnps0:  # congestion control may have slowed this connection's QPs
+        if self._reacts and self._marks(ports) != marks0:  # a mark on its path: DCQCN may have slowed it
             self._dirty.add(conn)
         return self._complete(orig, fin)
 
     def _complete(self, mid: int, fin: int) -> Completion:
+        self._bump(self._msgs.pop(mid), -1, float(fin))
         self._pending.discard(mid)
         self._fct[mid] = (self._start.pop(mid), fin)
         size = self._size.pop(mid)
