@@ -136,7 +136,9 @@ def test_fallback_flag_when_nothing_qualifies():
 
 def _random_case(seed: int):
     rng = random.Random(seed)
-    topo = leaf_spine(rng.choice([2, 3]), rng.choice([1, 2]), rng.choice([2, 3]))
+    # one spine: a single shortest path per pair, so the partitions do not depend on the ns-3
+    # switches' ECMP choice agreeing with netbackend.routing.Router's
+    topo = leaf_spine(rng.choice([2, 3]), 1, rng.choice([2, 3]))
     hosts = topo.hosts
     msgs = []
     for i in range(rng.randint(6, 10)):
@@ -146,11 +148,18 @@ def _random_case(seed: int):
     return topo, msgs
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("seed", [1, 2, 3, 5, 8])
 def test_random_fabrics_fct_within_target(seed):
+    """Without congestion control the packet-level answer is a deterministic function of the
+    flow set, so on/off must agree message set by message set.  (With DCQCN the per-message
+    FCT of contending flows depends on which packets the switches' random ECN draws mark: plain
+    packet level alone moves a message's FCT by 2.5x and the set's completion by 4 % between
+    seeds, so a fixed-seed per-message comparison measures that noise, not the acceleration;
+    benchmarks/bench_ns3_accel.py compares distributions.)"""
     topo, msgs = _random_case(seed)
-    off, _ = run(topo, msgs, "off")
-    auto, _ = run(topo, msgs, "auto")
+    off, _ = run(topo, msgs, "off", cc="none")
+    auto, st = run(topo, msgs, "auto", cc="none")
+    assert st.extra["acceleration"]["bytes_closed_form"] > 0
     start = {m.id: m.start_ns for m in msgs}
     fo = [off[k] - start[k] for k in off]
     fa = [auto[k] - start[k] for k in off]
