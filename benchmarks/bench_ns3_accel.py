@@ -40,6 +40,10 @@ def _rel(a: float, b: float) -> float:
     return (b - a) / a if a else 0.0
 
 
+ECMP: str | None = None
+"""--ecmp: override network.ecmp in every case (None: the scenario's own)."""
+
+
 def run_training(scenario: str | dict, mode: str) -> dict:
     from heterosim import api
     from heterosim.config.loader import scenario_from_dict
@@ -49,7 +53,8 @@ def run_training(scenario: str | dict, mode: str) -> dict:
     else:
         sc = api.load(scenario)
     acc = sc.network.acceleration.model_copy(update={"mode": mode})
-    sc = sc.model_copy(update={"network": sc.network.model_copy(update={"backend": "ns3", "acceleration": acc})})
+    upd = {"backend": "ns3", "acceleration": acc} | ({"ecmp": ECMP} if ECMP else {})
+    sc = sc.model_copy(update={"network": sc.network.model_copy(update=upd)})
     prep = api.prepare(sc)
     t0 = time.perf_counter()
     res = api.simulate(prep, backend="ns3", record_messages=False)
@@ -89,7 +94,7 @@ def run_traffic(mode: str, seed: int = 1) -> dict:
     from netbackend.ns3 import Ns3Backend
 
     topo = traffic_topology()
-    cfg = NetworkConfig(backend="ns3", cc="dcqcn", acceleration={"mode": mode})
+    cfg = NetworkConfig(backend="ns3", cc="dcqcn", acceleration={"mode": mode}, ecmp=ECMP or "hash")
     msgs = traffic_messages(topo, seed)
     t0 = time.perf_counter()
     with Ns3Backend(topo, cfg, seed) as b:
@@ -124,7 +129,11 @@ def main() -> None:
     ap.add_argument("--h4", action="store_true", help="add H4-LLaMA-65B (128 GPUs, full batch)")
     ap.add_argument("--gpt3", action="store_true", help="add GPT-3 175B batch 64 on 128 GPUs")
     ap.add_argument("--skip-small", action="store_true")
+    ap.add_argument("--ecmp", choices=["hash", "rail"], help="override network.ecmp (the partitions need the "
+                    "ns-3 switches to choose the paths netbackend.routing.Router does)")
     args = ap.parse_args()
+    global ECMP
+    ECMP = args.ecmp
     root = Path(__file__).resolve().parents[1]
     print(f"{'scenario':<28} {'off s':>8} {'auto s':>8} {'speedup':>8} {'iter':>9} {'FCT p50':>9} {'FCT p99':>9} "
           f"{'closed':>7}  counters off/auto")

@@ -205,3 +205,24 @@ def test_cli_bad_acceleration_is_one_line(tmp_path, sets, needles):
     for n in needles:
         assert n in lines[0]
     assert not out.exists()
+
+
+@pytest.mark.parametrize("ecmp", [
+    "rail",
+    pytest.param("hash", marks=pytest.mark.xfail(strict=True, reason="the ns-3 switches' ECMP hash does not yet "
+                                                 "choose netbackend.routing.Router's paths (switch branch)")),
+])
+def test_partitions_see_the_paths_ns3_takes(ecmp):
+    """The partitions are only right if the ports a flow uses are the ones ns-3 forwards it on."""
+    from netbackend.routing import Router
+
+    topo = leaf_spine(2, 4, 2)
+    c = NetworkConfig(backend="ns3", cc="none", ecmp=ecmp)
+    router = Router(topo, mode=ecmp, seed=0)
+    for key in range(6):
+        with Ns3Backend(topo, c, 0) as b:
+            b.send(Message(1, "h0_0", "h1_1", 100_000, 0, flow_key=key))
+            run_all(b)
+            used = {link for link, n in b.stats().link_bytes.items() if n > 50_000}
+        path = router.path("h0_0", "h1_1", key)
+        assert used == set(zip(path, path[1:]))
