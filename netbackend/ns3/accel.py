@@ -46,7 +46,7 @@ from typing import Any
 
 from netbackend.base import Completion, Message, NetStats, NetworkBackend
 from netbackend.config import NetworkConfig
-from netbackend.errors import UserError
+from netbackend.errors import NetworkError, UserError
 from netbackend.routing import Router
 
 ACCEL_CCS = ("dcqcn", "dcqcn_paper", "none")
@@ -126,7 +126,6 @@ class AcceleratedNs3Backend(NetworkBackend):
             update={"mode": "off"})})
         self.inner = Ns3Backend(topology, inner_cfg, seed, **kw)
         self._router = Router(topology, mode=config.ecmp, seed=seed)
-        self._rail = config.ecmp == "rail"
         self._mtu = config.mtu_bytes
         self._hdr = config.header_bytes
         tr = config.transport
@@ -139,7 +138,7 @@ class AcceleratedNs3Backend(NetworkBackend):
         self._events: list[tuple[float, int, str, Any]] = []  # ("dep", (src, version)) / ("done", msg)
         self._groups: dict[str, _Group] = {}
         self._owners: dict[int, dict[Any, int]] = {}  # port -> owner -> flows ("g", src) / ("n", inner id)
-        self._inner_of: dict[int, tuple[int, list[int], Any, int]] = {}  # inner id -> (orig, ports, conn key, cnps at post)
+        self._inner_of: dict[int, tuple[int, list[int], Any, int]] = {}  # inner id -> (orig, ports, conn key, marks at post)
         self._next_inner = itertools.count(1)
         self._pending: set[int] = set()
         self._start: dict[int, int] = {}
@@ -147,6 +146,7 @@ class AcceleratedNs3Backend(NetworkBackend):
         self._fct: dict[int, tuple[int, int]] = {}
         self._dirty: set[Any] = set()
         self._prechecked: int | None = None
+        self._max_tail_ns = 0.0
         self._marks_at = -1
         self._msgs: dict[int, Message] = {}
         self._active_in: dict[str, int] = {}
@@ -179,10 +179,8 @@ class AcceleratedNs3Backend(NetworkBackend):
                             field="message.start_ns", value=msg.start_ns)
         for fld, end in (("src", msg.src), ("dst", msg.dst)):
             if end not in self.inner._host_index:
-                from netbackend.errors import NetworkError
                 raise NetworkError("unknown host", field=f"message.{fld}", value=end)
             if end in self.inner._unlinked and msg.src != msg.dst:
-                from netbackend.errors import NetworkError
                 raise NetworkError("host has no link", field=f"message.{fld}", value=end)
         if msg.size_bytes <= 0:
             raise UserError("message size must be > 0", field="message.size_bytes", value=msg.size_bytes)
@@ -265,10 +263,10 @@ class AcceleratedNs3Backend(NetworkBackend):
         t_next = self._starts[0][0]
         if self._prechecked == t_next:
             return None
-        lat = max((f.tail_ns for g in self._groups.values() for q in g.qps.values() for f in q), default=None)
-        if lat is None:
+        if not any(g.qps for g in self._groups.values()):
             return None
-        return max(self._now, self.inner.now_ns, t_next - math.ceil(lat) - 1)
+        # the longest pipeline of any closed-form flow so far (earlier is only more packet level)
+        return max(self._now, self.inner.now_ns, t_next - math.ceil(self._max_tail_ns) - 1)
 
     def _precheck(self, t: int) -> None:
         """Hand back, at ``t``, the partitions the starts of the next start time will conflict with."""
@@ -380,6 +378,7 @@ class AcceleratedNs3Backend(NetworkBackend):
             g.advance_to(float(t))
         wire, last, prev = self._wire(msg.size_bytes, msg.step_bytes)
         flow = _Flow(msg, ports, float(wire), float(wire), self._tail_ns(ports, last, prev))
+        self._max_tail_ns = max(self._max_tail_ns, flow.tail_ns)
         g.qps.setdefault(self._conn_key(msg), deque()).append(flow)
         for p in ports:
             own = self._owners.setdefault(p, {})
