@@ -226,3 +226,18 @@ def test_partitions_see_the_paths_ns3_takes(ecmp):
             used = {link for link, n in b.stats().link_bytes.items() if n > 50_000}
         path = router.path("h0_0", "h1_1", key)
         assert used == set(zip(path, path[1:]))
+
+
+def test_packet_level_after_a_long_closed_form_stretch_is_no_stall():
+    """ns-3 idles while flows are computed in closed form; its clock must follow, or its
+    watchdog reads the gap before the next packet-level flow as no progress."""
+    c = cfg()
+    with Ns3Backend(leaf_spine(2, 2, 2), c) as b:
+        b.send(Message(1, "h0_0", "h1_1", 1_000_000, 0))
+        run_all(b)
+        t = 2 * c.stall_limit_ns
+        b.send(Message(2, "h0_0", "h1_1", 1_000_000, t))
+        b.send(Message(3, "h0_1", "h1_1", 1_000_000, t))  # same last port: packet level
+        done = run_all(b)
+        acc = b.stats().extra["acceleration"]
+    assert set(done) == {2, 3} and acc["messages_packet_level"] == 2
