@@ -56,11 +56,12 @@ def run_training(scenario: str | dict, mode: str) -> dict:
     upd = {"backend": "ns3", "acceleration": acc} | ({"ecmp": ECMP} if ECMP else {})
     sc = sc.model_copy(update={"network": sc.network.model_copy(update=upd)})
     prep = api.prepare(sc)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     res = api.simulate(prep, backend="ns3", record_messages=False)
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     st = res.sim.net_stats
-    return {"wall_s": wall, "iteration_ns": res.sim.iteration_time_ns, "fct": st.fct_ns, "extra": st.extra}
+    return {"wall_s": wall, "cpu_s": cpu, "iteration_ns": res.sim.iteration_time_ns, "fct": st.fct_ns,
+            "extra": st.extra}
 
 
 def traffic_topology(leaves: int = 4, hosts_per_leaf: int = 4, spines: int = 2) -> NetTopology:
@@ -96,7 +97,7 @@ def run_traffic(mode: str, seed: int = 1) -> dict:
     topo = traffic_topology()
     cfg = NetworkConfig(backend="ns3", cc="dcqcn", acceleration={"mode": mode}, ecmp=ECMP or "hash")
     msgs = traffic_messages(topo, seed)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     with Ns3Backend(topo, cfg, seed) as b:
         for m in msgs:
             b.send(m)
@@ -105,7 +106,8 @@ def run_traffic(mode: str, seed: int = 1) -> dict:
             for c in b.advance():
                 end = max(end, c.finish_ns)
         st = b.stats()
-    return {"wall_s": time.perf_counter() - t0, "iteration_ns": end, "fct": st.fct_ns, "extra": st.extra}
+    return {"wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0, "iteration_ns": end,
+            "fct": st.fct_ns, "extra": st.extra}
 
 
 def row(name: str, off: dict, auto: dict) -> None:
@@ -119,6 +121,8 @@ def row(name: str, off: dict, auto: dict) -> None:
           f"ECN {eo['ecn_marks']}/{ea['ecn_marks']} CNP {eo['cnps_sent']}/{ea['cnps_sent']} "
           f"PFC ns {eo['pfc_paused_ns_total']}/{ea['pfc_paused_ns_total']} "
           f"hops {eo['packet_hops']:,}/{ea['packet_hops']:,}", flush=True)
+    print(f"{'':<28} CPU s off {off['cpu_s']:.1f} auto {auto['cpu_s']:.1f} (speed-up {off['cpu_s'] / max(auto['cpu_s'], 1e-9):.1f}x; "
+          f"wall/CPU > 1.1 means the machine was shared)", flush=True)
     print(f"{'':<28} auto: {acc.get('messages_closed_form')} msgs closed form, {acc.get('messages_packet_level')} "
           f"packet level, {acc.get('partitions_closed_form')} partitions, {acc.get('handbacks')} hand-backs, "
           f"{acc.get('memo_hits')} memo hits, not qualified {acc.get('not_qualified')}", flush=True)
