@@ -206,6 +206,13 @@ def simulate(prepared: Prepared, *, backend: str | None = None,
     sc = prepared.scenario
     name = backend or sc.network.backend
     net_cfg = sc.network.model_copy(update={"backend": name})
+    if name == "ns3" and net_cfg.acceleration.mode != "off":  # say so before any simulation starts
+        from netbackend.ns3.accel import check_acceleration
+
+        try:
+            check_acceleration(net_cfg)
+        except UserError as err:
+            raise err.with_file(prepared.file or "scenario") from None
     sim = None
     t0 = time.monotonic()
     try:

@@ -142,6 +142,13 @@ def print_summary(s: dict, dest: Path | None = None) -> None:
     t.add_row("simulation", f"{sim['events']:,} events in {sim['wall_s']:.1f} s")
     if "outside_ns3_fraction" in sim:
         t.add_row("wall time outside ns-3", f"{sim['outside_ns3_fraction']:.1%}")
+    acc = sim.get("acceleration")
+    if acc:
+        t.add_row("ns-3 acceleration", f"{acc['bytes_closed_form'] / 1e9:.2f} GB closed form, "
+                  f"{acc['bytes_packet_level'] / 1e9:.2f} GB packet level, {acc['bytes_fast_forwarded']} fast-forwarded, "
+                  f"{acc['bytes_replayed']} replayed; {acc['partitions_closed_form']} partitions, "
+                  f"{acc['handbacks']} hand-backs, {acc['memo_hits']} memo hits"
+                  + (" (no partition qualified: plain packet level)" if acc["fallback_packet_level"] else ""))
     out.print(t)
     if dest is not None:
         out.print(f"results: {dest}/ (summary.json, trace.json -> ui.perfetto.dev, ops.csv, messages.csv, *.png)")

@@ -62,6 +62,11 @@ def _simulation_stats(sim, wall_s: float) -> dict:
         inside = extra["ns3_wall_s"] + extra.get("setup_wall_s", 0.0)
         out["ns3_wall_s"] = inside
         out["outside_ns3_fraction"] = max(0.0, 1.0 - inside / wall_s)
+    acc = extra.get("acceleration")
+    if acc:  # network.acceleration auto (netbackend/ns3/accel.py)
+        out["acceleration"] = {k: acc[k] for k in ("bytes_packet_level", "bytes_closed_form", "bytes_fast_forwarded",
+                                                   "bytes_replayed", "partitions_closed_form", "handbacks",
+                                                   "memo_hits", "fallback_packet_level", "note")}
     return out
 
 

@@ -50,6 +50,14 @@ def _bps(mbps: float) -> str:
 class Ns3Backend(NetworkBackend):
     """ns-3 packet-level fabric: one per process at a time (close() frees it)."""
 
+    def __new__(cls, topology: NetTopology, config: NetworkConfig | None = None, seed: int = 0, **kw):
+        # network.acceleration.mode auto: the same fabric behind the accelerating wrapper (accel.py)
+        if cls is Ns3Backend and config is not None and config.acceleration.mode != "off":
+            from netbackend.ns3.accel import AcceleratedNs3Backend
+
+            return AcceleratedNs3Backend(topology, config, seed, **kw)
+        return super().__new__(cls)
+
     def __init__(self, topology: NetTopology, config: NetworkConfig | None = None, seed: int = 0,
                  *, track_message_bytes: bool = False, rate_sample_qps: int = 0):
         super().__init__(topology, config, seed)

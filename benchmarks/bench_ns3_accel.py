@@ -1,0 +1,162 @@
+"""Packet-level acceleration: ``network.acceleration.mode`` off vs auto, side by side in one run.
+
+For each scenario: wall time off / auto, speed-up, iteration-time difference, per-message FCT
+p50 / p99 differences, ECN marks / CNPs / PFC paused time, and the share of bytes computed in
+closed form.  Targets (issue 12): iteration time within 1 %, FCT p50 / p99 within 5 %,
+>= 20x on the batch-64 GPT-3 175B / 128-GPU case.
+
+    .venv/bin/python benchmarks/bench_ns3_accel.py                 # quickstart + traffic cases
+    .venv/bin/python benchmarks/bench_ns3_accel.py --h4            # + H4-LLaMA-65B (minutes off)
+    .venv/bin/python benchmarks/bench_ns3_accel.py --gpt3          # + GPT-3 175B b64 / 128 GPUs (~13 min off)
+"""
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from netbackend import Message  # noqa: E402
+from netbackend.config import NetworkConfig  # noqa: E402
+from netbackend.topo import Link, NetTopology  # noqa: E402
+
+
+def _pct(vals: list[float], q: float) -> float:
+    s = sorted(vals)
+    if not s:
+        return 0.0
+    return s[min(len(s) - 1, max(0, round(q * (len(s) - 1))))]
+
+
+def _fct_stats(fct: dict[int, tuple[int, int]]) -> tuple[float, float]:
+    d = [f - s for s, f in fct.values()]
+    return _pct(d, 0.5), _pct(d, 0.99)
+
+
+def _rel(a: float, b: float) -> float:
+    return (b - a) / a if a else 0.0
+
+
+ECMP: str | None = None
+"""--ecmp: override network.ecmp in every case (None: the scenario's own)."""
+
+
+def run_training(scenario: str | dict, mode: str) -> dict:
+    from heterosim import api
+    from heterosim.config.loader import scenario_from_dict
+
+    if isinstance(scenario, dict):
+        sc = scenario_from_dict(scenario)
+    else:
+        sc = api.load(scenario)
+    acc = sc.network.acceleration.model_copy(update={"mode": mode})
+    upd = {"backend": "ns3", "acceleration": acc} | ({"ecmp": ECMP} if ECMP else {})
+    sc = sc.model_copy(update={"network": sc.network.model_copy(update=upd)})
+    prep = api.prepare(sc)
+    t0, c0 = time.perf_counter(), time.process_time()
+    res = api.simulate(prep, backend="ns3", record_messages=False)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    st = res.sim.net_stats
+    return {"wall_s": wall, "cpu_s": cpu, "iteration_ns": res.sim.iteration_time_ns, "fct": st.fct_ns,
+            "extra": st.extra}
+
+
+def traffic_topology(leaves: int = 4, hosts_per_leaf: int = 4, spines: int = 2) -> NetTopology:
+    """Leaf-spine, 100 Gb/s hosts, 400 Gb/s uplinks, 1 us links (shared/network-reference.md)."""
+    hosts = [f"h{leaf}_{i}" for leaf in range(leaves) for i in range(hosts_per_leaf)]
+    sw = [f"leaf{leaf}" for leaf in range(leaves)] + [f"spine{s}" for s in range(spines)]
+    links = [Link(h, f"leaf{h[1:].split('_')[0]}", 100.0, 1000) for h in hosts]
+    links += [Link(f"leaf{leaf}", f"spine{s}", 400.0, 1000) for leaf in range(leaves) for s in range(spines)]
+    return NetTopology(hosts=hosts, switches=sw, links=links)
+
+
+def traffic_messages(topo: NetTopology, seed: int, n: int = 200, incast: int = 8) -> list[Message]:
+    """Training-like traffic: ring-neighbour messages in repeated rounds plus one incast burst."""
+    rng = random.Random(seed)
+    hosts = topo.hosts
+    msgs, mid, t = [], 0, 0
+    for rnd in range(n // len(hosts)):
+        for i, h in enumerate(hosts):
+            size = rng.choice([256_000, 1_000_000, 4_000_000])
+            msgs.append(Message(mid, h, hosts[(i + 1 + rnd % 3) % len(hosts)], size, t + rng.randrange(0, 20_000),
+                                connection=rnd % 3, step_bytes=524_288))
+            mid += 1
+        t += 400_000
+    for i in range(incast):  # an incast round in the middle
+        msgs.append(Message(mid, hosts[1 + i], hosts[0], 2_000_000, t // 2, connection=7, step_bytes=524_288))
+        mid += 1
+    return msgs
+
+
+def run_traffic(mode: str, seed: int = 1) -> dict:
+    from netbackend.ns3 import Ns3Backend
+
+    topo = traffic_topology()
+    cfg = NetworkConfig(backend="ns3", cc="dcqcn", acceleration={"mode": mode}, ecmp=ECMP or "hash")
+    msgs = traffic_messages(topo, seed)
+    t0, c0 = time.perf_counter(), time.process_time()
+    with Ns3Backend(topo, cfg, seed) as b:
+        for m in msgs:
+            b.send(m)
+        end = 0
+        while b.pending():
+            for c in b.advance():
+                end = max(end, c.finish_ns)
+        st = b.stats()
+    return {"wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0, "iteration_ns": end,
+            "fct": st.fct_ns, "extra": st.extra}
+
+
+def row(name: str, off: dict, auto: dict) -> None:
+    p50o, p99o = _fct_stats(off["fct"])
+    p50a, p99a = _fct_stats(auto["fct"])
+    ea, eo = auto["extra"], off["extra"]
+    acc = ea.get("acceleration", {})
+    print(f"{name:<28} {off['wall_s']:8.1f} {auto['wall_s']:8.1f} {off['wall_s'] / max(auto['wall_s'], 1e-9):7.1f}x "
+          f"{_rel(off['iteration_ns'], auto['iteration_ns']):+8.3%} {_rel(p50o, p50a):+8.3%} {_rel(p99o, p99a):+8.3%} "
+          f"{acc.get('closed_form_share', 0.0):7.1%}  "
+          f"ECN {eo['ecn_marks']}/{ea['ecn_marks']} CNP {eo['cnps_sent']}/{ea['cnps_sent']} "
+          f"PFC ns {eo['pfc_paused_ns_total']}/{ea['pfc_paused_ns_total']} "
+          f"hops {eo['packet_hops']:,}/{ea['packet_hops']:,}", flush=True)
+    print(f"{'':<28} CPU s off {off['cpu_s']:.1f} auto {auto['cpu_s']:.1f} (speed-up {off['cpu_s'] / max(auto['cpu_s'], 1e-9):.1f}x; "
+          f"wall/CPU > 1.1 means the machine was shared)", flush=True)
+    print(f"{'':<28} auto: {acc.get('messages_closed_form')} msgs closed form, {acc.get('messages_packet_level')} "
+          f"packet level, {acc.get('partitions_closed_form')} partitions, {acc.get('handbacks')} hand-backs, "
+          f"{acc.get('memo_hits')} memo hits, not qualified {acc.get('not_qualified')}", flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--h4", action="store_true", help="add H4-LLaMA-65B (128 GPUs, full batch)")
+    ap.add_argument("--gpt3", action="store_true", help="add GPT-3 175B batch 64 on 128 GPUs")
+    ap.add_argument("--skip-small", action="store_true")
+    ap.add_argument("--ecmp", choices=["hash", "rail"], help="override network.ecmp (the partitions need the "
+                    "ns-3 switches to choose the paths netbackend.routing.Router does)")
+    args = ap.parse_args()
+    global ECMP
+    ECMP = args.ecmp
+    root = Path(__file__).resolve().parents[1]
+    print(f"{'scenario':<28} {'off s':>8} {'auto s':>8} {'speedup':>8} {'iter':>9} {'FCT p50':>9} {'FCT p99':>9} "
+          f"{'closed':>7}  counters off/auto")
+    cases = []
+    if not args.skip_small:
+        cases += [("quickstart (16 GPUs)", lambda m: run_training(str(root / "scenarios/quickstart.yaml"), m)),
+                  ("traffic: rings+incast", run_traffic)]
+    if args.h4:
+        cases.append(("H4-LLaMA-65B (128 GPUs)",
+                      lambda m: run_training(str(root / "scenarios/suites/h-suite/h4-llama1-65b.yaml"), m)))
+    if args.gpt3:
+        from bench_ns3_training import scenario
+
+        cases.append(("GPT-3 175B b64 (128 GPUs)", lambda m: run_training(scenario(64), m)))
+    for name, fn in cases:
+        off = fn("off")
+        auto = fn("auto")
+        row(name, off, auto)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,588 @@
+"""Accelerated packet level: source-bounded partitions in closed form, the rest in ns-3.
+
+``network.acceleration.mode: auto`` wraps the ns-3 backend (same NetworkBackend
+interface) and simulates fewer packets where the packet-level answer is known:
+
+* **Partitions.** Active flows are grouped by the egress ports they use (paths
+  from :class:`netbackend.routing.Router`, the same ECMP choice the ns-3 backend
+  makes).  A *source-bounded* partition is one whose flows all leave the same
+  NIC, use ports no other flow uses, and cross no port slower than that NIC.
+  Such a partition builds no queue beyond one packet (its NIC is its bottleneck),
+  so DCQCN never sees a mark and every QP stays at line rate: the NIC's
+  packet-by-packet round robin among its ready QPs is the whole answer.  A lone
+  flow is the one-flow case and its FCT is exact to the nanosecond (the
+  store-and-forward train of :func:`netbackend.ns3.scenarios.store_and_forward_ns`,
+  with the last, shorter packet waiting behind its predecessor).
+* **Hand-back.** The moment a flow arrives that shares a port with a closed-form
+  partition (or leaves the same NIC while that NIC also feeds packet-level flows),
+  every flow of that partition posts its unsent bytes to ns-3 on its own
+  connection at that time and the new flow joins them at packet level.  The
+  original message completes when its remainder does.
+
+Approximations (measured by benchmarks/bench_ns3_accel.py and the tests):
+round robin among k QPs is treated as a fluid share of 1/k of the NIC (exact for
+k = 1, within a packet per event otherwise); the ACKs of closed-form flows are
+not simulated (a few % of the reverse ports' bytes, at control priority); a
+handed-back flow's packets already on the wire are delivered analytically, so
+ns-3 starts the remainder on an empty pipeline with a fresh QP at line rate
+(exact for the sender, since the flow was alone and never marked); step credits
+are assumed not to throttle (checked: NCCL's 8 steps x step size must cover
+twice the bandwidth-delay product, otherwise the flow stays at packet level).
+
+Connections whose QPs may have been slowed by congestion control (a CNP was
+sent while one of their messages was in ns-3) stay at packet level for the rest
+of the run, since their rate state is only known inside ns-3.  Memoization and
+steady-state fast-forward are not implemented; their counters report 0.
+"""
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from netbackend.base import Completion, Message, NetStats, NetworkBackend
+from netbackend.config import NetworkConfig
+from netbackend.errors import NetworkError, UserError
+from netbackend.routing import Router
+
+ACCEL_CCS = ("dcqcn", "dcqcn_paper", "none")
+"""Congestion controls whose QP starts at line rate and changes only on CNPs (rdma-nic.h), so
+a flow that never queues keeps line rate.  HPCC paces a lone flow at eta of line rate with a
+window, TIMELY reacts to RTT, DCTCP starts from a window: not closed form here."""
+
+
+@dataclass
+class _Flow:
+    """One message in a closed-form partition."""
+
+    msg: Message
+    ports: list[int]
+    wire_total: float
+    wire_left: float
+    tail_ns: float
+    """Last packet's time from leaving the NIC to being delivered."""
+
+
+@dataclass
+class _Group:
+    """A source-bounded partition: the closed-form flows of one NIC, per QP in posting order."""
+
+    src: str
+    line_bytes_per_ns: float
+    t_last: float
+    qps: dict[Any, deque] = field(default_factory=dict)
+    version: int = 0
+    rate_bytes_per_ns: float = 0.0
+    """Data rate left by the ACKs this NIC sends (set by the backend's _rerate)."""
+
+    def active(self) -> int:
+        return sum(1 for q in self.qps.values() if q)
+
+    def advance_to(self, t: float) -> None:
+        k = self.active()
+        if k and t > self.t_last:
+            share = (t - self.t_last) * self.rate_bytes_per_ns / k
+            for q in self.qps.values():
+                if q:
+                    q[0].wire_left -= share
+        self.t_last = max(self.t_last, t)
+
+    def next_departure(self) -> float | None:
+        k = self.active()
+        if not k:
+            return None
+        left = min(q[0].wire_left for q in self.qps.values() if q)
+        return self.t_last + max(0.0, left) * k / self.rate_bytes_per_ns
+
+
+def check_acceleration(config: NetworkConfig) -> None:
+    """Reject acceleration settings that have no closed form (one-line UserError)."""
+    if config.acceleration.mode == "off":
+        return
+    if config.cc not in ACCEL_CCS:
+        raise UserError(f"acceleration auto supports cc {', '.join(ACCEL_CCS)} (or set "
+                        "network.acceleration.mode: off)", field="network.cc", value=config.cc)
+    if config.cc_window:
+        raise UserError("acceleration auto needs cc_window false (a BDP window can pace a lone flow)",
+                        field="network.cc_window", value=config.cc_window)
+
+
+class AcceleratedNs3Backend(NetworkBackend):
+    """ns-3 backend with closed-form source-bounded partitions (``acceleration.mode: auto``)."""
+
+    name = "ns3"
+
+    def __init__(self, topology, config: NetworkConfig | None = None, seed: int = 0, **kw):
+        from netbackend.ns3 import Ns3Backend
+
+        config = config or NetworkConfig(backend="ns3")
+        super().__init__(topology, config, seed)
+        check_acceleration(config)
+        inner_cfg = config.model_copy(update={"acceleration": config.acceleration.model_copy(
+            update={"mode": "off"})})
+        self.inner = Ns3Backend(topology, inner_cfg, seed, **kw)
+        self._router = Router(topology, mode=config.ecmp, seed=seed)
+        self._mtu = config.mtu_bytes
+        self._hdr = config.header_bytes
+        tr = config.transport
+        self._per_message_qp = tr.qp_mode == "per_message"
+        self._qps_per_conn = tr.qps_per_connection
+        self._max_steps = tr.max_outstanding_steps
+        self._now = 0
+        self._seq = itertools.count()
+        self._starts: list[tuple[int, int, Message]] = []  # (start_ns, seq, msg)
+        self._events: list[tuple[float, int, str, Any]] = []  # ("dep", (src, version)) / ("done", msg)
+        self._groups: dict[str, _Group] = {}
+        self._owners: dict[int, dict[Any, int]] = {}  # port -> owner -> flows ("g", src) / ("n", inner id)
+        self._inner_of: dict[int, tuple[int, list[int], Any, int]] = {}  # inner id -> (orig, ports, conn key, marks at post)
+        self._next_inner = itertools.count(1)
+        self._pending: set[int] = set()
+        self._start: dict[int, int] = {}
+        self._size: dict[int, int] = {}
+        self._fct: dict[int, tuple[int, int]] = {}
+        self._dirty: set[Any] = set()
+        self._prechecked: int | None = None
+        self._max_tail_ns = 0.0
+        self._marks_at = -1
+        self._msgs: dict[int, Message] = {}
+        self._active_in: dict[str, int] = {}
+        self._active_out: dict[str, int] = {}
+        self._ack_frac = 64 / ((config.mtu_bytes + config.header_bytes) * config.ack_interval_packets)
+        """ControlPacketBytes (rdma-nic.cc default 64) per ack_interval data packets."""
+        self._reacts = config.cc != "none"
+        self._marks_vec: Any = None
+        self._prefix: dict[int, tuple[int, int]] = {}  # orig id -> (inner id, bytes done in closed form)
+        self._link_bytes: dict[int, float] = {}
+        self._bytes_delivered = 0
+        self.counts = {"bytes_packet_level": 0, "bytes_closed_form": 0, "bytes_fast_forwarded": 0,
+                       "bytes_replayed": 0, "messages_closed_form": 0, "messages_packet_level": 0,
+                       "partitions_closed_form": 0, "handbacks": 0, "flows_handed_back": 0, "memo_hits": 0,
+                       "not_qualified": {}}
+        self._wall = 0.0
+
+    # ------------------------------------------------------------ interface
+    @property
+    def now_ns(self) -> int:
+        return self._now
+
+    def pending(self) -> int:
+        return len(self._pending)
+
+    def send(self, msg: Message) -> None:
+        t0 = time.perf_counter()
+        if msg.start_ns < self._now:
+            raise UserError(f"message starts before the backend's current time {self._now} ns",
+                            field="message.start_ns", value=msg.start_ns)
+        for fld, end in (("src", msg.src), ("dst", msg.dst)):
+            if end not in self.inner._host_index:
+                raise NetworkError("unknown host", field=f"message.{fld}", value=end)
+            if end in self.inner._unlinked and msg.src != msg.dst:
+                raise NetworkError("host has no link", field=f"message.{fld}", value=end)
+        if msg.size_bytes <= 0:
+            raise UserError("message size must be > 0", field="message.size_bytes", value=msg.size_bytes)
+        if msg.id in self._pending or msg.id in self._fct:
+            raise UserError("message id already used", field="message.id", value=msg.id)
+        self._pending.add(msg.id)
+        self._start[msg.id] = msg.start_ns
+        self._size[msg.id] = msg.size_bytes
+        heapq.heappush(self._starts, (msg.start_ns, next(self._seq), msg))
+        self._wall += time.perf_counter() - t0
+
+    def advance(self, until_ns: int | None = None) -> list[Completion]:
+        t0 = time.perf_counter()
+        try:
+            return self._advance(until_ns)
+        finally:
+            self._wall += time.perf_counter() - t0
+
+    def _advance(self, until_ns: int | None) -> list[Completion]:
+        if until_ns is None and not self._pending:
+            return []
+        if until_ns is not None and until_ns < self._now:
+            until_ns = self._now
+        while True:
+            cands = ([self._starts[0][0]] if self._starts else []) + ([self._events[0][0]] if self._events else [])
+            pre = self._precheck_time()
+            if pre is not None:
+                cands.append(pre)
+            t_local = max(self._now, math.ceil(min(cands))) if cands else None  # whole ns
+            limit = t_local if until_ns is None else (until_ns if t_local is None else min(t_local, until_ns))
+            if self.inner.pending():
+                done = self.inner.advance(limit)
+                if done:
+                    tc = done[0].finish_ns
+                    self._now = max(self._now, tc)
+                    out = [c for c in (self._inner_done(c.id, c.finish_ns) for c in done) if c is not None]
+                    out += self._pop_local_done(tc)
+                    if out:
+                        return out
+                    continue
+            if limit is None:
+                return []
+            self._now = max(self._now, limit)
+            out = self._pop_local_done(limit)
+            if out:
+                return out
+            if pre is not None and pre <= limit:
+                self._precheck(limit)
+            while self._starts and self._starts[0][0] <= limit:
+                _, _, msg = heapq.heappop(self._starts)
+                self._start_message(msg, limit)
+            if until_ns is not None and limit >= until_ns and not (self._events and self._events[0][0] <= limit):
+                return []
+
+    def _pop_local_done(self, t: int) -> list[Completion]:
+        """Handle group departures and closed-form deliveries up to ``t``; return those at ``t``."""
+        out: list[Completion] = []
+        while self._events and self._events[0][0] <= t:
+            when, _, kind, what = heapq.heappop(self._events)
+            if kind == "dep":
+                src, version = what
+                g = self._groups.get(src)
+                if g is not None and g.version == version:
+                    self._departures(g, when)
+            else:  # "done": a closed-form message delivered (reported at the whole ns t >= when)
+                out.append(self._complete(what, t))
+        return out
+
+    # ------------------------------------------------------- early hand-back
+    def _precheck_time(self) -> int | None:
+        """When to look at the next start: one pipeline before it, if closed-form flows exist.
+
+        A flow handed back at the moment of the conflict would restart on an empty pipeline,
+        and DCQCN's first cuts (which persist for a rate-increase interval) depend on whose
+        packets reach the shared queue first.  Handing it back one path latency early lets
+        ns-3 rebuild exactly the in-flight packets it had when the new flow arrives (it was
+        alone, so those packets are what ns-3 computes)."""
+        if not self._starts or not self._groups:
+            return None
+        t_next = self._starts[0][0]
+        if self._prechecked == t_next:
+            return None
+        if not any(g.qps for g in self._groups.values()):
+            return None
+        # the longest pipeline of any closed-form flow so far (earlier is only more packet level)
+        return max(self._now, self.inner.now_ns, t_next - math.ceil(self._max_tail_ns) - 1)
+
+    def _precheck(self, t: int) -> None:
+        """Hand back, at ``t``, the partitions the starts of the next start time will conflict with."""
+        t_next = self._starts[0][0]
+        self._prechecked = t_next
+        groups: set[str] = set()
+        for start, _, msg in sorted(self._starts):
+            if start != t_next:
+                break
+            ports = self._ports(msg)
+            if self._why_not(msg, ports) is not None:
+                groups |= self._conflicting_groups(msg, ports)
+        for src in sorted(groups):
+            if src in self._groups and self._groups[src].active():
+                self._hand_back(src, t)
+
+    def _conflicting_groups(self, msg: Message, ports: list[int]) -> set[str]:
+        groups = {o[1] for p in ports for o in self._owners.get(p, ()) if o[0] == "g"}
+        if ports and ports[0] in self._owners and ("g", msg.src) in self._owners[ports[0]]:
+            groups.add(msg.src)
+        return groups
+
+    # ----------------------------------------------------------- decisions
+    def _conn_key(self, msg: Message):
+        if msg.connection < 0 or self._per_message_qp:
+            return ("m", msg.id)
+        return (msg.src, msg.dst, msg.connection)
+
+    def _ports(self, msg: Message) -> list[int]:
+        if msg.src == msg.dst:
+            return []
+        return list(self._router.route(msg.src, msg.dst, msg.flow_key)[1])
+
+    def _why_not(self, msg: Message, ports: list[int]) -> str | None:
+        """None if ``msg`` may join its NIC's closed-form partition, else the reason."""
+        if not ports:
+            return "loopback"
+        if self._conn_key(msg) in self._dirty:
+            return "connection rate state in ns-3"
+        if msg.connection >= 0 and not self._per_message_qp and self._qps_per_conn > 1:
+            return "several QPs per connection"
+        r = self._router
+        r0 = r.link_rate_gbps[ports[0]]
+        if any(r.link_rate_gbps[p] < r0 for p in ports[1:]):
+            return "a port slower than the NIC"
+        if msg.step_bytes > 0 and msg.size_bytes > msg.step_bytes:
+            rtt_ns = 2 * sum(r.link_delay_ns[p] + (self._mtu + self._hdr) * 8 / r.link_rate_gbps[p] for p in ports)
+            if self._max_steps * msg.step_bytes < 2 * rtt_ns * r0 / 8:
+                return "step credits would throttle"
+        own = ("g", msg.src)
+        for p in ports:
+            for o in self._owners.get(p, ()):
+                if o != own:
+                    return "shares a port"
+        return None
+
+    def _start_message(self, msg: Message, t: int) -> None:
+        self._msgs[msg.id] = msg
+        self._bump(msg, +1, float(t))
+        ports = self._ports(msg)
+        why = self._why_not(msg, ports)
+        if why is None:
+            self._join(msg, ports, t)
+            return
+        nq = self.counts["not_qualified"]
+        nq[why] = nq.get(why, 0) + 1
+        for src in sorted(self._conflicting_groups(msg, ports)):
+            self._hand_back(src, t)
+        self._post_inner(msg.id, msg, msg.size_bytes, t, ports)
+        self.counts["messages_packet_level"] += 1
+
+    def _wire(self, size: int, step: int) -> tuple[int, int, int]:
+        """(wire bytes, last packet's wire bytes, the packet before it's) of a message."""
+        step = step if 0 < step < size else size
+        n_steps, last_step = divmod(size, step)
+        full, rest = divmod(step, self._mtu)
+        per_step = full * (self._mtu + self._hdr) + ((rest + self._hdr) if rest else 0)
+        lf, lr = divmod(last_step, self._mtu)
+        wire = n_steps * per_step + lf * (self._mtu + self._hdr) + ((lr + self._hdr) if lr else 0)
+        seq = ([] if not n_steps else ([self._mtu + self._hdr] * min(full, 2) + ([rest + self._hdr] if rest else [])))
+        seq = seq + [self._mtu + self._hdr] * min(lf, 2) + ([lr + self._hdr] if lr else [])
+        last = seq[-1]
+        prev = seq[-2] if len(seq) >= 2 else 0
+        return wire, last, prev
+
+    def _tail_ns(self, ports: list[int], last: int, prev: int) -> float:
+        """From the last packet leaving the NIC to its delivery (store and forward; it may wait
+        behind a longer predecessor on an equally fast port)."""
+        r = self._router
+        rates = [r.link_rate_gbps[p] for p in ports]
+        delays = [r.link_delay_ns[p] for p in ports]
+        d_prev = -last * 8 / rates[0]
+        d_last = 0.0
+        for h in range(1, len(ports)):
+            if prev:
+                d_prev = d_prev + delays[h - 1] + prev * 8 / rates[h]
+            d_last = max(d_last + delays[h - 1], d_prev if prev else float("-inf")) + last * 8 / rates[h]
+        return d_last + delays[-1]
+
+    def _join(self, msg: Message, ports: list[int], t: int) -> None:
+        g = self._groups.get(msg.src)
+        if g is None or not g.active():
+            rate = self._router.link_rate_gbps[ports[0]] / 8.0
+            if g is None:
+                g = self._groups[msg.src] = _Group(msg.src, rate, float(t), rate_bytes_per_ns=rate)
+            g.t_last = float(t)
+            self.counts["partitions_closed_form"] += 1
+        else:
+            g.advance_to(float(t))
+        wire, last, prev = self._wire(msg.size_bytes, msg.step_bytes)
+        flow = _Flow(msg, ports, float(wire), float(wire), self._tail_ns(ports, last, prev))
+        self._max_tail_ns = max(self._max_tail_ns, flow.tail_ns)
+        g.qps.setdefault(self._conn_key(msg), deque()).append(flow)
+        for p in ports:
+            own = self._owners.setdefault(p, {})
+            own[("g", msg.src)] = own.get(("g", msg.src), 0) + 1
+        self.counts["messages_closed_form"] += 1
+        self._rerate(g, float(t))
+
+    def _rerate(self, g: _Group, t: float) -> None:
+        """Set the group's data rate at ``t``: the NIC's line rate less the ACKs it sends.
+
+        A NIC receiving data acknowledges every ack_interval packets at control priority on the
+        same egress port; a lone flow is also slowed by the ACKs its receiver sends for flows that
+        receiver transmits (they come back through its last port).  Both at most ack/data bytes
+        (64 / 4174 = 1.5 % at the defaults); receivers are taken to receive at line rate."""
+        g.advance_to(t)
+        k = g.active()
+        slowed = self._active_in.get(g.src, 0) > 0
+        if k == 1 and not slowed:
+            head = next(q[0] for q in g.qps.values() if q)
+            slowed = self._active_out.get(head.msg.dst, 0) > 0
+        g.rate_bytes_per_ns = g.line_bytes_per_ns * (1.0 - self._ack_frac if slowed else 1.0)
+        self._reschedule(g)
+
+    def _bump(self, msg: Message, delta: int, t: float) -> None:
+        """Count active messages per sending and receiving NIC; re-rate the groups it affects."""
+        changed = []
+        for table, host in ((self._active_out, msg.src), (self._active_in, msg.dst)):
+            before = table.get(host, 0)
+            table[host] = before + delta
+            if (before == 0) != (table[host] == 0):
+                changed.append(host)
+        if not changed or not self._groups:
+            return
+        for g in list(self._groups.values()):
+            if not g.active():
+                continue
+            if g.src in changed or any(q[0].msg.dst in changed for q in g.qps.values() if q):
+                self._rerate(g, t)
+
+    def _reschedule(self, g: _Group) -> None:
+        g.version += 1
+        t = g.next_departure()
+        if t is not None:
+            heapq.heappush(self._events, (t, next(self._seq), "dep", (g.src, g.version)))
+
+    def _release(self, owner, ports: list[int]) -> None:
+        for p in ports:
+            own = self._owners[p]
+            own[owner] -= 1
+            if not own[owner]:
+                del own[owner]
+                if not own:
+                    del self._owners[p]
+
+    def _departures(self, g: _Group, t: float) -> None:
+        """The head flows whose last byte left the NIC at ``t``: schedule their delivery."""
+        g.advance_to(t)
+        eps = 0.01  # bytes: float residue of the fluid share
+        for key in list(g.qps):
+            q = g.qps[key]
+            while q and q[0].wire_left <= eps:
+                f = q.popleft()
+                self._count_closed(f, f.wire_total)
+                self.counts["bytes_closed_form"] += f.msg.size_bytes
+                self._release(("g", g.src), f.ports)
+                heapq.heappush(self._events, (t + f.tail_ns, next(self._seq), "done", f.msg.id))
+            if not q:
+                del g.qps[key]
+        self._rerate(g, t)
+
+    def _count_closed(self, f: _Flow, wire_sent: float) -> None:
+        for p in f.ports:
+            self._link_bytes[p] = self._link_bytes.get(p, 0.0) + wire_sent
+
+    def _payload_sent(self, f: _Flow) -> int:
+        """Payload bytes of the whole packets the NIC has started by now (fluid estimate)."""
+        size, step = f.msg.size_bytes, f.msg.step_bytes
+        step = step if 0 < step < size else size
+        full, rest = divmod(step, self._mtu)
+        per_step = full * (self._mtu + self._hdr) + ((rest + self._hdr) if rest else 0)
+        sent = max(0.0, f.wire_total - f.wire_left)
+        q, r = divmod(sent, per_step)
+        pk = int(-(-r // (self._mtu + self._hdr)))  # a packet on the wire is sent whole
+        return min(size, int(q) * step + min(step, pk * self._mtu))
+
+    def _hand_back(self, src: str, t: int) -> None:
+        """Post the unsent bytes of every closed-form flow of ``src`` to ns-3 at ``t``."""
+        g = self._groups.pop(src)
+        g.advance_to(float(t))
+        self.counts["handbacks"] += 1
+        for q in g.qps.values():
+            for f in q:
+                self._release(("g", src), f.ports)
+                sent = self._payload_sent(f)
+                self.counts["messages_closed_form"] -= 1
+                self.counts["messages_packet_level"] += 1
+                self.counts["flows_handed_back"] += 1
+                if sent >= f.msg.size_bytes:  # everything on the wire: delivered in closed form
+                    self.counts["messages_closed_form"] += 1
+                    self.counts["messages_packet_level"] -= 1
+                    self._count_closed(f, f.wire_total)
+                    self.counts["bytes_closed_form"] += f.msg.size_bytes
+                    heapq.heappush(self._events, (t + f.tail_ns, next(self._seq), "done", f.msg.id))
+                    continue
+                self._count_closed(f, f.wire_total - f.wire_left)
+                self.counts["bytes_closed_form"] += sent
+                self._post_inner(f.msg.id, f.msg, f.msg.size_bytes - sent, t, f.ports, handed_back=True)
+
+    def _post_inner(self, orig: int, msg: Message, size: int, t: int, ports: list[int],
+                    handed_back: bool = False) -> None:
+        if self.inner.now_ns < t:
+            # bring an idle ns-3 up to now: its watchdog would read the gap as a stall
+            assert not self.inner.advance(t), "ns-3 completion left behind"
+        iid = next(self._next_inner)
+        self.inner.send(Message(iid, msg.src, msg.dst, size, t, msg.flow_key, msg.connection,
+                                msg.step_bytes))
+        self._inner_of[iid] = (orig, ports, self._conn_key(msg), self._marks(ports))
+        self._prefix[orig] = (iid, msg.size_bytes - size)
+        for p in ports:
+            own = self._owners.setdefault(p, {})
+            own[("n", iid)] = 1
+        self.counts["bytes_packet_level"] += size
+
+    def _marks(self, ports: list[int]) -> int:
+        """ECN marks so far on ``ports`` (0 without ECN: no CNP can then reach a QP).
+
+        Read only when some mark happened since the last read (one counter, not every port)."""
+        if not self._reacts:
+            return 0
+        total = self._cnps()
+        if total == 0:
+            return 0
+        if total != self._marks_at:
+            self._marks_vec = self.inner._sim.PortStat("ecn_marks")
+            self._marks_at = total
+        v = self._marks_vec
+        return int(sum(v[p] for p in ports))
+
+    def _cnps(self) -> int:
+        vals = self.inner._sim.CounterValues()
+        return int(vals[self._cnp_index()])
+
+    def _cnp_index(self) -> int:
+        idx = getattr(self, "_cnp_idx", None)
+        if idx is None:
+            names = [str(n) for n in self.inner._sim.CounterNames()]
+            idx = self._cnp_idx = names.index("ce_received")
+        return idx
+
+    def _inner_done(self, iid: int, fin: int) -> Completion | None:
+        orig, ports, conn, marks0 = self._inner_of.pop(iid)
+        self._prefix.pop(orig, None)
+        self._release(("n", iid), ports)
+        if self._reacts and self._marks(ports) != marks0:  # a mark on its path: DCQCN may have slowed it
+            self._dirty.add(conn)
+        return self._complete(orig, fin)
+
+    def _complete(self, mid: int, fin: int) -> Completion:
+        self._bump(self._msgs.pop(mid), -1, float(fin))
+        self._pending.discard(mid)
+        self._fct[mid] = (self._start.pop(mid), fin)
+        size = self._size.pop(mid)
+        self._bytes_delivered += size
+        return Completion(mid, fin)
+
+    def message_rx_bytes(self, msg: Message) -> int:
+        """Bytes of an in-progress message delivered so far (packet level: from ns-3, which needs
+        track_message_bytes; closed form: the packets its NIC has sent, a pipeline early)."""
+        if msg.id in self._fct:
+            return msg.size_bytes
+        prefix = self._prefix.get(msg.id)
+        if prefix is not None:
+            return prefix[1] + self.inner.message_rx_bytes(
+                Message(prefix[0], msg.src, msg.dst, msg.size_bytes - prefix[1], 0))
+        g = self._groups.get(msg.src)
+        if g is not None:
+            g.advance_to(float(self._now))
+            for q in g.qps.values():
+                for f in q:
+                    if f.msg.id == msg.id:
+                        return self._payload_sent(f)
+        return 0
+
+    # ------------------------------------------------------------ statistics
+    def stats(self) -> NetStats:
+        st = self.inner.stats()
+        link_bytes = dict(st.link_bytes)
+        names = self.inner._port_links
+        for p, b in self._link_bytes.items():
+            link_bytes[names[p]] = link_bytes.get(names[p], 0) + int(round(b))
+        c = dict(self.counts)
+        total = c["bytes_closed_form"] + c["bytes_packet_level"]
+        c["closed_form_share"] = c["bytes_closed_form"] / total if total else 0.0
+        c["accelerated_share"] = c["closed_form_share"]
+        c["connections_at_packet_level"] = len(self._dirty)
+        c["fallback_packet_level"] = total > 0 and c["bytes_closed_form"] == 0
+        c["note"] = ("no partition qualified for closed form: plain packet level" if c["fallback_packet_level"]
+                     else "closed-form flows build no queue: no ECN/CNP/PFC counters extrapolated")
+        c["extrapolated_counters"] = {}
+        c["wrapper_wall_s"] = self._wall
+        extra = dict(st.extra)
+        extra["acceleration"] = c
+        return NetStats(messages=len(self._fct), bytes_delivered=self._bytes_delivered, fct_ns=dict(self._fct),
+                        link_bytes=link_bytes, extra=extra)
+
+    def close(self) -> None:
+        self.inner.close()
