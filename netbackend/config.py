@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from netbackend.bounds import BoundedModel
 from netbackend.strict import StrictModel
@@ -237,6 +237,11 @@ class AccelerationConfig(_Strict):
     """Steady-state band: (max - min) / mean of per-flow rates over the window."""
     window_packets: int = Field(64, gt=0)
     """Packets per flow over which the steady-state band is checked."""
+
+    @field_validator("mode", mode="before")
+    @classmethod
+    def _yaml_off(cls, v):
+        return "off" if v is False else v  # YAML 1.1 reads a bare `off` as false
 
 
 class BackgroundConfig(_Strict):

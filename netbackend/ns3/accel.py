@@ -313,7 +313,7 @@ class AcceleratedNs3Backend(NetworkBackend):
         if any(r.link_rate_gbps[p] < r0 for p in ports[1:]):
             return "a port slower than the NIC"
         if msg.step_bytes > 0 and msg.size_bytes > msg.step_bytes:
-            rtt_ns = 2 * sum(r.link_delay_ns[p] + (self._mtu + self._hdr) * 8 / r.link_rate_gbps[p] for p in ports)
+            rtt_ns = 2 * sum(self._delay_ns(p) + (self._mtu + self._hdr) * 8 / r.link_rate_gbps[p] for p in ports)
             if self._max_steps * msg.step_bytes < 2 * rtt_ns * r0 / 8:
                 return "step credits would throttle"
         own = ("g", msg.src)
@@ -352,12 +352,19 @@ class AcceleratedNs3Backend(NetworkBackend):
         prev = seq[-2] if len(seq) >= 2 else 0
         return wire, last, prev
 
+    def _delay_ns(self, port: int) -> float:
+        """Propagation of a directed link plus, when a switch transmits on it, the switch's pipeline
+        latency (the ns-3 switch adds ``per_hop_latency_ns`` to every port it transmits on)."""
+        r = self._router
+        lat = self.config.per_hop_latency_ns if r.link_src[port] >= r.num_hosts else 0
+        return r.link_delay_ns[port] + lat
+
     def _tail_ns(self, ports: list[int], last: int, prev: int) -> float:
         """From the last packet leaving the NIC to its delivery (store and forward; it may wait
         behind a longer predecessor on an equally fast port)."""
         r = self._router
         rates = [r.link_rate_gbps[p] for p in ports]
-        delays = [r.link_delay_ns[p] for p in ports]
+        delays = [self._delay_ns(p) for p in ports]
         d_prev = -last * 8 / rates[0]
         d_last = 0.0
         for h in range(1, len(ports)):
