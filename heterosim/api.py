@@ -67,7 +67,8 @@ def intra_config(scenario: Scenario):
 
 
 def simulate(prepared: Prepared, *, backend: str | None = None,
-             progress: Callable[[int, int], None] | None = None, record_messages: bool = True) -> RunResult:
+             progress: Callable[[int, int], None] | None = None, record_messages: bool = True,
+             symmetry: bool | None = None) -> RunResult:
     """Run one iteration (``training.iterations`` times, reporting the last)."""
     from heterosim.results.summary import make_summary
     from heterosim.sim.coordinator import Coordinator
@@ -93,7 +94,8 @@ def simulate(prepared: Prepared, *, backend: str | None = None,
         try:
             coord = Coordinator(prepared.ir, prepared.system, prepared.compute, net, intra,
                                 precision=sc.training.precision, comm_options=sc.comm.model_dump(),
-                                progress=progress, record_messages=record_messages)
+                                progress=progress, record_messages=record_messages,
+                                symmetry=_symmetry(sc) if symmetry is None else symmetry)
             sim = coord.run(wall_limit_s=sc.network.wall_limit_s)
         finally:
             net.close()
@@ -101,6 +103,12 @@ def simulate(prepared: Prepared, *, backend: str | None = None,
     wall = time.monotonic() - t0
     summary = make_summary(sc, prepared.system, prepared.ir, sim, backend=name, wall_s=wall)
     return RunResult(prepared, sim, summary, name)
+
+
+def _symmetry(sc: Scenario) -> bool:
+    """Symmetry reduction (heterosim/sim/symmetry.py) unless asked off; background traffic is not symmetric."""
+    sim = getattr(sc, "simulation", None)
+    return (sim is None or sim.symmetry) and sc.network.background is None
 
 
 def write_results(result: RunResult, out_dir: str | Path) -> Path:

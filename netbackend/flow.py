@@ -49,12 +49,17 @@ _DRAIN_BATCH_NS = 1e-3
 
 
 class _Flow:
-    __slots__ = ("seq", "msg", "links", "wire", "rem", "rate", "t_upd", "bneck", "ver", "lat_ns", "drain_t")
+    __slots__ = ("seq", "msg", "links", "w", "wire", "rem", "rate", "t_upd", "bneck", "ver", "lat_ns", "drain_t",
+                 "copies")
 
-    def __init__(self, seq: int, msg: Message, links: tuple[int, ...], wire: int, lat_ns: int, t: float):
+    def __init__(self, seq: int, msg: Message, links: tuple[int, ...], wire: int, lat_ns: int, t: float,
+                 w: tuple[int, ...] | None = None, copies: int = 1):
         self.seq = seq
         self.msg = msg
         self.links = links
+        self.w = w if w is not None else (1,) * len(links)
+        """Copies of the flow on each link (a symmetric group: :meth:`FlowBackend.send_group`)."""
+        self.copies = copies
         self.wire = wire
         self.rem = float(wire)
         self.rate = 0.0
@@ -67,7 +72,9 @@ class _Flow:
 
 
 def max_min_rates(flow_links: dict[int, tuple[int, ...]], capacity: list[float]) -> dict[int, float]:
-    """Reference max-min fair rates by plain progressive filling (for checks and tests)."""
+    """Reference max-min fair rates by plain progressive filling (for checks and tests).
+
+    A link listed k times in a flow's tuple carries k copies of that flow (a symmetric group)."""
     rate: dict[int, float] = {}
     residual = list(capacity)
     on: dict[int, list[int]] = {}
@@ -81,7 +88,7 @@ def max_min_rates(flow_links: dict[int, tuple[int, ...]], capacity: list[float])
             n = sum(1 for f in fs if f in active)
             if n and residual[l] / n < best:
                 best, best_l = residual[l] / n, l
-        for f in on[best_l]:
+        for f in set(on[best_l]):
             if f in active:
                 rate[f] = best
                 active.discard(f)
@@ -157,6 +164,10 @@ class FlowBackend(NetworkBackend):
         self._bytes_delivered = 0
         self._link_wire_bytes = [0] * self._num_real
         self._first_start: int | None = None
+        self._groups: dict[int, tuple[tuple[int, ...], tuple[int, ...], int]] = {}
+        """Message id -> (links, copies per link, copies) for messages sent with :meth:`send_group`."""
+        self._group_cache: dict[tuple, tuple[tuple[int, ...], tuple[int, ...]] | None] = {}
+        self._copies = 0
         self._last_finish = 0
         self._path_cache: dict[tuple[str, str, int], tuple[tuple[int, ...], int, float]] = {}
         self.counters = _Counters()
@@ -180,6 +191,47 @@ class FlowBackend(NetworkBackend):
         heapq.heappush(self._starts, (msg.start_ns, self._seq, msg))
         if self._first_start is None or msg.start_ns < self._first_start:
             self._first_start = msg.start_ns
+
+    def send_group(self, msg: Message, images: tuple[tuple[str, str], ...]) -> bool:
+        """Send ``msg`` and one identical copy between each ``(src, dst)`` of ``images``, as one flow.
+
+        The copies stand for what symmetric parts of a training job (data-parallel
+        replicas, ring positions) send at the same instant: they load every link of
+        their own paths, and by symmetry each gets the same max-min rate, so one
+        flow with a copy count per link gives every copy's rate exactly. The
+        completion (``msg.id``) is the common one. Returns False and sends nothing
+        when the copies' paths are not alike (different link rates, delays, NIC
+        caps or hop counts, e.g. a degraded link): the caller sends them one by one.
+        """
+        if not images:
+            self.send(msg)
+            return True
+        key = (msg.src, msg.dst, msg.flow_key, images)
+        hit = self._group_cache.get(key, False)
+        if hit is False:
+            hit = self._group_links(msg, images)
+            self._group_cache[key] = hit
+        if hit is None:
+            return False
+        self.send(msg)
+        self._groups[msg.id] = (hit[0], hit[1], len(images) + 1)
+        return True
+
+    def _profile(self, src: str, dst: str, flow_key: int) -> tuple:
+        links, fixed_ns, _ = self._path_info(Message(0, src, dst, 1, self._now, flow_key))
+        return tuple(self._cap[l] for l in links), fixed_ns
+
+    def _group_links(self, msg: Message, images) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+        prof = self._profile(msg.src, msg.dst, msg.flow_key)
+        count: dict[int, int] = {}
+        for src, dst in ((msg.src, msg.dst), *images):
+            if (src == dst) != (msg.src == msg.dst):
+                return None
+            if self._profile(src, dst, msg.flow_key) != prof:
+                return None
+            for l in self._path_info(Message(0, src, dst, 1, self._now, msg.flow_key))[0]:
+                count[l] = count.get(l, 0) + 1
+        return tuple(count), tuple(count.values())
 
     def pending(self) -> int:
         return len(self._inflight_ids)
@@ -238,6 +290,7 @@ class FlowBackend(NetworkBackend):
             messages=len(self._fct), bytes_delivered=self._bytes_delivered, fct_ns=dict(self._fct),
             link_bytes=link_bytes,
             extra={"max_link_utilization": util, "events": c.events, "refills": c.refills,
+                   "flow_copies": self._copies,
                    "refilled_flows": c.refilled_flows, "link_bytes_are": "wire bytes (payload + headers)"})
 
     def rates_gbps(self) -> dict[int, float]:
@@ -254,16 +307,21 @@ class FlowBackend(NetworkBackend):
         starts = self._starts
         new: list[_Flow] = []
         r = self.router
+        groups = self._groups
         while starts and starts[0][0] == t:
             _, seq, msg = heapq.heappop(starts)
             self._start_of[msg.id] = t
+            grp = groups.pop(msg.id, None)
             if msg.src == msg.dst:
                 self._finish(msg, t, 0)
                 continue
             links, fixed_ns, inv_cap = self._path_info(msg)
             last_pkt = msg.size_bytes - (-(-msg.size_bytes // self._mtu) - 1) * self._mtu + self._hdr
             lat = fixed_ns + math.ceil(last_pkt * inv_cap - 1e-9)
-            f = _Flow(seq, msg, links, self._wire_bytes(msg.size_bytes), lat, t)
+            if grp is None:
+                f = _Flow(seq, msg, links, self._wire_bytes(msg.size_bytes), lat, t)
+            else:
+                f = _Flow(seq, msg, grp[0], self._wire_bytes(msg.size_bytes), lat, t, grp[1], grp[2])
             new.append(f)
         if not new:
             return
@@ -299,27 +357,28 @@ class FlowBackend(NetworkBackend):
             self._active -= 1
             if f.bneck >= 0:
                 del self._bn[f.bneck][f.seq]
-            for l in f.links:
+            for l, w in zip(f.links, f.w):
                 del self._on[l][f.seq]
                 if self._on[l]:
-                    self._load[l] -= f.rate
+                    self._load[l] -= f.rate * w
                 else:
                     self._load[l] = 0.0  # resets float drift
                 freed.add(l)
                 if l < self._num_real:
-                    self._link_wire_bytes[l] += f.wire
-            self._finish(f.msg, math.ceil(f.drain_t - 1e-6), f.lat_ns)
+                    self._link_wire_bytes[l] += f.wire * w
+            self._finish(f.msg, math.ceil(f.drain_t - 1e-6), f.lat_ns, f.copies)
         seeds: dict[int, _Flow] = {}
         for l in sorted(freed):
             seeds.update(self._bn[l])
         if seeds:
             self._refill(seeds, t0)
 
-    def _finish(self, msg: Message, drain_ns: int, lat_ns: int) -> None:
+    def _finish(self, msg: Message, drain_ns: int, lat_ns: int, copies: int = 1) -> None:
         fin = max(drain_ns, self._start_of[msg.id]) + lat_ns
         heapq.heappush(self._done, (fin, msg.id))
         self._fct[msg.id] = (self._start_of.pop(msg.id), fin)
-        self._bytes_delivered += msg.size_bytes
+        self._bytes_delivered += msg.size_bytes * copies
+        self._copies += copies
         if fin > self._last_finish:
             self._last_finish = fin
 
@@ -362,26 +421,27 @@ class FlowBackend(NetworkBackend):
             # --- progressive filling of S with every other flow held at its rate
             s_on: dict[int, list[_Flow]] = {}
             old_sum: dict[int, float] = {}
+            count: dict[int, int] = {}
             for f in S.values():
-                for l in f.links:
+                r = f.rate
+                for l, w in zip(f.links, f.w):
                     lst = s_on.get(l)
                     if lst is None:
                         s_on[l] = [f]
-                        old_sum[l] = f.rate
+                        old_sum[l] = r * w
+                        count[l] = w
                     else:
                         lst.append(f)
-                        old_sum[l] += f.rate
+                        old_sum[l] += r * w
+                        count[l] += w
             residual: dict[int, float] = {}
-            count: dict[int, int] = {}
             heap = []
             for l, lst in s_on.items():
                 res = cap[l] - (load[l] - old_sum[l])
                 if res < 0.0:
                     res = 0.0
                 residual[l] = res
-                n = len(lst)
-                count[l] = n
-                heap.append((res / n, l))
+                heap.append((res / count[l], l))
             heapq.heapify(heap)
             new_rate: dict[int, float] = {}
             new_bneck: dict[int, int] = {}
@@ -407,19 +467,19 @@ class FlowBackend(NetworkBackend):
                     for g in pulled:
                         S[g.seq] = g
                         r = g.rate
-                        for m in g.links:
+                        for m, w in zip(g.links, g.w):
                             lst = s_on.get(m)
                             if lst is None:
                                 s_on[m] = [g]
-                                old_sum[m] = r
-                                res = cap[m] - (load[m] - r)
+                                old_sum[m] = r * w
+                                res = cap[m] - (load[m] - r * w)
                                 residual[m] = res if res > 0.0 else 0.0
-                                count[m] = 1
+                                count[m] = w
                             else:
                                 lst.append(g)
-                                old_sum[m] += r
-                                residual[m] += r
-                                count[m] += 1
+                                old_sum[m] += r * w
+                                residual[m] += r * w
+                                count[m] += w
                             heapq.heappush(heap, (residual[m] / count[m], m))
                     continue
                 for f in s_on[l]:
@@ -427,9 +487,9 @@ class FlowBackend(NetworkBackend):
                         continue
                     new_rate[f.seq] = share
                     new_bneck[f.seq] = l
-                    for m in f.links:
-                        count[m] -= 1
-                        residual[m] -= share
+                    for m, w in zip(f.links, f.w):
+                        count[m] -= w
+                        residual[m] -= share * w
             # --- does every outside flow whose bottleneck S touches still have one (a saturated
             # link where no flow is faster)? S flows have one: the link they froze on.
             # residual[m] is now cap - (new load) for every link S touches.
@@ -483,8 +543,9 @@ class FlowBackend(NetworkBackend):
             if f.rate:
                 f.rem -= f.rate * (t - f.t_upd)
             f.t_upd = t
-            for l in f.links:
-                load[l] += nr - f.rate
+            d = nr - f.rate
+            for l, w in zip(f.links, f.w):
+                load[l] += d * w
             f.rate = nr
             f.ver += 1
             if nr > 0.0:

@@ -26,6 +26,14 @@ class OutputConfig(Strict):
     """Write ops.csv (every op and message)."""
 
 
+class SimulationConfig(Strict):
+    """How the coordinator simulates (not what): exactness-preserving reductions."""
+
+    symmetry: bool = True
+    """Simulate one data-parallel replica per class of identical ones and one flow per orbit of a
+    symmetric collective (heterosim/sim/symmetry.py); false = every lane and transfer."""
+
+
 class CommConfig(Strict):
     """Communication-planner overrides (NCCL-like tuner otherwise)."""
 
@@ -47,5 +55,6 @@ class Scenario(Strict):
     fabric: FabricConfig = LeafSpineFabric()
     network: NetworkConfig = NetworkConfig()
     comm: CommConfig = CommConfig()
+    simulation: SimulationConfig = SimulationConfig()
     output: OutputConfig = OutputConfig()
     seed: int = 0

@@ -137,6 +137,13 @@ class SimResult:
     events: int
     net_stats: Any = None
     intra_stats: Any = None
+    net_bytes: int = 0
+    """Inter-node payload bytes, every copy counted (what ``messages`` would sum to without reduction)."""
+    net_messages: int = 0
+    inter_node_busy_ns: int = 0
+    """Time during which some inter-node transfer was in flight."""
+    symmetry: dict | None = None
+    """What the symmetry reduction did (lanes simulated vs total, replica classes, collective orbits)."""
 
 
 class Coordinator:
@@ -145,7 +152,8 @@ class Coordinator:
     def __init__(self, ir: IR, system, compute_model, net: NetworkBackend, intra: NetworkBackend | None = None,
                  *, precision: str = "bf16", plan_collective: Callable | None = None,
                  intra_time_ns: Callable | None = None, comm_options: dict | None = None,
-                 progress: Callable[[int, int], None] | None = None, record_messages: bool = True):
+                 progress: Callable[[int, int], None] | None = None, record_messages: bool = True,
+                 symmetry: bool = False):
         if plan_collective is None or intra_time_ns is None:
             from heterosim.comm import intra_time_ns as _intra, plan_collective as _plan
 
@@ -178,6 +186,24 @@ class Coordinator:
         self._plan_memo: dict[tuple, Any] = {}
         self._relabel_memo: dict[tuple, list] = {}
         self.events = 0
+        # symmetry reduction (heterosim/sim/symmetry.py)
+        self.symmetry = symmetry
+        self.sym = None
+        self._active = [True] * len(self.lanes)
+        self._orbit_memo: dict[tuple, Any] = {}
+        self._image_memo: dict[tuple, tuple] = {}
+        self._shadow: dict[int, int] = {}
+        self._wait: dict[int, int] = {}
+        self._profilers: dict[int, Any] = {}
+        self._sym_stats = {"orbit_schedules": 0, "orbit_transfers": 0, "orbit_flows": 0, "copies_sent": 0}
+        # what results need even when messages are not recorded
+        self.net_bytes = 0
+        self.net_messages = 0
+        self._net_inflight = 0
+        self._net_busy_since = 0
+        self._net_busy_ns = 0
+        if symmetry:
+            self._detect_symmetry()
 
     # ------------------------------------------------------------------ setup
     def _build_lanes(self) -> None:
@@ -208,9 +234,105 @@ class Coordinator:
         key = (dim, gid)
         n = self._lanes_per_group.get(key)
         if n is None:
-            n = len({self.lane_of_rank[r] for r in self.ir.groups[dim][gid]})
+            n = len({l for r in self.ir.groups[dim][gid] if self._active[l := self.lane_of_rank[r]]})
             self._lanes_per_group[key] = n
         return n
+
+    # ------------------------------------------------------------- symmetry
+    def _detect_symmetry(self) -> None:
+        """Find classes of identical dp replicas; only one per class is executed (heterosim/sim/symmetry.py)."""
+        from heterosim.sim.symmetry import replica_classes
+
+        used = set()
+        for prog in self.programs:
+            for op in prog.ops:
+                if op.kind == "comm":
+                    used.add("pp" if op.collective in ("send", "recv") else op.group)
+        canon: dict[tuple, int] = {}
+
+        def lane_key(g: tuple[int, ...]):
+            table = tuple(self._local_durations(self.lanes[self.lane_of_rank[g[0]]]))
+            return canon.setdefault(table, len(canon))
+
+        gpus = self.system.gpus
+
+        def pp_profile(a: int, b: int):
+            if gpus[a].node_index == gpus[b].node_index:
+                if self.intra is None:
+                    return ("intra",)
+                return ("intra", self._profile(self.intra, gpus[a].name, gpus[b].name, 0))
+            return ("net",) + tuple(self._profile(self.net, gpus[a].nic, gpus[b].nic, k) for k in range(4))
+
+        sym = replica_classes(self.ir, self.system, used, lane_key=lane_key, pp_profile=pp_profile)
+        if sym is None:
+            return
+        self.sym = sym
+        for lane in self.lanes:
+            self._active[lane.id] = sym.position[lane.ranks[0]] in sym.rep_replicas
+        self._lanes_per_group.clear()
+
+    def _profile(self, backend, src: str, dst: str, key: int):
+        """Network path profile (link rates in order, fixed latency) of one flow, from the flow engine."""
+        prof = self._profilers.get(id(backend))
+        if prof is None:
+            from netbackend.flow import FlowBackend
+
+            prof = backend if isinstance(backend, FlowBackend) else FlowBackend(backend.topology, backend.config,
+                                                                                  backend.seed)
+            self._profilers[id(backend)] = prof
+        try:
+            return prof._profile(src, dst, key)
+        except Exception:
+            return None
+
+    def _endpoints(self, link: str, src: int, dst: int) -> tuple[str, str]:
+        gpus = self.system.gpus
+        if link == "net":
+            return gpus[src].nic, gpus[dst].nic
+        return gpus[src].name, gpus[dst].name
+
+    def _replica_mirrors(self, ranks) -> list[int]:
+        """Replicas whose copy of this (intra-replica) communication is not simulated."""
+        sym = self.sym
+        if sym is None:
+            return []
+        pos = sym.position
+        p0 = pos[ranks[0]]
+        if any(pos[r] != p0 for r in ranks):
+            return []
+        return sym.mirrors(ranks[0])
+
+    def _reduced(self, transfers, ranks, shape):
+        """(transfers, struct, images): the schedule reduced to one flow per orbit, or None."""
+        from heterosim.comm.schedule import Transfer
+        from heterosim.sim.symmetry import schedule_orbits
+
+        orb = self._orbit_memo.get(shape, False)
+        if orb is False:
+            orb = schedule_orbits(transfers, ranks, self.system)
+            self._orbit_memo[shape] = orb
+        if orb is None:
+            return None
+        # copies must see alike paths (rates, delays, NIC caps): else they are simulated one by one
+        for members in orb.members:
+            x = transfers[members[0]]
+            if x.link == "nvls" or x.src < 0 or x.dst < 0:
+                return None
+            backend = self.net if x.link == "net" else self.intra
+            if backend is None:
+                continue
+            p0 = self._profile(backend, x.src_ep, x.dst_ep, x.flow_key)
+            for j in members[1:]:
+                y = transfers[j]
+                if self._profile(backend, y.src_ep, y.dst_ep, y.flow_key) != p0:
+                    return None
+        reps, images = [], []
+        for o, members in enumerate(orb.members):
+            x = transfers[members[0]]
+            reps.append(Transfer(o, x.src, x.dst, orb.size[o], x.link, x.src_ep, x.dst_ep, orb.deps[o], x.channel,
+                                 x.step, x.latency_ns, x.flow_key))
+            images.append(tuple((transfers[j].src_ep, transfers[j].dst_ep) for j in members[1:]))
+        return reps, _structure(reps), images
 
     # ------------------------------------------------------------- scheduling
     def _push(self, t: int, kind: int, payload: Any) -> None:
@@ -369,13 +491,55 @@ class Coordinator:
             inst.pending += 1
             self._push(self._now + d, _EV_XFER_READY, ("instance_done", inst))
             return
-        xfers, struct = self._planned(collective, ranks, size)
+        xfers, struct, images = self._planned(collective, ranks, size)
         if not xfers:
             return
         state = _ScheduleState(inst, xfers, struct)
+        if images is not None:
+            ss = self._sym_stats
+            ss["orbit_schedules"] += 1
+            ss["orbit_flows"] += len(xfers)
+            ss["orbit_transfers"] += len(xfers) + sum(len(im) for im in images)
+        mirrors = self._replica_mirrors(ranks) if self.sym is not None else ()
+        if mirrors:
+            images = [self._with_mirrors(x, images[i] if images is not None else (), mirrors)
+                      for i, x in enumerate(xfers)]
+        state.images = images
         inst.pending += 1
         for i in struct[0]:
             self._start_transfer(state, i)
+
+    def _with_mirrors(self, x, own: tuple, mirrors: list[int]) -> tuple:
+        """Copies of transfer ``x`` (and its orbit copies ``own``) in the replicas that are not simulated."""
+        key = (x.src, x.dst, x.link, own)
+        hit = self._image_memo.get(key)
+        if hit is None:
+            sym = self.sym
+            out = list(own)
+            pairs = [(x.src, x.dst)]
+            if own:  # orbit copies are named by endpoints; find their ranks through the GPUs' endpoints
+                ep_rank = self._ep_rank()
+                pairs += [(ep_rank[(x.link, a, True)], ep_rank[(x.link, b, False)]) for a, b in own]
+            for d in mirrors:
+                for a, b in pairs:
+                    out.append(self._endpoints(x.link, sym.image(a, d), sym.image(b, d)))
+            hit = tuple(out)
+            if len(self._image_memo) < 100_000:
+                self._image_memo[key] = hit
+        return hit
+
+    def _ep_rank(self) -> dict:
+        m = getattr(self, "_ep_rank_map", None)
+        if m is None:
+            m = {}
+            for g in self.system.gpus:
+                for link in ("nvlink", "pcie", "c2c"):
+                    m[(link, g.name, True)] = m[(link, g.name, False)] = g.rank
+                # NICs shared by several GPUs map to the first (only the endpoint matters for the copy)
+                m.setdefault(("net", g.nic, True), g.rank)
+                m.setdefault(("net", g.nic, False), g.rank)
+            self._ep_rank_map = m
+        return m
 
     def _planned(self, collective: str, ranks: tuple[int, ...], size: int):
         """The flow schedule for this group, planned once per group *shape*.
@@ -395,16 +559,19 @@ class Coordinator:
             hit = (ranks, sched.transfers, _structure(sched.transfers))
             self._plan_memo[shape] = hit
         base_ranks, transfers, struct = hit
-        if base_ranks != ranks:
+        if base_ranks != ranks or self.symmetry:
             # the same group runs the same collective many times (buckets, micro-batches)
             key = (shape, ranks)
             moved = self._relabel_memo.get(key)
             if moved is None:
-                moved = _relabel(transfers, dict(zip(base_ranks, ranks)), self.system)
+                if base_ranks != ranks:
+                    transfers = _relabel(transfers, dict(zip(base_ranks, ranks)), self.system)
+                red = self._reduced(transfers, ranks, shape) if self.symmetry and collective != "send" else None
+                moved = red if red is not None else (transfers, struct, None)
                 if len(self._relabel_memo) < 200_000:
                     self._relabel_memo[key] = moved
-            transfers = moved
-        return transfers, struct
+            return moved
+        return transfers, struct, None
 
     def _start_transfer(self, state: "_ScheduleState", i: int) -> None:
         x = state.xfers[i]
@@ -419,17 +586,54 @@ class Coordinator:
                                 state.inst.op.collective, state.inst.op.comm_kind, start)
             self.messages.append(rec)
             state.records[i] = rec
+        images = state.images[i] if state.images is not None else ()
+        if x.link == "net":
+            self.net_bytes += x.size_bytes * (1 + len(images))
+            self.net_messages += 1 + len(images)
         if backend is None or x.size_bytes <= 0:
             self._push(start, _EV_XFER_READY, ("xfer_done", mid))
             return
         if start > self._now:
-            self._push(start, _EV_XFER_READY, ("xfer_send", (backend, mid, x)))
+            self._push(start, _EV_XFER_READY, ("xfer_send", (backend, mid, x, images)))
         else:
-            self._catch_up(backend)
-            backend.send(Message(mid, x.src_ep, x.dst_ep, int(x.size_bytes), start, x.flow_key))
+            self._send(backend, mid, x, images, start)
+
+    def _send(self, backend, mid: int, x, images: tuple, start: int) -> None:
+        self._catch_up(backend)
+        if x.link == "net":
+            if self._net_inflight == 0:
+                self._net_busy_since = start
+            self._net_inflight += 1
+        msg = Message(mid, x.src_ep, x.dst_ep, int(x.size_bytes), start, x.flow_key)
+        if not images:
+            backend.send(msg)
+            return
+        self._sym_stats["copies_sent"] += len(images)
+        send_group = getattr(backend, "send_group", None)
+        if send_group is not None and send_group(msg, images):
+            return
+        # copies one by one; the transfer completes with the last of them
+        backend.send(msg)
+        self._wait[mid] = 1 + len(images)
+        for a, b in images:
+            self._msg_seq += 1
+            self._shadow[self._msg_seq] = mid
+            backend.send(Message(self._msg_seq, a, b, int(x.size_bytes), start, x.flow_key))
 
     def _transfer_done(self, mid: int) -> None:
+        if self._wait:
+            mid = self._shadow.pop(mid, mid)
+            left = self._wait.get(mid)
+            if left is not None:
+                if left > 1:
+                    self._wait[mid] = left - 1
+                    return
+                del self._wait[mid]
         state, i = self._msg_owner.pop(mid)
+        if state.xfers[i].link == "net" and state.xfers[i].size_bytes > 0 and self._net_inflight:
+            self._net_inflight -= 1
+            if self._net_inflight == 0:
+                self._net_busy_ns += self._now - self._net_busy_since
         state.outstanding -= 1
         if state.records:
             state.records[i].end_ns = self._now
@@ -487,7 +691,8 @@ class Coordinator:
         t0 = _time.monotonic()
         self._lane_inst_pending: dict[tuple, int] = {}
         total_ops = 0
-        for lane in self.lanes:
+        active = [lane for lane in self.lanes if self._active[lane.id]]
+        for lane in active:
             prog = self.programs[lane.program]
             n = len(prog.ops)
             total_ops += n
@@ -497,7 +702,7 @@ class Coordinator:
             lane.start_ns = [-1] * n
             lane.end_ns = [-1] * n
             lane.dur = self._local_durations(lane)
-        for lane in self.lanes:
+        for lane in active:
             for s in range(len(self.programs[lane.program].streams)):
                 self._try_start_stream(lane, s)
         done_ops = 0
@@ -544,10 +749,8 @@ class Coordinator:
                     if what == "xfer_done":
                         self._transfer_done(arg)
                     elif what == "xfer_send":
-                        backend, mid, x = arg
-                        self._catch_up(backend)
-                        backend.send(Message(mid, x.src_ep, x.dst_ep, int(x.size_bytes), self._now,
-                                             x.flow_key))
+                        backend, mid, x, images = arg
+                        self._send(backend, mid, x, images, self._now)
                     elif what == "instance_done":
                         arg.pending -= 1
                         if arg.pending == 0:
@@ -558,7 +761,7 @@ class Coordinator:
             if wall_limit_s is not None and _time.monotonic() - t0 > wall_limit_s:
                 raise SimulationError(f"simulation exceeded the wall-clock limit of {wall_limit_s:.0f} s",
                                       field="network.wall_limit_s", value=wall_limit_s)
-        stuck = [(lane, n) for lane in self.lanes if lane.done_count < (n := len(self.programs[lane.program].ops))]
+        stuck = [(lane, n) for lane in active if lane.done_count < (n := len(self.programs[lane.program].ops))]
         if stuck:
             lane, n = stuck[0]
             prog = self.programs[lane.program]
@@ -568,9 +771,31 @@ class Coordinator:
                 f"{waiting.name!r} (unmatched communication or a dependency cycle in the IR)")
         if self.progress is not None:
             self.progress(total_ops, total_ops)
-        end = max((max(l.end_ns) if l.end_ns else 0) for l in self.lanes)
+        self._alias_mirrors()
+        end = max((max(l.end_ns) if l.end_ns else 0) for l in active)
+        sym = None
+        if self.symmetry:
+            sym = {"lanes_simulated": len(active), "lanes_total": len(self.lanes),
+                   "replica_classes": self.sym.summary() if self.sym is not None else None, **self._sym_stats}
         return SimResult(end, self.lanes, self.programs, self._dur_tables, self.messages, self._finished_instances,
-                         self.events, net.stats(), intra.stats() if intra is not None else None)
+                         self.events, net.stats(), intra.stats() if intra is not None else None,
+                         net_bytes=self.net_bytes, net_messages=self.net_messages,
+                         inter_node_busy_ns=self._net_busy_ns, symmetry=sym)
+
+    def _alias_mirrors(self) -> None:
+        """A lane that was not executed has its representative's timeline (the same lists, no copy)."""
+        sym = self.sym
+        if sym is None:
+            return
+        for lane in self.lanes:
+            if self._active[lane.id]:
+                continue
+            cls = sym.classes[sym.class_of_replica[sym.position[lane.ranks[0]]]]
+            src = self.lanes[self.lane_of_rank[sym.image(lane.ranks[0], cls[0])]]
+            lane.remaining, lane.head, lane.busy = src.remaining, src.head, src.busy
+            lane.start_ns, lane.end_ns, lane.dur = src.start_ns, src.end_ns, src.dur
+            lane.comm_start_ns = src.comm_start_ns
+            lane.done_count = src.done_count
 
 
 def reshard_transfers(src_ranks: tuple[int, ...], src_bytes: int, dst_ranks: tuple[int, ...],
@@ -603,7 +828,7 @@ def reshard_transfers(src_ranks: tuple[int, ...], src_bytes: int, dst_ranks: tup
 class _ScheduleState:
     """One running flow schedule: which transfers wait on how many others."""
 
-    __slots__ = ("inst", "xfers", "waiting", "dependents", "done", "outstanding", "records")
+    __slots__ = ("inst", "xfers", "waiting", "dependents", "done", "outstanding", "records", "images")
 
     def __init__(self, inst: _Instance, xfers, struct) -> None:
         self.inst = inst
@@ -613,6 +838,8 @@ class _ScheduleState:
         self.done = 0
         self.outstanding = 0
         self.records: dict[int, MessageRecord] = {}
+        self.images: list[tuple] | None = None
+        """Per transfer: (src, dst) endpoints of its copies (symmetry reduction), or None."""
 
 
 def _structure(xfers) -> tuple[list[int], list[int], list[list[int]]]:
