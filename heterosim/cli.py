@@ -92,7 +92,7 @@ def run(scenario: Path = typer.Argument(Path("scenarios/quickstart.yaml"), help=
         with Progress(TextColumn("[bold]simulating"), BarColumn(), TextColumn("{task.completed}/{task.total} ops"),
                       TimeElapsedColumn(), console=console, disable=quiet, transient=True) as prog:
             task = prog.add_task("sim", total=None)
-            result = api.simulate(prep, backend=backend,
+            result = api.simulate(prep, backend=backend, record_messages=api.messages_to_record(sc),
                                   progress=lambda done, total: prog.update(task, completed=done, total=total))
         dest = api.write_results(result, out_dir or api.default_out_dir(sc))
     except UserError as err:
@@ -121,7 +121,7 @@ def print_summary(s: dict, dest: Path | None = None) -> None:
         t.add_row("wall time outside ns-3", f"{sim['outside_ns3_fraction']:.1%}")
     out.print(t)
     if dest is not None:
-        out.print(f"results: {dest}/ (summary.json, trace.json -> ui.perfetto.dev, ops.csv, messages.csv, *.png)")
+        out.print(f"results: {dest}/ (summary.json, trace.json -> ui.perfetto.dev, *.png; tables: output.tables)")
 
 
 @app.command()

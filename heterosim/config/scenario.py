@@ -6,6 +6,8 @@
 """
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 
 from heterosim.config.base import Strict
@@ -22,8 +24,12 @@ class OutputConfig(Strict):
     trace: bool = True
     """Write trace.json (Perfetto/Chrome)."""
     plots: bool = True
-    table: bool = True
-    """Write ops.csv (every op and message)."""
+    tables: Literal["summary", "ops", "all"] = "summary"
+    """summary: summary.json only; ops: + the per-op table; all: + the per-message table. Per-op and
+    per-message tables are millions of rows at 1,000+ GPUs, so they are written only when asked."""
+    table_format: Literal["auto", "csv", "parquet"] = "auto"
+    """auto: Parquet (needs the ``parquet`` extra, pyarrow) for tables over ``PARQUET_MIN_ROWS`` rows when
+    pyarrow is installed, else CSV."""
 
 
 class SimulationConfig(Strict):

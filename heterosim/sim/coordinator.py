@@ -140,6 +140,8 @@ class SimResult:
     net_bytes: int = 0
     """Inter-node payload bytes, every copy counted (what ``messages`` would sum to without reduction)."""
     net_messages: int = 0
+    all_messages: int = 0
+    """Every transfer (network and intra-node), every copy counted."""
     inter_node_busy_ns: int = 0
     """Time during which some inter-node transfer was in flight."""
     symmetry: dict | None = None
@@ -153,7 +155,7 @@ class Coordinator:
                  *, precision: str = "bf16", plan_collective: Callable | None = None,
                  intra_time_ns: Callable | None = None, comm_options: dict | None = None,
                  progress: Callable[[int, int], None] | None = None, record_messages: bool = True,
-                 symmetry: bool = False):
+                 symmetry: bool = False, message_limit: int | None = None):
         if plan_collective is None or intra_time_ns is None:
             from heterosim.comm import intra_time_ns as _intra, plan_collective as _plan
 
@@ -170,6 +172,7 @@ class Coordinator:
         self.comm_options = dict(comm_options or {})
         self.progress = progress
         self.record_messages = record_messages
+        self.message_limit = message_limit
         self.programs = [_prepare_program(p.ops) for p in ir.programs]
         self._build_lanes()
         self._heap: list[tuple[int, int, int, Any]] = []
@@ -199,6 +202,7 @@ class Coordinator:
         # what results need even when messages are not recorded
         self.net_bytes = 0
         self.net_messages = 0
+        self.all_messages = 0
         self._net_inflight = 0
         self._net_busy_since = 0
         self._net_busy_ns = 0
@@ -581,12 +585,13 @@ class Coordinator:
         mid = self._msg_seq
         state.outstanding += 1
         self._msg_owner[mid] = (state, i)
-        if self.record_messages:
+        if self.record_messages and (self.message_limit is None or len(self.messages) < self.message_limit):
             rec = MessageRecord(mid, x.src, x.dst, x.src_ep, x.dst_ep, x.size_bytes, x.link,
                                 state.inst.op.collective, state.inst.op.comm_kind, start)
             self.messages.append(rec)
             state.records[i] = rec
         images = state.images[i] if state.images is not None else ()
+        self.all_messages += 1 + len(images)
         if x.link == "net":
             self.net_bytes += x.size_bytes * (1 + len(images))
             self.net_messages += 1 + len(images)
@@ -779,7 +784,7 @@ class Coordinator:
                    "replica_classes": self.sym.summary() if self.sym is not None else None, **self._sym_stats}
         return SimResult(end, self.lanes, self.programs, self._dur_tables, self.messages, self._finished_instances,
                          self.events, net.stats(), intra.stats() if intra is not None else None,
-                         net_bytes=self.net_bytes, net_messages=self.net_messages,
+                         net_bytes=self.net_bytes, net_messages=self.net_messages, all_messages=self.all_messages,
                          inter_node_busy_ns=self._net_busy_ns, symmetry=sym)
 
     def _alias_mirrors(self) -> None:
