@@ -148,7 +148,8 @@ def replica_classes(ir, system, used_dims: set[str], *, lane_key: Callable[[tupl
     class_of = [-1] * D
     for d in range(D):
         for ci, cls in enumerate(classes):
-            if matches(cls[0], d) and _pp_alike(pp_pairs, cls[0], d, dp, dp_of, position, pp_profile):
+            if matches(cls[0], d) and _pp_alike(pp_pairs, cls[0], d, dp, dp_of, position, pp_profile) \
+                    and _dp_alike(dp, cls[0], d, pp_profile):
                 cls.append(d)
                 class_of[d] = ci
                 break
@@ -167,6 +168,19 @@ def _pp_alike(pairs, e: int, d: int, dp, dp_of, position, profile) -> bool:
         a2, b2 = dp[dp_of[a0]][d], dp[dp_of[b0]][d]
         if profile(a, b) != profile(a2, b2):
             return False
+    return True
+
+
+def _dp_alike(dp, e: int, d: int, profile) -> bool:
+    """Replica d's links to its data-parallel neighbours look like replica e's (a degraded link between
+    two replicas changes how the collectives they share load both, so both leave the class)."""
+    D = len(dp[0])
+    for g in dp:
+        for step in (1, -1):
+            if profile(g[e], g[(e + step) % D]) != profile(g[d], g[(d + step) % D]):
+                return False
+            if profile(g[(e + step) % D], g[e]) != profile(g[(d + step) % D], g[d]):
+                return False
     return True
 
 
