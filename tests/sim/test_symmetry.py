@@ -60,21 +60,23 @@ def test_homogeneous_uncongested_is_bit_identical():
 def test_hashed_ecmp_within_half_a_percent():
     sc = _scenario([H100], fabric={"kind": "leaf_spine", "hosts_per_leaf": 16, "uplink_gbps": 400}, ecmp="hash")
     full, red = _both(sc)
-    assert red.sim.symmetry["replica_classes"]["classes"] == 1
+    # two nodes per leaf: even and odd replicas have unlike data-parallel neighbours (same leaf vs across)
+    assert red.sim.symmetry["replica_classes"]["class_sizes"] == [2, 2]
     assert red.sim.iteration_time_ns == pytest.approx(full.sim.iteration_time_ns, rel=5e-3)
     for k in ("compute", "bubble", "exposed_comm_total"):
         assert red.summary["breakdown"][k] == pytest.approx(full.summary["breakdown"][k], abs=5e-3)
 
 
 def test_heterogeneous_groups_make_classes_and_stay_exact():
-    # two A100 replicas and two H100 replicas (DP4 over 8 nodes, PP2): two classes of two
-    groups = [{"name": "h", "node_type": "dgx-h100", "num_nodes": 4},
-              {"name": "a", "node_type": "dgx-a100", "num_nodes": 4}]
-    sc = _scenario(groups, cluster_extra=None)
+    # four H100 replicas and four A100 replicas (DP8 over 16 nodes, PP2, replica-major order): 1-2 and
+    # 5-6 pair up; 0, 3, 4, 7 have a data-parallel neighbour of the other kind, so each is its own class
+    groups = [{"name": "h", "node_type": "dgx-h100", "num_nodes": 8},
+              {"name": "a", "node_type": "dgx-a100", "num_nodes": 8}]
+    sc = _scenario(groups, fabric={"kind": "rail_optimized", "nodes_per_block": 16})
     sc = sc.model_copy(update={"parallelism": sc.parallelism.model_copy(update={"order": "tp-cp-ep-pp-dp"})})
     full, red = _both(sc)
     rc = red.sim.symmetry["replica_classes"]
-    assert rc["classes"] == 2 and rc["class_sizes"] == [2, 2]
+    assert rc["classes"] == 6 and rc["class_sizes"] == [2, 2, 1, 1, 1, 1]
     assert red.sim.iteration_time_ns == full.sim.iteration_time_ns
     assert _per_rank(red) == _per_rank(full)
 
