@@ -186,6 +186,7 @@ class Coordinator:
         self.messages: list[MessageRecord] = []
         self._dur_tables: dict[tuple, list[int]] = {}
         self._intra_memo: dict[tuple, int] = {}
+        self._one_node_memo: dict[tuple, bool] = {}
         self._plan_memo: dict[tuple, Any] = {}
         self._relabel_memo: dict[tuple, list] = {}
         self.events = 0
@@ -455,6 +456,10 @@ class Coordinator:
     def _intra_collective_ns(self, collective: str, group: tuple[int, ...], size: int) -> int:
         if len(group) <= 1 or size <= 0:
             return 0
+        direct = (collective, size, group)  # the same group repeats its collectives every layer
+        d = self._intra_memo.get(direct)
+        if d is not None:
+            return d
         spec_key = (collective, size, len(group), self.system.gpus[group[0]].group,
                     tuple(self.system.gpus[r].local for r in group))
         d = self._intra_memo.get(spec_key)
@@ -462,7 +467,17 @@ class Coordinator:
             sched = self.plan(collective, group, size, self.system, **self._plan_kwargs(collective))
             d = int(self.intra_time(sched, self.system))
             self._intra_memo[spec_key] = d
+        self._intra_memo[direct] = d
         return d
+
+    def _one_node(self, ranks: tuple[int, ...]) -> bool:
+        hit = self._one_node_memo.get(ranks)
+        if hit is None:
+            gpus = self.system.gpus
+            n0 = gpus[ranks[0]].node
+            hit = all(gpus[r].node == n0 for r in ranks)
+            self._one_node_memo[ranks] = hit
+        return hit
 
     def _plan_kwargs(self, collective: str) -> dict:
         opts = {}
@@ -479,8 +494,7 @@ class Coordinator:
         inst.start_ns = self._now
         op = inst.op
         del self._instances[inst.key]
-        nodes = {self.system.gpus[r].node for r in inst.ranks}
-        if len(nodes) == 1:
+        if self._one_node(inst.ranks):
             d = self._intra_collective_ns(op.collective, inst.ranks, op.size_bytes)
             inst.pending = 1
             self._push(self._now + d, _EV_XFER_READY, ("instance_done", inst))
@@ -490,7 +504,7 @@ class Coordinator:
             self._finish_instance(inst)
 
     def _launch_schedule(self, inst: _Instance, collective: str, ranks: tuple[int, ...], size: int) -> None:
-        if len({self.system.gpus[r].node for r in ranks}) == 1:
+        if self._one_node(ranks):
             d = self._intra_collective_ns(collective, ranks, size)
             inst.pending += 1
             self._push(self._now + d, _EV_XFER_READY, ("instance_done", inst))
