@@ -93,6 +93,8 @@ class Lane:
     comm_start_ns: dict[int, int] = field(default_factory=dict)
     """Comm op id -> when its data actually started moving (all peers had posted)."""
     done_count: int = 0
+    prog: Any = None
+    """Its program's precomputation (set when the run starts)."""
 
 
 @dataclass
@@ -370,7 +372,7 @@ class Coordinator:
     def _try_start_stream(self, lane: Lane, s: int) -> None:
         if lane.busy[s]:
             return
-        stream = self.programs[lane.program].streams[s]
+        stream = lane.prog.streams[s]
         h = lane.head[s]
         if h >= len(stream):
             return
@@ -378,28 +380,30 @@ class Coordinator:
         if lane.remaining[oid] != 0:
             return
         lane.busy[s] = True
-        lane.start_ns[oid] = self._now
+        now = self._now
+        lane.start_ns[oid] = now
         d = lane.dur[oid]
         if d >= 0:
             self._seq += 1
-            heapq.heappush(self._heap, (self._now + d, self._seq, _EV_OP_DONE, (lane.id, oid)))
+            heapq.heappush(self._heap, (now + d, self._seq, _EV_OP_DONE, (lane, oid)))
         else:
-            self._post_comm(lane, self.programs[lane.program].ops[oid])
+            self._post_comm(lane, lane.prog.ops[oid])
 
     def _complete_op(self, lane: Lane, oid: int) -> None:
-        prog = self.programs[lane.program]
+        prog = lane.prog
         lane.end_ns[oid] = self._now
         lane.done_count += 1
-        s = prog.stream_of[oid]
+        stream_of = prog.stream_of
+        s = stream_of[oid]
         lane.busy[s] = False
         lane.head[s] += 1
-        self._try_start_stream(lane, s)
+        start = self._try_start_stream
+        start(lane, s)
         remaining = lane.remaining
-        stream_of = prog.stream_of
         for d in prog.dependents[oid]:
             remaining[d] -= 1
             if remaining[d] == 0:
-                self._try_start_stream(lane, stream_of[d])
+                start(lane, stream_of[d])
 
     # ----------------------------------------------------------- communication
     def _post_comm(self, lane: Lane, op: Op) -> None:
@@ -721,6 +725,7 @@ class Coordinator:
             lane.start_ns = [-1] * n
             lane.end_ns = [-1] * n
             lane.dur = self._local_durations(lane)
+            lane.prog = prog
         for lane in active:
             for s in range(len(self.programs[lane.program].streams)):
                 self._try_start_stream(lane, s)
@@ -760,8 +765,8 @@ class Coordinator:
                 t, _, kind, payload = heapq.heappop(self._heap)
                 self.events += 1
                 if kind == _EV_OP_DONE:
-                    lane_id, oid = payload
-                    self._complete_op(self.lanes[lane_id], oid)
+                    lane, oid = payload
+                    self._complete_op(lane, oid)
                     done_ops += 1
                 else:
                     what, arg = payload
