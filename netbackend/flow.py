@@ -164,8 +164,8 @@ class FlowBackend(NetworkBackend):
         self._bytes_delivered = 0
         self._link_wire_bytes = [0] * self._num_real
         self._first_start: int | None = None
-        self._groups: dict[int, tuple[tuple[int, ...], tuple[int, ...], int]] = {}
-        """Message id -> (links, copies per link, copies) for messages sent with :meth:`send_group`."""
+        self._groups: dict[int, tuple] = {}
+        """Message id -> (links, copies per link, copies, fixed latency, 1/capacity sum) (:meth:`send_group`)."""
         self._group_cache: dict[tuple, tuple[tuple[int, ...], tuple[int, ...]] | None] = {}
         self._copies = 0
         self._last_finish = 0
@@ -199,9 +199,11 @@ class FlowBackend(NetworkBackend):
         replicas, ring positions) send at the same instant: they load every link of
         their own paths, and by symmetry each gets the same max-min rate, so one
         flow with a copy count per link gives every copy's rate exactly. The
-        completion (``msg.id``) is the common one. Returns False and sends nothing
-        when the copies' paths are not alike (different link rates, delays, NIC
-        caps or hop counts, e.g. a degraded link): the caller sends them one by one.
+        completion (``msg.id``) is the common one; where the copies' paths differ
+        in length (a ring hop inside a leaf vs across the spine) it is the latest
+        copy's. Returns False and sends nothing when the copies' paths do not have
+        the same rates (first link, last link, narrowest link, NIC caps: e.g. a
+        degraded link): the caller sends them one by one.
         """
         if not images:
             self.send(msg)
@@ -214,24 +216,36 @@ class FlowBackend(NetworkBackend):
         if hit is None:
             return False
         self.send(msg)
-        self._groups[msg.id] = (hit[0], hit[1], len(images) + 1)
+        self._groups[msg.id] = (hit[0], hit[1], len(images) + 1, hit[2], hit[3])
         return True
 
     def _profile(self, src: str, dst: str, flow_key: int) -> tuple:
+        """Everything a flow's timing depends on but contention: link rates in order, fixed latency."""
         links, fixed_ns, _ = self._path_info(Message(0, src, dst, 1, self._now, flow_key))
         return tuple(self._cap[l] for l in links), fixed_ns
 
-    def _group_links(self, msg: Message, images) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
-        prof = self._profile(msg.src, msg.dst, msg.flow_key)
+    def rate_profile(self, src: str, dst: str, flow_key: int = 0) -> tuple:
+        """What a flow's rate depends on but contention: its first, last and narrowest link (NIC caps included)."""
+        if src == dst:
+            return ()
+        links = self._path_info(Message(0, src, dst, 1, self._now, flow_key))[0]
+        caps = [self._cap[l] for l in links]
+        return caps[0], caps[-1], min(caps)
+
+    def _group_links(self, msg: Message, images):
+        prof = self.rate_profile(msg.src, msg.dst, msg.flow_key)
         count: dict[int, int] = {}
+        fixed, inv = 0, 0.0
         for src, dst in ((msg.src, msg.dst), *images):
             if (src == dst) != (msg.src == msg.dst):
                 return None
-            if self._profile(src, dst, msg.flow_key) != prof:
+            if self.rate_profile(src, dst, msg.flow_key) != prof:
                 return None
-            for l in self._path_info(Message(0, src, dst, 1, self._now, msg.flow_key))[0]:
+            links, fixed_ns, inv_cap = self._path_info(Message(0, src, dst, 1, self._now, msg.flow_key))
+            fixed, inv = max(fixed, fixed_ns), max(inv, inv_cap)
+            for l in links:
                 count[l] = count.get(l, 0) + 1
-        return tuple(count), tuple(count.values())
+        return tuple(count), tuple(count.values()), fixed, inv
 
     def pending(self) -> int:
         return len(self._inflight_ids)
@@ -316,6 +330,8 @@ class FlowBackend(NetworkBackend):
                 self._finish(msg, t, 0)
                 continue
             links, fixed_ns, inv_cap = self._path_info(msg)
+            if grp is not None:  # the latest copy's latency
+                fixed_ns, inv_cap = grp[3], grp[4]
             last_pkt = msg.size_bytes - (-(-msg.size_bytes // self._mtu) - 1) * self._mtu + self._hdr
             lat = fixed_ns + math.ceil(last_pkt * inv_cap - 1e-9)
             if grp is None:

@@ -263,14 +263,15 @@ class Coordinator:
 
         gpus = self.system.gpus
 
-        def pp_profile(a: int, b: int):
+        def pp_profile(a: int, b: int, rates_only: bool = False):
             if gpus[a].node_index == gpus[b].node_index:
                 if self.intra is None:
                     return ("intra",)
-                return ("intra", self._profile(self.intra, gpus[a].name, gpus[b].name, 0))
-            return ("net",) + tuple(self._profile(self.net, gpus[a].nic, gpus[b].nic, k) for k in range(4))
+                return ("intra", self._profile(self.intra, gpus[a].name, gpus[b].name, 0, rates_only))
+            return ("net",) + tuple(self._profile(self.net, gpus[a].nic, gpus[b].nic, k, rates_only) for k in range(4))
 
-        sym = replica_classes(self.ir, self.system, used, lane_key=lane_key, pp_profile=pp_profile)
+        sym = replica_classes(self.ir, self.system, used, lane_key=lane_key, pp_profile=pp_profile,
+                              dp_profile=lambda a, b: pp_profile(a, b, True))
         if sym is None:
             return
         self.sym = sym
@@ -278,8 +279,9 @@ class Coordinator:
             self._active[lane.id] = sym.position[lane.ranks[0]] in sym.rep_replicas
         self._lanes_per_group.clear()
 
-    def _profile(self, backend, src: str, dst: str, key: int):
-        """Network path profile (link rates in order, fixed latency) of one flow, from the flow engine."""
+    def _profile(self, backend, src: str, dst: str, key: int, rates_only: bool = False):
+        """Network path profile of one flow, from the flow engine: link rates in order and fixed latency,
+        or (``rates_only``) what its rate depends on (first, last and narrowest link)."""
         prof = self._profilers.get(id(backend))
         if prof is None:
             from netbackend.flow import FlowBackend
@@ -288,7 +290,7 @@ class Coordinator:
                                                                                   backend.seed)
             self._profilers[id(backend)] = prof
         try:
-            return prof._profile(src, dst, key)
+            return prof.rate_profile(src, dst, key) if rates_only else prof._profile(src, dst, key)
         except Exception:
             return None
 
@@ -320,7 +322,8 @@ class Coordinator:
             self._orbit_memo[shape] = orb
         if orb is None:
             return None
-        # copies must see alike paths (rates, delays, NIC caps): else they are simulated one by one
+        # copies must see paths of alike rates (NIC caps, narrowest link): else they are simulated one by one.
+        # (Lengths may differ, a hop inside a leaf vs across the spine: the orbit ends with its latest copy.)
         for members in orb.members:
             x = transfers[members[0]]
             if x.link == "nvls" or x.src < 0 or x.dst < 0:
@@ -328,10 +331,10 @@ class Coordinator:
             backend = self.net if x.link == "net" else self.intra
             if backend is None:
                 continue
-            p0 = self._profile(backend, x.src_ep, x.dst_ep, x.flow_key)
+            p0 = self._profile(backend, x.src_ep, x.dst_ep, x.flow_key, True)
             for j in members[1:]:
                 y = transfers[j]
-                if self._profile(backend, y.src_ep, y.dst_ep, y.flow_key) != p0:
+                if self._profile(backend, y.src_ep, y.dst_ep, y.flow_key, True) != p0:
                     return None
         reps, images = [], []
         for o, members in enumerate(orb.members):

@@ -67,12 +67,17 @@ class ReplicaClasses:
 
 
 def replica_classes(ir, system, used_dims: set[str], *, lane_key: Callable[[tuple[int, ...]], object],
-                    pp_profile: Callable[[int, int], object]) -> ReplicaClasses | None:
+                    pp_profile: Callable[[int, int], object],
+                    dp_profile: Callable[[int, int], object] | None = None) -> ReplicaClasses | None:
     """Group the dp replicas into classes of identical ones (module docstring); None if no reduction applies.
 
     ``lane_key(tp_group)`` says what a TP group's local op durations are (equal keys, equal
-    durations); ``pp_profile(a, b)`` the network path profile of a pipeline transfer a -> b.
+    durations); ``pp_profile(a, b)`` the network path profile of a pipeline transfer a -> b (all
+    that its timing depends on but contention); ``dp_profile(a, b)`` what the rate of a transfer
+    between data-parallel neighbours depends on (a collective ends at one time for all its
+    members, so only the rates its flows impose on shared links matter, not path lengths).
     """
+    dp_profile = dp_profile or pp_profile
     dp = ir.groups.get("dp")
     if not dp or len(dp[0]) < 2 or any(len(g) != len(dp[0]) for g in dp):
         return None
@@ -149,7 +154,7 @@ def replica_classes(ir, system, used_dims: set[str], *, lane_key: Callable[[tupl
     for d in range(D):
         for ci, cls in enumerate(classes):
             if matches(cls[0], d) and _pp_alike(pp_pairs, cls[0], d, dp, dp_of, position, pp_profile) \
-                    and _dp_alike(dp, cls[0], d, pp_profile):
+                    and _dp_alike(dp, cls[0], d, dp_profile):
                 cls.append(d)
                 class_of[d] = ci
                 break
