@@ -662,7 +662,9 @@ class Coordinator:
                 self._net_busy_ns += self._now - self._net_busy_since
         state.outstanding -= 1
         if state.records:
-            state.records[i].end_ns = self._now
+            rec = state.records.get(i)
+            if rec is not None:  # (records may stop at message_limit)
+                rec.end_ns = self._now
         state.done += 1
         waiting = state.waiting
         for j in state.dependents[i]:
