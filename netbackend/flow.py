@@ -164,6 +164,8 @@ class FlowBackend(NetworkBackend):
         self._bytes_delivered = 0
         self._link_wire_bytes = [0] * self._num_real
         self._first_start: int | None = None
+        self._live: dict[int, _Flow] = {}
+        """Active flows by seq."""
         self._groups: dict[int, tuple] = {}
         """Message id -> (links, copies per link, copies, fixed latency, 1/capacity sum) (:meth:`send_group`)."""
         self._group_cache: dict[tuple, tuple[tuple[int, ...], tuple[int, ...]] | None] = {}
@@ -352,6 +354,9 @@ class FlowBackend(NetworkBackend):
             for l in f.links:
                 self._on[l][f.seq] = f
         self._active += len(new)
+        live = self._live
+        for f in new:
+            live[f.seq] = f
         self._refill(seeds, float(t))
 
     def _drain_batch(self, t0: float) -> None:
@@ -371,6 +376,7 @@ class FlowBackend(NetworkBackend):
         for f in gone:
             f.ver += 1
             self._active -= 1
+            del self._live[f.seq]
             if f.bneck >= 0:
                 del self._bn[f.bneck][f.seq]
             for l, w in zip(f.links, f.w):
@@ -478,7 +484,10 @@ class FlowBackend(NetworkBackend):
                 # freezing here their bottleneck: it joins S now. Levels only rise, so none of
                 # its links has frozen yet and the filling simply goes on.
                 lim = share * (1 + _REL) + 1e-15
-                pulled = [g for g in on[l].values() if g.rate > lim and g.seq not in S]
+                onl = on[l]
+                # (only flows outside S can be pulled in; a link carrying S flows alone has none)
+                pulled = [g for g in onl.values() if g.rate > lim and g.seq not in S] \
+                    if len(onl) > len(s_on[l]) else None
                 if pulled:
                     for g in pulled:
                         S[g.seq] = g
@@ -570,3 +579,7 @@ class FlowBackend(NetworkBackend):
                 heapq.heappush(drains, (f.drain_t, f.seq, f.ver, f))
             else:
                 f.drain_t = math.inf
+        if len(drains) > 4 * self._active + 256:
+            # superseded predictions outnumber live ones: rebuild in place (callers hold this list)
+            drains[:] = [(f.drain_t, f.seq, f.ver, f) for f in self._live.values() if f.drain_t != math.inf]
+            heapq.heapify(drains)
