@@ -201,7 +201,9 @@ class Coordinator:
         self._shadow: dict[int, int] = {}
         self._wait: dict[int, int] = {}
         self._profilers: dict[int, Any] = {}
-        self._sym_stats = {"orbit_schedules": 0, "orbit_transfers": 0, "orbit_flows": 0, "copies_sent": 0}
+        self._sym_stats = {"orbit_schedules": 0, "orbit_transfers": 0, "orbit_flows": 0, "copies_sent": 0,
+                           "merged_rail_groups": 0}
+        self._merge_memo: dict[tuple, Any] = {}
         # what results need even when messages are not recorded
         self.net_bytes = 0
         self.net_messages = 0
@@ -427,9 +429,54 @@ class Coordinator:
             if lane.id not in inst.lane_ops:
                 inst.lane_ops[lane.id] = op.id
                 insts.append(inst)
-        for inst in insts:
-            if len(inst.lane_ops) == inst.lanes_needed:
-                self._start_instance(inst)
+        ready = [inst for inst in insts if len(inst.lane_ops) == inst.lanes_needed]
+        if len(ready) > 1 and self.symmetry:
+            # the TP ranks of a lane start the same collective on parallel groups (one per rail) at once:
+            # one schedule, the others' transfers as copies, when their paths are alike
+            groups = self._merge_plan(op, tuple(inst.ranks for inst in ready))
+            if groups is not None:
+                self._start_instance(ready[0], followers=ready[1:], images=groups)
+                return
+        for inst in ready:
+            self._start_instance(inst)
+
+    def _merge_plan(self, op: Op, groups: tuple[tuple[int, ...], ...]):
+        """Per transfer of the first group's (reduced) schedule: its copies in all the groups, or None."""
+        key = (op.collective, op.size_bytes, groups)
+        hit = self._merge_memo.get(key, False)
+        if hit is not False:
+            return hit
+        hit = None
+        if not any(self._one_node(g) for g in groups):
+            lead = self._planned(op.collective, groups[0], op.size_bytes, with_shape=True)
+            others = [self._planned(op.collective, g, op.size_bytes, with_shape=True) for g in groups[1:]]
+            # the same schedule up to renaming: same transfer count, dependency structure and reduction
+            if lead[0] and all(len(o[0]) == len(lead[0]) and o[1] == lead[1] and (o[2] is None) == (lead[2] is None)
+                               for o in others):
+                hit = self._merged_images(lead, others)
+        if len(self._merge_memo) < 50_000:
+            self._merge_memo[key] = hit
+        return hit
+
+    def _merged_images(self, lead, others):
+        xfers, _, images, _ = lead
+        out = []
+        for i, x in enumerate(xfers):
+            own = images[i] if images is not None else ()
+            backend = self.net if x.link == "net" else self.intra
+            p0 = self._profile(backend, x.src_ep, x.dst_ep, x.flow_key, True) if backend is not None else None
+            copies = list(own)
+            for o in others:
+                y = o[0][i]
+                if y.link != x.link or y.latency_ns != x.latency_ns or abs(y.size_bytes - x.size_bytes) > 64:
+                    return None
+                if backend is not None and self._profile(backend, y.src_ep, y.dst_ep, y.flow_key, True) != p0:
+                    return None
+                copies.append((y.src_ep, y.dst_ep))
+                if o[2] is not None:
+                    copies.extend(o[2][i])
+            out.append(tuple(copies))
+        return out
 
     def _post_p2p(self, lane: Lane, op: Op) -> None:
         peer_lane = self.lane_of_rank[self.ir.peer_of(lane.ranks[0], op.peer_offset)]
@@ -497,10 +544,19 @@ class Coordinator:
             opts["channels"] = self.comm_options["channels"]
         return opts
 
-    def _start_instance(self, inst: _Instance) -> None:
+    def _start_instance(self, inst: _Instance, followers=(), images=None) -> None:
         inst.start_ns = self._now
         op = inst.op
         del self._instances[inst.key]
+        if followers:
+            for f in followers:
+                f.start_ns = self._now
+                del self._instances[f.key]
+            inst.followers = followers  # type: ignore[attr-defined]
+            self._launch_schedule(inst, op.collective, inst.ranks, op.size_bytes, images=images)
+            if inst.pending == 0:
+                self._finish_instance(inst)
+            return
         if self._one_node(inst.ranks):
             d = self._intra_collective_ns(op.collective, inst.ranks, op.size_bytes)
             inst.pending = 1
@@ -510,16 +566,21 @@ class Coordinator:
         if inst.pending == 0:
             self._finish_instance(inst)
 
-    def _launch_schedule(self, inst: _Instance, collective: str, ranks: tuple[int, ...], size: int) -> None:
+    def _launch_schedule(self, inst: _Instance, collective: str, ranks: tuple[int, ...], size: int,
+                         images: list | None = None) -> None:
         if self._one_node(ranks):
             d = self._intra_collective_ns(collective, ranks, size)
             inst.pending += 1
             self._push(self._now + d, _EV_XFER_READY, ("instance_done", inst))
             return
+        merged = images
         xfers, struct, images = self._planned(collective, ranks, size)
         if not xfers:
             return
         state = _ScheduleState(inst, xfers, struct)
+        if merged is not None:
+            images = merged
+            self._sym_stats["merged_rail_groups"] += len(inst.followers)  # type: ignore[attr-defined]
         if images is not None:
             ss = self._sym_stats
             ss["orbit_schedules"] += 1
@@ -566,7 +627,7 @@ class Coordinator:
             self._ep_rank_map = m
         return m
 
-    def _planned(self, collective: str, ranks: tuple[int, ...], size: int):
+    def _planned(self, collective: str, ranks: tuple[int, ...], size: int, with_shape: bool = False):
         """The flow schedule for this group, planned once per group *shape*.
 
         DP/PP groups at the same position of different replicas are isomorphic
@@ -595,8 +656,8 @@ class Coordinator:
                 moved = red if red is not None else (transfers, struct, None)
                 if len(self._relabel_memo) < 200_000:
                     self._relabel_memo[key] = moved
-            return moved
-        return transfers, struct, None
+            return moved + (shape,) if with_shape else moved
+        return (transfers, struct, None, shape) if with_shape else (transfers, struct, None)
 
     def _start_transfer(self, state: "_ScheduleState", i: int) -> None:
         x = state.xfers[i]
@@ -699,6 +760,11 @@ class Coordinator:
             if counter == 0:
                 del self._lane_inst_pending[key]
                 self._complete_op(lane, op_id)
+        followers = getattr(inst, "followers", None)
+        if followers:  # parallel groups whose transfers rode as copies of this one's end with it
+            inst.followers = ()  # type: ignore[attr-defined]
+            for f in followers:
+                self._finish_instance(f)
 
     def _lane_instances(self, lane: Lane, op: Op) -> int:
         return len({self.ir.group_id(r, op.group) for r in lane.ranks})
