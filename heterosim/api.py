@@ -6,6 +6,7 @@
 """
 from __future__ import annotations
 
+import gc
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -194,13 +195,13 @@ def intra_config(scenario: Scenario):
 
 
 def simulate(prepared: Prepared, *, backend: str | None = None,
-             progress: Callable[[int, int], None] | None = None, record_messages: bool = True,
-             work_budget: float | None = None) -> RunResult:
-    """Run one iteration (``training.iterations`` times, reporting the last)."""
+             progress: Callable[[int, int], None] | None = None, record_messages: bool | int = True,
+             work_budget: float | None = None, symmetry: bool | None = None) -> RunResult:
+    """Run one iteration (``training.iterations`` times, reporting the last).
+
+    ``record_messages``: keep a record per message (True), none (False), or the first N (an int:
+    what a trace shows). ``symmetry``: None = ``simulation.symmetry`` (off with background traffic)."""
     from heterosim.results.summary import make_summary
-    from heterosim.sim.coordinator import Coordinator
-    from heterosim.sim.intra import effective_intra
-    from netbackend.registry import create_backend
 
     check(prepared, backend=backend, work_budget=work_budget)
     sc = prepared.scenario
@@ -213,52 +214,83 @@ def simulate(prepared: Prepared, *, backend: str | None = None,
             check_acceleration(net_cfg)
         except UserError as err:
             raise err.with_file(prepared.file or "scenario") from None
-    sim = None
     t0 = time.monotonic()
+    # The simulation allocates millions of small objects and frees few: the cyclic collector would walk
+    # the whole heap again and again (a third of the run at 1,000+ GPUs). Nothing here makes cycles
+    # that must be freed during the run; collection resumes afterwards.
+    gc_was = gc.isenabled()
+    gc.disable()
     try:
-        for it in range(sc.training.iterations):
-            net = create_backend(name, prepared.system.net, net_cfg, sc.seed + it)
-            if sc.network.background is not None:
-                from netbackend.background import with_background
-
-                try:
-                    net = with_background(net, sc.network.background, seed=sc.seed + it)
-                except BaseException:
-                    net.close()
-                    raise
-            intra = create_backend("flow", effective_intra(prepared.system.intra), intra_config(sc), sc.seed + it)
-            try:
-                coord = Coordinator(prepared.ir, prepared.system, prepared.compute, net, intra,
-                                    precision=sc.training.precision, comm_options=sc.comm.model_dump(),
-                                    progress=progress, record_messages=record_messages)
-                sim = coord.run(wall_limit_s=sc.network.wall_limit_s)
-            finally:
-                net.close()
-                intra.close()
+        sim = _simulate_iterations(prepared, sc, name, net_cfg, progress, record_messages, symmetry)
+        wall = time.monotonic() - t0
+        summary = make_summary(sc, prepared.system, prepared.ir, sim, backend=name, wall_s=wall)
     except UserError as err:  # runtime errors (comm planner, backends) name the scenario file too
         raise err.with_file(prepared.file) if prepared.file else err
-    wall = time.monotonic() - t0
-    summary = make_summary(sc, prepared.system, prepared.ir, sim, backend=name, wall_s=wall)
+    finally:
+        if gc_was:
+            gc.enable()
     summary["framework"] = framework_summary(prepared)
     return RunResult(prepared, sim, summary, name)
 
 
+def _simulate_iterations(prepared, sc, name, net_cfg, progress, record_messages, symmetry):
+    from heterosim.sim.coordinator import Coordinator
+    from heterosim.sim.intra import effective_intra
+    from netbackend.registry import create_backend
+
+    sim = None
+    for it in range(sc.training.iterations):
+        net = create_backend(name, prepared.system.net, net_cfg, sc.seed + it)
+        if sc.network.background is not None:
+            from netbackend.background import with_background
+
+            try:
+                net = with_background(net, sc.network.background, seed=sc.seed + it)
+            except BaseException:
+                net.close()
+                raise
+        intra = create_backend("flow", effective_intra(prepared.system.intra), intra_config(sc), sc.seed + it)
+        try:
+            coord = Coordinator(prepared.ir, prepared.system, prepared.compute, net, intra,
+                                precision=sc.training.precision, comm_options=sc.comm.model_dump(),
+                                progress=progress, record_messages=bool(record_messages),
+                                message_limit=None if isinstance(record_messages, bool) else record_messages,
+                                symmetry=_symmetry(sc, name) if symmetry is None else symmetry)
+            sim = coord.run(wall_limit_s=sc.network.wall_limit_s)
+        finally:
+            net.close()
+            intra.close()
+    return sim
+
+
+def _symmetry(sc: Scenario, backend: str) -> bool:
+    """Symmetry reduction (heterosim/sim/symmetry.py) unless asked off. Flow backend only: its copies of a
+    flow provably share one max-min rate; packet-level copies do not (DCQCN is not perfectly fair), and
+    background traffic is not symmetric."""
+    sim = getattr(sc, "simulation", None)
+    return (sim is None or sim.symmetry) and sc.network.background is None and backend == "flow"
+
+
 def write_results(result: RunResult, out_dir: str | Path) -> Path:
-    """summary.json, trace.json, ops.csv, messages.csv, network.json and plots, atomically."""
+    """summary.json, trace.json, network.json, plots and the tables asked for (``output.tables``), atomically."""
     from heterosim.results import plots
-    from heterosim.results.tables import write_messages_csv, write_ops_csv
+    from heterosim.results.tables import table_format, write_messages_table, write_ops_table
     from heterosim.results.trace import write_trace
     from heterosim.results.writer import atomic_dir, write_json
 
     sc = result.prepared.scenario
     out = Path(out_dir)
+    fmt = sc.output.table_format
+    if sc.output.tables != "summary":
+        table_format(fmt, 0, result.prepared.file)  # a missing pyarrow says so before anything is written
     with atomic_dir(out) as tmp:
         write_json(tmp / "summary.json", result.summary)
         if sc.output.trace:
             write_trace(tmp / "trace.json", result.sim, result.prepared.ir)
-        if sc.output.table:
-            write_ops_csv(tmp / "ops.csv", result.sim, result.prepared.ir)
-            write_messages_csv(tmp / "messages.csv", result.sim)
+        if sc.output.tables in ("ops", "all"):
+            write_ops_table(tmp, result.sim, result.prepared.ir, fmt)
+        if sc.output.tables == "all":
+            write_messages_table(tmp, result.sim, fmt)
         stats = result.sim.net_stats
         if stats is not None:
             write_json(tmp / "network.json", {"messages": stats.messages, "bytes_delivered": stats.bytes_delivered,
@@ -284,11 +316,25 @@ def run(scenario: Scenario | str | Path, *, out_dir: str | Path | None = None, b
         scenario = with_overrides(scenario, overrides)
     else:
         scenario = load(scenario, overrides)
+    if scenario.output.tables != "summary":
+        from heterosim.results.tables import table_format
+
+        table_format(scenario.output.table_format, 0, getattr(scenario, "_source_file", None))  # before simulating
     prepared = prepare(scenario, work_budget=work_budget)
-    result = simulate(prepared, backend=backend, progress=progress, work_budget=work_budget)
+    result = simulate(prepared, backend=backend, progress=progress, work_budget=work_budget,
+                      record_messages=messages_to_record(scenario))
     if out_dir is not None:
         write_results(result, out_dir)
     return result
+
+
+def messages_to_record(scenario: Scenario) -> bool | int:
+    """Every message for the message table; the first ones for a trace (it shows at most that many); else none."""
+    from heterosim.results.trace import MAX_TRACE_MESSAGES
+
+    if scenario.output.tables == "all":
+        return True
+    return MAX_TRACE_MESSAGES if scenario.output.trace else False
 
 
 def default_out_dir(scenario: Scenario) -> Path:

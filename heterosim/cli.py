@@ -115,7 +115,7 @@ def run(scenario: Path = typer.Argument(Path("scenarios/quickstart.yaml"), help=
         with Progress(TextColumn("[bold]simulating"), BarColumn(), TextColumn("{task.completed}/{task.total} ops"),
                       TimeElapsedColumn(), console=console, disable=quiet, transient=True) as prog:
             task = prog.add_task("sim", total=None)
-            result = api.simulate(prep, backend=backend,
+            result = api.simulate(prep, backend=backend, record_messages=api.messages_to_record(sc),
                                   progress=lambda done, total: prog.update(task, completed=done, total=total))
         dest = api.write_results(result, dest)
     except UserError as err:
@@ -151,7 +151,7 @@ def print_summary(s: dict, dest: Path | None = None) -> None:
                   + (" (no partition qualified: plain packet level)" if acc["fallback_packet_level"] else ""))
     out.print(t)
     if dest is not None:
-        out.print(f"results: {dest}/ (summary.json, trace.json -> ui.perfetto.dev, ops.csv, messages.csv, *.png)")
+        out.print(f"results: {dest}/ (summary.json, trace.json -> ui.perfetto.dev, *.png; tables: output.tables)")
 
 
 @app.command()

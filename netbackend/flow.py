@@ -50,12 +50,17 @@ _DRAIN_BATCH_NS = 1e-3
 
 
 class _Flow:
-    __slots__ = ("seq", "msg", "links", "wire", "rem", "rate", "t_upd", "bneck", "ver", "lat_ns", "drain_t")
+    __slots__ = ("seq", "msg", "links", "w", "wire", "rem", "rate", "t_upd", "bneck", "ver", "lat_ns", "drain_t",
+                 "copies")
 
-    def __init__(self, seq: int, msg: Message, links: tuple[int, ...], wire: int, lat_ns: int, t: float):
+    def __init__(self, seq: int, msg: Message, links: tuple[int, ...], wire: int, lat_ns: int, t: float,
+                 w: tuple[int, ...] | None = None, copies: int = 1):
         self.seq = seq
         self.msg = msg
         self.links = links
+        self.w = w if w is not None else (1,) * len(links)
+        """Copies of the flow on each link (a symmetric group: :meth:`FlowBackend.send_group`)."""
+        self.copies = copies
         self.wire = wire
         self.rem = float(wire)
         self.rate = 0.0
@@ -68,7 +73,9 @@ class _Flow:
 
 
 def max_min_rates(flow_links: dict[int, tuple[int, ...]], capacity: list[float]) -> dict[int, float]:
-    """Reference max-min fair rates by plain progressive filling (for checks and tests)."""
+    """Reference max-min fair rates by plain progressive filling (for checks and tests).
+
+    A link listed k times in a flow's tuple carries k copies of that flow (a symmetric group)."""
     rate: dict[int, float] = {}
     residual = list(capacity)
     on: dict[int, list[int]] = {}
@@ -82,7 +89,7 @@ def max_min_rates(flow_links: dict[int, tuple[int, ...]], capacity: list[float])
             n = sum(1 for f in fs if f in active)
             if n and residual[l] / n < best:
                 best, best_l = residual[l] / n, l
-        for f in on[best_l]:
+        for f in set(on[best_l]):
             if f in active:
                 rate[f] = best
                 active.discard(f)
@@ -163,6 +170,12 @@ class FlowBackend(NetworkBackend):
         self._bytes_delivered = 0
         self._link_wire_bytes = [0] * self._num_real
         self._first_start: int | None = None
+        self._live: dict[int, _Flow] = {}
+        """Active flows by seq."""
+        self._groups: dict[int, tuple] = {}
+        """Message id -> (links, copies per link, copies, fixed latency, 1/capacity sum) (:meth:`send_group`)."""
+        self._group_cache: dict[tuple, tuple[tuple[int, ...], tuple[int, ...]] | None] = {}
+        self._copies = 0
         self._last_finish = 0
         self._path_cache: dict[tuple[str, str, int], tuple[tuple[int, ...], int, float]] = {}
         self.counters = _Counters()
@@ -186,6 +199,61 @@ class FlowBackend(NetworkBackend):
         heapq.heappush(self._starts, (msg.start_ns, self._seq, msg))
         if self._first_start is None or msg.start_ns < self._first_start:
             self._first_start = msg.start_ns
+
+    def send_group(self, msg: Message, images: tuple[tuple[str, str], ...]) -> bool:
+        """Send ``msg`` and one identical copy between each ``(src, dst)`` of ``images``, as one flow.
+
+        The copies stand for what symmetric parts of a training job (data-parallel
+        replicas, ring positions) send at the same instant: they load every link of
+        their own paths, and by symmetry each gets the same max-min rate, so one
+        flow with a copy count per link gives every copy's rate exactly. The
+        completion (``msg.id``) is the common one; where the copies' paths differ
+        in length (a ring hop inside a leaf vs across the spine) it is the latest
+        copy's. Returns False and sends nothing when the copies' paths do not have
+        the same rates (first link, last link, narrowest link, NIC caps: e.g. a
+        degraded link): the caller sends them one by one.
+        """
+        if not images:
+            self.send(msg)
+            return True
+        key = (msg.src, msg.dst, msg.flow_key, images)
+        hit = self._group_cache.get(key, False)
+        if hit is False:
+            hit = self._group_links(msg, images)
+            self._group_cache[key] = hit
+        if hit is None:
+            return False
+        self.send(msg)
+        self._groups[msg.id] = (hit[0], hit[1], len(images) + 1, hit[2], hit[3])
+        return True
+
+    def _profile(self, src: str, dst: str, flow_key: int) -> tuple:
+        """Everything a flow's timing depends on but contention: link rates in order, fixed latency."""
+        links, fixed_ns, _ = self._path_info(Message(0, src, dst, 1, self._now, flow_key))
+        return tuple(self._cap[l] for l in links), fixed_ns
+
+    def rate_profile(self, src: str, dst: str, flow_key: int = 0) -> tuple:
+        """What a flow's rate depends on but contention: its first, last and narrowest link (NIC caps included)."""
+        if src == dst:
+            return ()
+        links = self._path_info(Message(0, src, dst, 1, self._now, flow_key))[0]
+        caps = [self._cap[l] for l in links]
+        return caps[0], caps[-1], min(caps)
+
+    def _group_links(self, msg: Message, images):
+        prof = self.rate_profile(msg.src, msg.dst, msg.flow_key)
+        count: dict[int, int] = {}
+        fixed, inv = 0, 0.0
+        for src, dst in ((msg.src, msg.dst), *images):
+            if (src == dst) != (msg.src == msg.dst):
+                return None
+            if self.rate_profile(src, dst, msg.flow_key) != prof:
+                return None
+            links, fixed_ns, inv_cap = self._path_info(Message(0, src, dst, 1, self._now, msg.flow_key))
+            fixed, inv = max(fixed, fixed_ns), max(inv, inv_cap)
+            for l in links:
+                count[l] = count.get(l, 0) + 1
+        return tuple(count), tuple(count.values()), fixed, inv
 
     def pending(self) -> int:
         return len(self._inflight_ids)
@@ -244,6 +312,7 @@ class FlowBackend(NetworkBackend):
             messages=len(self._fct), bytes_delivered=self._bytes_delivered, fct_ns=dict(self._fct),
             link_bytes=link_bytes,
             extra={"max_link_utilization": util, "events": c.events, "refills": c.refills,
+                   "flow_copies": self._copies,
                    "refilled_flows": c.refilled_flows, "link_bytes_are": "wire bytes (payload + headers)"})
 
     def rates_gbps(self) -> dict[int, float]:
@@ -260,9 +329,11 @@ class FlowBackend(NetworkBackend):
         starts = self._starts
         new: list[_Flow] = []
         r = self.router
+        groups = self._groups
         while starts and starts[0][0] == t:
             _, seq, msg = heapq.heappop(starts)
             self._start_of.setdefault(msg.id, t)  # a message queued behind its connection keeps its post time
+            grp = groups.pop(msg.id, None)
             if msg.src == msg.dst:
                 self._finish(msg, t, 0)
                 continue
@@ -271,13 +342,20 @@ class FlowBackend(NetworkBackend):
                 if msg.id in self._conn_pass:
                     self._conn_pass.discard(msg.id)  # handed the connection by its predecessor
                 elif key in self._conn_busy:
+                    if grp is not None:
+                        groups[msg.id] = grp  # it starts later with its copies
                     self._conn_wait.setdefault(key, deque()).append(msg)
                     continue
                 self._conn_busy.add(key)
             links, fixed_ns, inv_cap = self._path_info(msg)
+            if grp is not None:  # the latest copy's latency
+                fixed_ns, inv_cap = grp[3], grp[4]
             last_pkt = msg.size_bytes - (-(-msg.size_bytes // self._mtu) - 1) * self._mtu + self._hdr
             lat = fixed_ns + math.ceil(last_pkt * inv_cap - 1e-9)
-            f = _Flow(seq, msg, links, self._wire_bytes(msg.size_bytes), lat, t)
+            if grp is None:
+                f = _Flow(seq, msg, links, self._wire_bytes(msg.size_bytes), lat, t)
+            else:
+                f = _Flow(seq, msg, grp[0], self._wire_bytes(msg.size_bytes), lat, t, grp[1], grp[2])
             new.append(f)
         if not new:
             return
@@ -292,6 +370,9 @@ class FlowBackend(NetworkBackend):
             for l in f.links:
                 self._on[l][f.seq] = f
         self._active += len(new)
+        live = self._live
+        for f in new:
+            live[f.seq] = f
         self._refill(seeds, float(t))
 
     def _drain_batch(self, t0: float) -> None:
@@ -311,18 +392,19 @@ class FlowBackend(NetworkBackend):
         for f in gone:
             f.ver += 1
             self._active -= 1
+            del self._live[f.seq]
             if f.bneck >= 0:
                 del self._bn[f.bneck][f.seq]
-            for l in f.links:
+            for l, w in zip(f.links, f.w):
                 del self._on[l][f.seq]
                 if self._on[l]:
-                    self._load[l] -= f.rate
+                    self._load[l] -= f.rate * w
                 else:
                     self._load[l] = 0.0  # resets float drift
                 freed.add(l)
                 if l < self._num_real:
-                    self._link_wire_bytes[l] += f.wire
-            self._finish(f.msg, math.ceil(f.drain_t - 1e-6), f.lat_ns)
+                    self._link_wire_bytes[l] += f.wire * w
+            self._finish(f.msg, math.ceil(f.drain_t - 1e-6), f.lat_ns, f.copies)
             if f.msg.connection >= 0:
                 self._next_on_connection(f.msg, math.ceil(f.drain_t - 1e-6))
         seeds: dict[int, _Flow] = {}
@@ -343,11 +425,12 @@ class FlowBackend(NetworkBackend):
         self._seq += 1
         heapq.heappush(self._starts, (max(t, self._start_of[nxt.id]), self._seq, nxt))
 
-    def _finish(self, msg: Message, drain_ns: int, lat_ns: int) -> None:
+    def _finish(self, msg: Message, drain_ns: int, lat_ns: int, copies: int = 1) -> None:
         fin = max(drain_ns, self._start_of[msg.id]) + lat_ns
         heapq.heappush(self._done, (fin, msg.id))
         self._fct[msg.id] = (self._start_of.pop(msg.id), fin)
-        self._bytes_delivered += msg.size_bytes
+        self._bytes_delivered += msg.size_bytes * copies
+        self._copies += copies
         if fin > self._last_finish:
             self._last_finish = fin
 
@@ -390,26 +473,27 @@ class FlowBackend(NetworkBackend):
             # --- progressive filling of S with every other flow held at its rate
             s_on: dict[int, list[_Flow]] = {}
             old_sum: dict[int, float] = {}
+            count: dict[int, int] = {}
             for f in S.values():
-                for l in f.links:
+                r = f.rate
+                for l, w in zip(f.links, f.w):
                     lst = s_on.get(l)
                     if lst is None:
                         s_on[l] = [f]
-                        old_sum[l] = f.rate
+                        old_sum[l] = r * w
+                        count[l] = w
                     else:
                         lst.append(f)
-                        old_sum[l] += f.rate
+                        old_sum[l] += r * w
+                        count[l] += w
             residual: dict[int, float] = {}
-            count: dict[int, int] = {}
             heap = []
             for l, lst in s_on.items():
                 res = cap[l] - (load[l] - old_sum[l])
                 if res < 0.0:
                     res = 0.0
                 residual[l] = res
-                n = len(lst)
-                count[l] = n
-                heap.append((res / n, l))
+                heap.append((res / count[l], l))
             heapq.heapify(heap)
             new_rate: dict[int, float] = {}
             new_bneck: dict[int, int] = {}
@@ -430,24 +514,27 @@ class FlowBackend(NetworkBackend):
                 # freezing here their bottleneck: it joins S now. Levels only rise, so none of
                 # its links has frozen yet and the filling simply goes on.
                 lim = share * (1 + _REL) + 1e-15
-                pulled = [g for g in on[l].values() if g.rate > lim and g.seq not in S]
+                onl = on[l]
+                # (only flows outside S can be pulled in; a link carrying S flows alone has none)
+                pulled = [g for g in onl.values() if g.rate > lim and g.seq not in S] \
+                    if len(onl) > len(s_on[l]) else None
                 if pulled:
                     for g in pulled:
                         S[g.seq] = g
                         r = g.rate
-                        for m in g.links:
+                        for m, w in zip(g.links, g.w):
                             lst = s_on.get(m)
                             if lst is None:
                                 s_on[m] = [g]
-                                old_sum[m] = r
-                                res = cap[m] - (load[m] - r)
+                                old_sum[m] = r * w
+                                res = cap[m] - (load[m] - r * w)
                                 residual[m] = res if res > 0.0 else 0.0
-                                count[m] = 1
+                                count[m] = w
                             else:
                                 lst.append(g)
-                                old_sum[m] += r
-                                residual[m] += r
-                                count[m] += 1
+                                old_sum[m] += r * w
+                                residual[m] += r * w
+                                count[m] += w
                             heapq.heappush(heap, (residual[m] / count[m], m))
                     continue
                 for f in s_on[l]:
@@ -455,9 +542,9 @@ class FlowBackend(NetworkBackend):
                         continue
                     new_rate[f.seq] = share
                     new_bneck[f.seq] = l
-                    for m in f.links:
-                        count[m] -= 1
-                        residual[m] -= share
+                    for m, w in zip(f.links, f.w):
+                        count[m] -= w
+                        residual[m] -= share * w
             # --- does every outside flow whose bottleneck S touches still have one (a saturated
             # link where no flow is faster)? S flows have one: the link they froze on.
             # residual[m] is now cap - (new load) for every link S touches.
@@ -511,8 +598,9 @@ class FlowBackend(NetworkBackend):
             if f.rate:
                 f.rem -= f.rate * (t - f.t_upd)
             f.t_upd = t
-            for l in f.links:
-                load[l] += nr - f.rate
+            d = nr - f.rate
+            for l, w in zip(f.links, f.w):
+                load[l] += d * w
             f.rate = nr
             f.ver += 1
             if nr > 0.0:
@@ -521,3 +609,7 @@ class FlowBackend(NetworkBackend):
                 heapq.heappush(drains, (f.drain_t, f.seq, f.ver, f))
             else:
                 f.drain_t = math.inf
+        if len(drains) > 4 * self._active + 256:
+            # superseded predictions outnumber live ones: rebuild in place (callers hold this list)
+            drains[:] = [(f.drain_t, f.seq, f.ver, f) for f in self._live.values() if f.drain_t != math.inf]
+            heapq.heapify(drains)

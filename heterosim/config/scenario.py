@@ -6,6 +6,8 @@
 """
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field, field_validator, model_validator
 
 from heterosim.config.base import Bounded, Strict
@@ -27,8 +29,20 @@ class OutputConfig(Strict):
     trace: bool = True
     """Write trace.json (Perfetto/Chrome)."""
     plots: bool = True
-    table: bool = True
-    """Write ops.csv (every op and message)."""
+    tables: Literal["summary", "ops", "all"] = "summary"
+    """summary: summary.json only; ops: + the per-op table; all: + the per-message table. Per-op and
+    per-message tables are millions of rows at 1,000+ GPUs, so they are written only when asked."""
+    table_format: Literal["auto", "csv", "parquet"] = "auto"
+    """auto: Parquet (needs the ``parquet`` extra, pyarrow) for tables over ``PARQUET_MIN_ROWS`` rows when
+    pyarrow is installed, else CSV."""
+
+
+class SimulationConfig(Strict):
+    """How the coordinator simulates (not what): exactness-preserving reductions."""
+
+    symmetry: bool = True
+    """Simulate one data-parallel replica per class of identical ones and one flow per orbit of a
+    symmetric collective (heterosim/sim/symmetry.py); false = every lane and transfer."""
 
 
 class CommConfig(Strict):
@@ -72,6 +86,7 @@ class Scenario(Strict):
     network: NetworkConfig = NetworkConfig()
     comm: CommConfig = CommConfig()
     hardware: HardwareConfig = HardwareConfig()
+    simulation: SimulationConfig = SimulationConfig()
     output: OutputConfig = OutputConfig()
     seed: Bounded(int, 0, 2**32 - 1) = 0
     """Random seed (ECMP hashing, background traffic); numpy seeds are 32-bit."""

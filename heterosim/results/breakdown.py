@@ -107,7 +107,16 @@ def _attribute_wait(out, lane, ops, prev_on_stream, deps, g0: int, g1: int) -> N
 def breakdown(sim, ir) -> tuple[dict[str, float], list[dict[str, int]]]:
     """(overall fractions weighted by GPUs, per-lane nanosecond buckets)."""
     T = sim.iteration_time_ns
-    per_lane = [lane_breakdown(lane, sim.programs[lane.program], T) for lane in sim.lanes]
+    # lanes that were not executed share their representative's timeline (symmetry reduction): one
+    # breakdown per distinct timeline
+    memo: dict[tuple[int, int], dict[str, int]] = {}
+    per_lane = []
+    for lane in sim.lanes:
+        key = (id(lane.end_ns), lane.program)
+        b = memo.get(key)
+        if b is None:
+            b = memo[key] = lane_breakdown(lane, sim.programs[lane.program], T)
+        per_lane.append(b)
     tot = defaultdict(float)
     gpus = 0
     for lane, b in zip(sim.lanes, per_lane):

@@ -26,8 +26,9 @@ def make_summary(scenario, system, ir, sim, *, backend: str, wall_s: float) -> d
                              **{k: v / 1e9 for k, v in b.items()}})
     per_rank.sort(key=lambda x: x["rank"])
     exposed = {k[len("exposed_"):]: overall[k] for k in BUCKETS if k.startswith("exposed_")}
-    net_bytes = sum(m.size_bytes for m in sim.messages if m.link == "net")
-    inter_share = _inter_node_share(sim)
+    # counted during the run: message records may be partial (or absent) and stand for their copies
+    net_bytes = sim.net_bytes
+    inter_share = sim.inter_node_busy_ns / T_ns if T_ns else 0.0
     return {
         "scenario": scenario.name,
         "backend": backend,
@@ -47,7 +48,7 @@ def make_summary(scenario, system, ir, sim, *, backend: str, wall_s: float) -> d
             "unit": "fraction of iteration time, averaged over GPUs",
         },
         "inter_node_comm_share": inter_share,
-        "network": {"bytes_inter_node": net_bytes, "messages": len(sim.messages)},
+        "network": {"bytes_inter_node": net_bytes, "messages": sim.all_messages},
         "per_rank": per_rank,
         "simulation": _simulation_stats(sim, wall_s),
     }
@@ -55,6 +56,8 @@ def make_summary(scenario, system, ir, sim, *, backend: str, wall_s: float) -> d
 
 def _simulation_stats(sim, wall_s: float) -> dict:
     out = {"events": sim.events, "wall_s": wall_s, "events_per_s": sim.events / wall_s if wall_s else 0.0}
+    if getattr(sim, "symmetry", None):
+        out["symmetry"] = sim.symmetry
     extra = getattr(sim.net_stats, "extra", None) or {}
     if "ns3_wall_s" in extra and wall_s:
         # how much of the run was spent outside the packet simulator (coordinator + Python);

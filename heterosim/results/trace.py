@@ -3,19 +3,28 @@
 One process per rank, one thread per stream (compute, tp, pp_send, pp_recv,
 dp, ...). The ranks of a TP group run in lock-step, so when a process per rank
 would exceed ``max_events``, a process per TP group is written instead and its
-name lists the ranks; when even that is too much (1024 GPUs x 15k ops), every
-pipeline stage keeps at least one TP group and the others fill the budget, with
-the omission said in the trace's metadata. Network messages appear as async
-slices under a "network messages" process.
+name lists the ranks; when even that is too much (1024 GPUs x 15k ops), TP groups
+are sampled by a fixed rule (:func:`sample_lanes`: every stage, a few DP replicas,
+the slowest path), and the rule is written in the trace's metadata
+(``metadata.sampling``). Network messages (the first ``MAX_TRACE_MESSAGES``)
+appear as async slices under a "network messages" process.
 """
 from __future__ import annotations
 
 import json
 
 
-def write_trace(path, sim, ir, *, max_messages: int = 200_000, max_events: int = 500_000) -> None:
+MAX_TRACE_MESSAGES = 200_000
+"""Network messages shown in a trace (Perfetto stays responsive up to a few 100k async slices)."""
+
+
+def write_trace(path, sim, ir, *, max_messages: int = MAX_TRACE_MESSAGES, max_events: int = 500_000) -> None:
     per_rank = sum(len(sim.programs[l.program].ops) * len(l.ranks) for l in sim.lanes) <= max_events
-    lanes = sim.lanes if per_rank else _lanes_within(sim, max_events)
+    rule = {"rule": "all ranks" if per_rank else "all TP groups (one process each)"}
+    if per_rank or sum(len(sim.programs[l.program].ops) for l in sim.lanes) <= max_events:
+        lanes = sim.lanes
+    else:
+        lanes, rule = sample_lanes(sim, ir)
     # Serialized by hand: the static part of every op's event (name, args) is encoded once per
     # program, and only pid/ts/dur are formatted per event (json.dump of 500k dicts is ~5x slower).
     static: dict[int, list[str]] = {}
@@ -63,7 +72,7 @@ def write_trace(path, sim, ir, *, max_messages: int = 200_000, max_events: int =
                                  "args": {"bytes": m.size_bytes, "link": m.link, "src": m.src_ep,
                                           "dst": m.dst_ep}}))
         parts.append(json.dumps({**common, "ph": "e", "ts": m.end_ns / 1000.0}))
-    meta = {"lanes_shown": len(lanes), "lanes_total": len(sim.lanes),
+    meta = {"lanes_shown": len(lanes), "lanes_total": len(sim.lanes), "sampling": rule,
             "messages_shown": min(len(sim.messages), max_messages), "messages_total": len(sim.messages)}
     with open(path, "w") as fh:
         fh.write('{"traceEvents":[')
@@ -83,16 +92,39 @@ def _static_part(prog, oid: int) -> tuple[str, str]:
     return head, json.dumps(args)[1:-1]
 
 
-def _lanes_within(sim, budget: int) -> list:
-    """TP groups to show: the first of each program (every stage appears), then others in order."""
-    size = {l.id: len(sim.programs[l.program].ops) for l in sim.lanes}
-    first = {}
+SAMPLED_REPLICAS = 2
+"""Data-parallel replicas shown in full in a sampled trace (the first and the last)."""
+
+
+def sample_lanes(sim, ir) -> tuple[list, dict]:
+    """TP groups to show when not all fit, and the rule that chose them (written in the trace metadata).
+
+    Rule: every pipeline stage (the first TP group of every program), every TP group of the first and
+    the last data-parallel replica, and every TP group of the replica holding the TP group that
+    finishes last (the slowest path: a pipeline's critical path runs through all its stages).
+    """
+    pos = _replica_of_rank(ir)
+    replica = lambda lane: pos[lane.ranks[0]]  # noqa: E731
+    first: dict[int, int] = {}
     for lane in sim.lanes:
-        first.setdefault(lane.program, lane)
-    chosen = {l.id for l in first.values()}
-    used = sum(size[i] for i in chosen)
-    for lane in sim.lanes:
-        if lane.id not in chosen and used + size[lane.id] <= budget:
-            chosen.add(lane.id)
-            used += size[lane.id]
-    return [l for l in sim.lanes if l.id in chosen]
+        first.setdefault(lane.program, lane.id)
+    D = max(pos) + 1 if pos else 1
+    wanted = {0, D - 1}
+    slowest = max(sim.lanes, key=lambda l: (max(l.end_ns) if l.end_ns else -1, -l.id))
+    wanted.add(replica(slowest))
+    chosen = set(first.values()) | {l.id for l in sim.lanes if replica(l) in wanted}
+    lanes = [l for l in sim.lanes if l.id in chosen]
+    rule = {"rule": "every stage (first TP group of each program) + every TP group of data-parallel replicas "
+                    "first, last and the one holding the TP group that finishes last (slowest path)",
+            "replicas": sorted(wanted), "replicas_total": D, "slowest_tp_group_first_rank": slowest.ranks[0],
+            "stages": sorted({ir.program_of(l.ranks[0]).stage for l in lanes})}
+    return lanes, rule
+
+
+def _replica_of_rank(ir) -> list[int]:
+    """Rank -> its data-parallel replica (position in its dp group; 0 without data parallelism)."""
+    pos = [0] * ir.world_size
+    for g in ir.groups.get("dp", []):
+        for i, r in enumerate(g):
+            pos[r] = i
+    return pos

@@ -93,6 +93,8 @@ class Lane:
     comm_start_ns: dict[int, int] = field(default_factory=dict)
     """Comm op id -> when its data actually started moving (all peers had posted)."""
     done_count: int = 0
+    prog: Any = None
+    """Its program's precomputation (set when the run starts)."""
 
 
 @dataclass
@@ -137,6 +139,15 @@ class SimResult:
     events: int
     net_stats: Any = None
     intra_stats: Any = None
+    net_bytes: int = 0
+    """Inter-node payload bytes, every copy counted (what ``messages`` would sum to without reduction)."""
+    net_messages: int = 0
+    all_messages: int = 0
+    """Every transfer (network and intra-node), every copy counted."""
+    inter_node_busy_ns: int = 0
+    """Time during which some inter-node transfer was in flight."""
+    symmetry: dict | None = None
+    """What the symmetry reduction did (lanes simulated vs total, replica classes, collective orbits)."""
 
 
 class Coordinator:
@@ -145,7 +156,8 @@ class Coordinator:
     def __init__(self, ir: IR, system, compute_model, net: NetworkBackend, intra: NetworkBackend | None = None,
                  *, precision: str = "bf16", plan_collective: Callable | None = None,
                  intra_time_ns: Callable | None = None, comm_options: dict | None = None,
-                 progress: Callable[[int, int], None] | None = None, record_messages: bool = True):
+                 progress: Callable[[int, int], None] | None = None, record_messages: bool = True,
+                 symmetry: bool = False, message_limit: int | None = None):
         if plan_collective is None or intra_time_ns is None:
             from heterosim.comm import intra_time_ns as _intra, plan_collective as _plan
 
@@ -162,6 +174,7 @@ class Coordinator:
         self.comm_options = dict(comm_options or {})
         self.progress = progress
         self.record_messages = record_messages
+        self.message_limit = message_limit
         self.programs = [_prepare_program(p.ops) for p in ir.programs]
         self._build_lanes()
         self._heap: list[tuple[int, int, int, Any]] = []
@@ -175,9 +188,31 @@ class Coordinator:
         self.messages: list[MessageRecord] = []
         self._dur_tables: dict[tuple, list[int]] = {}
         self._intra_memo: dict[tuple, int] = {}
+        self._one_node_memo: dict[tuple, bool] = {}
         self._plan_memo: dict[tuple, Any] = {}
         self._relabel_memo: dict[tuple, list] = {}
         self.events = 0
+        # symmetry reduction (heterosim/sim/symmetry.py)
+        self.symmetry = symmetry
+        self.sym = None
+        self._active = [True] * len(self.lanes)
+        self._orbit_memo: dict[tuple, Any] = {}
+        self._image_memo: dict[tuple, tuple] = {}
+        self._shadow: dict[int, int] = {}
+        self._wait: dict[int, int] = {}
+        self._profilers: dict[int, Any] = {}
+        self._sym_stats = {"orbit_schedules": 0, "orbit_transfers": 0, "orbit_flows": 0, "copies_sent": 0,
+                           "merged_rail_groups": 0}
+        self._merge_memo: dict[tuple, Any] = {}
+        # what results need even when messages are not recorded
+        self.net_bytes = 0
+        self.net_messages = 0
+        self.all_messages = 0
+        self._net_inflight = 0
+        self._net_busy_since = 0
+        self._net_busy_ns = 0
+        if symmetry:
+            self._detect_symmetry()
 
     # ------------------------------------------------------------------ setup
     def _build_lanes(self) -> None:
@@ -208,9 +243,108 @@ class Coordinator:
         key = (dim, gid)
         n = self._lanes_per_group.get(key)
         if n is None:
-            n = len({self.lane_of_rank[r] for r in self.ir.groups[dim][gid]})
+            n = len({l for r in self.ir.groups[dim][gid] if self._active[l := self.lane_of_rank[r]]})
             self._lanes_per_group[key] = n
         return n
+
+    # ------------------------------------------------------------- symmetry
+    def _detect_symmetry(self) -> None:
+        """Find classes of identical dp replicas; only one per class is executed (heterosim/sim/symmetry.py)."""
+        from heterosim.sim.symmetry import replica_classes
+
+        used = set()
+        for prog in self.programs:
+            for op in prog.ops:
+                if op.kind == "comm":
+                    used.add("pp" if op.collective in ("send", "recv") else op.group)
+        canon: dict[tuple, int] = {}
+
+        def lane_key(g: tuple[int, ...]):
+            table = tuple(self._local_durations(self.lanes[self.lane_of_rank[g[0]]]))
+            return canon.setdefault(table, len(canon))
+
+        gpus = self.system.gpus
+
+        def pp_profile(a: int, b: int, rates_only: bool = False):
+            if gpus[a].node_index == gpus[b].node_index:
+                if self.intra is None:
+                    return ("intra",)
+                return ("intra", self._profile(self.intra, gpus[a].name, gpus[b].name, 0, rates_only))
+            return ("net",) + tuple(self._profile(self.net, gpus[a].nic, gpus[b].nic, k, rates_only) for k in range(4))
+
+        sym = replica_classes(self.ir, self.system, used, lane_key=lane_key, pp_profile=pp_profile,
+                              dp_profile=lambda a, b: pp_profile(a, b, True))
+        if sym is None:
+            return
+        self.sym = sym
+        for lane in self.lanes:
+            self._active[lane.id] = sym.position[lane.ranks[0]] in sym.rep_replicas
+        self._lanes_per_group.clear()
+
+    def _profile(self, backend, src: str, dst: str, key: int, rates_only: bool = False):
+        """Network path profile of one flow, from the flow engine: link rates in order and fixed latency,
+        or (``rates_only``) what its rate depends on (first, last and narrowest link)."""
+        prof = self._profilers.get(id(backend))
+        if prof is None:
+            from netbackend.flow import FlowBackend
+
+            prof = backend if isinstance(backend, FlowBackend) else FlowBackend(backend.topology, backend.config,
+                                                                                  backend.seed)
+            self._profilers[id(backend)] = prof
+        try:
+            return prof.rate_profile(src, dst, key) if rates_only else prof._profile(src, dst, key)
+        except Exception:
+            return None
+
+    def _endpoints(self, link: str, src: int, dst: int) -> tuple[str, str]:
+        gpus = self.system.gpus
+        if link == "net":
+            return gpus[src].nic, gpus[dst].nic
+        return gpus[src].name, gpus[dst].name
+
+    def _replica_mirrors(self, ranks) -> list[int]:
+        """Replicas whose copy of this (intra-replica) communication is not simulated."""
+        sym = self.sym
+        if sym is None:
+            return []
+        pos = sym.position
+        p0 = pos[ranks[0]]
+        if any(pos[r] != p0 for r in ranks):
+            return []
+        return sym.mirrors(ranks[0])
+
+    def _reduced(self, transfers, ranks, shape):
+        """(transfers, struct, images): the schedule reduced to one flow per orbit, or None."""
+        from heterosim.comm.schedule import Transfer
+        from heterosim.sim.symmetry import schedule_orbits
+
+        orb = self._orbit_memo.get(shape, False)
+        if orb is False:
+            orb = schedule_orbits(transfers, ranks, self.system)
+            self._orbit_memo[shape] = orb
+        if orb is None:
+            return None
+        # copies must see paths of alike rates (NIC caps, narrowest link): else they are simulated one by one.
+        # (Lengths may differ, a hop inside a leaf vs across the spine: the orbit ends with its latest copy.)
+        for members in orb.members:
+            x = transfers[members[0]]
+            if x.link == "nvls" or x.src < 0 or x.dst < 0:
+                return None
+            backend = self.net if x.link == "net" else self.intra
+            if backend is None:
+                continue
+            p0 = self._profile(backend, x.src_ep, x.dst_ep, x.flow_key, True)
+            for j in members[1:]:
+                y = transfers[j]
+                if self._profile(backend, y.src_ep, y.dst_ep, y.flow_key, True) != p0:
+                    return None
+        reps, images = [], []
+        for o, members in enumerate(orb.members):
+            x = transfers[members[0]]
+            reps.append(Transfer(o, x.src, x.dst, orb.size[o], x.link, x.src_ep, x.dst_ep, orb.deps[o], x.channel,
+                                 x.step, x.latency_ns, x.flow_key))
+            images.append(tuple((transfers[j].src_ep, transfers[j].dst_ep) for j in members[1:]))
+        return reps, _structure(reps), images
 
     # ------------------------------------------------------------- scheduling
     def _push(self, t: int, kind: int, payload: Any) -> None:
@@ -243,7 +377,7 @@ class Coordinator:
     def _try_start_stream(self, lane: Lane, s: int) -> None:
         if lane.busy[s]:
             return
-        stream = self.programs[lane.program].streams[s]
+        stream = lane.prog.streams[s]
         h = lane.head[s]
         if h >= len(stream):
             return
@@ -251,28 +385,30 @@ class Coordinator:
         if lane.remaining[oid] != 0:
             return
         lane.busy[s] = True
-        lane.start_ns[oid] = self._now
+        now = self._now
+        lane.start_ns[oid] = now
         d = lane.dur[oid]
         if d >= 0:
             self._seq += 1
-            heapq.heappush(self._heap, (self._now + d, self._seq, _EV_OP_DONE, (lane.id, oid)))
+            heapq.heappush(self._heap, (now + d, self._seq, _EV_OP_DONE, (lane, oid)))
         else:
-            self._post_comm(lane, self.programs[lane.program].ops[oid])
+            self._post_comm(lane, lane.prog.ops[oid])
 
     def _complete_op(self, lane: Lane, oid: int) -> None:
-        prog = self.programs[lane.program]
+        prog = lane.prog
         lane.end_ns[oid] = self._now
         lane.done_count += 1
-        s = prog.stream_of[oid]
+        stream_of = prog.stream_of
+        s = stream_of[oid]
         lane.busy[s] = False
         lane.head[s] += 1
-        self._try_start_stream(lane, s)
+        start = self._try_start_stream
+        start(lane, s)
         remaining = lane.remaining
-        stream_of = prog.stream_of
         for d in prog.dependents[oid]:
             remaining[d] -= 1
             if remaining[d] == 0:
-                self._try_start_stream(lane, stream_of[d])
+                start(lane, stream_of[d])
 
     # ----------------------------------------------------------- communication
     def _post_comm(self, lane: Lane, op: Op) -> None:
@@ -293,9 +429,54 @@ class Coordinator:
             if lane.id not in inst.lane_ops:
                 inst.lane_ops[lane.id] = op.id
                 insts.append(inst)
-        for inst in insts:
-            if len(inst.lane_ops) == inst.lanes_needed:
-                self._start_instance(inst)
+        ready = [inst for inst in insts if len(inst.lane_ops) == inst.lanes_needed]
+        if len(ready) > 1 and self.symmetry:
+            # the TP ranks of a lane start the same collective on parallel groups (one per rail) at once:
+            # one schedule, the others' transfers as copies, when their paths are alike
+            groups = self._merge_plan(op, tuple(inst.ranks for inst in ready))
+            if groups is not None:
+                self._start_instance(ready[0], followers=ready[1:], images=groups)
+                return
+        for inst in ready:
+            self._start_instance(inst)
+
+    def _merge_plan(self, op: Op, groups: tuple[tuple[int, ...], ...]):
+        """Per transfer of the first group's (reduced) schedule: its copies in all the groups, or None."""
+        key = (op.collective, op.size_bytes, groups)
+        hit = self._merge_memo.get(key, False)
+        if hit is not False:
+            return hit
+        hit = None
+        if not any(self._one_node(g) for g in groups):
+            lead = self._planned(op.collective, groups[0], op.size_bytes, with_shape=True)
+            others = [self._planned(op.collective, g, op.size_bytes, with_shape=True) for g in groups[1:]]
+            # the same schedule up to renaming: same transfer count, dependency structure and reduction
+            if lead[0] and all(len(o[0]) == len(lead[0]) and o[1] == lead[1] and (o[2] is None) == (lead[2] is None)
+                               for o in others):
+                hit = self._merged_images(lead, others)
+        if len(self._merge_memo) < 50_000:
+            self._merge_memo[key] = hit
+        return hit
+
+    def _merged_images(self, lead, others):
+        xfers, _, images, _ = lead
+        out = []
+        for i, x in enumerate(xfers):
+            own = images[i] if images is not None else ()
+            backend = self.net if x.link == "net" else self.intra
+            p0 = self._profile(backend, x.src_ep, x.dst_ep, x.flow_key, True) if backend is not None else None
+            copies = list(own)
+            for o in others:
+                y = o[0][i]
+                if y.link != x.link or y.latency_ns != x.latency_ns or abs(y.size_bytes - x.size_bytes) > 64:
+                    return None
+                if backend is not None and self._profile(backend, y.src_ep, y.dst_ep, y.flow_key, True) != p0:
+                    return None
+                copies.append((y.src_ep, y.dst_ep))
+                if o[2] is not None:
+                    copies.extend(o[2][i])
+            out.append(tuple(copies))
+        return out
 
     def _post_p2p(self, lane: Lane, op: Op) -> None:
         peer_lane = self.lane_of_rank[self.ir.peer_of(lane.ranks[0], op.peer_offset)]
@@ -329,6 +510,10 @@ class Coordinator:
     def _intra_collective_ns(self, collective: str, group: tuple[int, ...], size: int) -> int:
         if len(group) <= 1 or size <= 0:
             return 0
+        direct = (collective, size, group)  # the same group repeats its collectives every layer
+        d = self._intra_memo.get(direct)
+        if d is not None:
+            return d
         spec_key = (collective, size, len(group), self.system.gpus[group[0]].group,
                     tuple(self.system.gpus[r].local for r in group))
         d = self._intra_memo.get(spec_key)
@@ -336,7 +521,17 @@ class Coordinator:
             sched = self.plan(collective, group, size, self.system, **self._plan_kwargs(collective))
             d = int(self.intra_time(sched, self.system))
             self._intra_memo[spec_key] = d
+        self._intra_memo[direct] = d
         return d
+
+    def _one_node(self, ranks: tuple[int, ...]) -> bool:
+        hit = self._one_node_memo.get(ranks)
+        if hit is None:
+            gpus = self.system.gpus
+            n0 = gpus[ranks[0]].node
+            hit = all(gpus[r].node == n0 for r in ranks)
+            self._one_node_memo[ranks] = hit
+        return hit
 
     def _plan_kwargs(self, collective: str) -> dict:
         opts = {}
@@ -349,12 +544,20 @@ class Coordinator:
             opts["channels"] = self.comm_options["channels"]
         return opts
 
-    def _start_instance(self, inst: _Instance) -> None:
+    def _start_instance(self, inst: _Instance, followers=(), images=None) -> None:
         inst.start_ns = self._now
         op = inst.op
         del self._instances[inst.key]
-        nodes = {self.system.gpus[r].node for r in inst.ranks}
-        if len(nodes) == 1:
+        if followers:
+            for f in followers:
+                f.start_ns = self._now
+                del self._instances[f.key]
+            inst.followers = followers  # type: ignore[attr-defined]
+            self._launch_schedule(inst, op.collective, inst.ranks, op.size_bytes, images=images)
+            if inst.pending == 0:
+                self._finish_instance(inst)
+            return
+        if self._one_node(inst.ranks):
             d = self._intra_collective_ns(op.collective, inst.ranks, op.size_bytes)
             inst.pending = 1
             self._push(self._now + d, _EV_XFER_READY, ("instance_done", inst))
@@ -363,21 +566,68 @@ class Coordinator:
         if inst.pending == 0:
             self._finish_instance(inst)
 
-    def _launch_schedule(self, inst: _Instance, collective: str, ranks: tuple[int, ...], size: int) -> None:
-        if len({self.system.gpus[r].node for r in ranks}) == 1:
+    def _launch_schedule(self, inst: _Instance, collective: str, ranks: tuple[int, ...], size: int,
+                         images: list | None = None) -> None:
+        if self._one_node(ranks):
             d = self._intra_collective_ns(collective, ranks, size)
             inst.pending += 1
             self._push(self._now + d, _EV_XFER_READY, ("instance_done", inst))
             return
-        xfers, struct = self._planned(collective, ranks, size)
+        merged = images
+        xfers, struct, images = self._planned(collective, ranks, size)
         if not xfers:
             return
         state = _ScheduleState(inst, xfers, struct)
+        if merged is not None:
+            images = merged
+            self._sym_stats["merged_rail_groups"] += len(inst.followers)  # type: ignore[attr-defined]
+        if images is not None:
+            ss = self._sym_stats
+            ss["orbit_schedules"] += 1
+            ss["orbit_flows"] += len(xfers)
+            ss["orbit_transfers"] += len(xfers) + sum(len(im) for im in images)
+        mirrors = self._replica_mirrors(ranks) if self.sym is not None else ()
+        if mirrors:
+            images = [self._with_mirrors(x, images[i] if images is not None else (), mirrors)
+                      for i, x in enumerate(xfers)]
+        state.images = images
         inst.pending += 1
         for i in struct[0]:
             self._start_transfer(state, i)
 
-    def _planned(self, collective: str, ranks: tuple[int, ...], size: int):
+    def _with_mirrors(self, x, own: tuple, mirrors: list[int]) -> tuple:
+        """Copies of transfer ``x`` (and its orbit copies ``own``) in the replicas that are not simulated."""
+        key = (x.src, x.dst, x.link, own)
+        hit = self._image_memo.get(key)
+        if hit is None:
+            sym = self.sym
+            out = list(own)
+            pairs = [(x.src, x.dst)]
+            if own:  # orbit copies are named by endpoints; find their ranks through the GPUs' endpoints
+                ep_rank = self._ep_rank()
+                pairs += [(ep_rank[(x.link, a, True)], ep_rank[(x.link, b, False)]) for a, b in own]
+            for d in mirrors:
+                for a, b in pairs:
+                    out.append(self._endpoints(x.link, sym.image(a, d), sym.image(b, d)))
+            hit = tuple(out)
+            if len(self._image_memo) < 100_000:
+                self._image_memo[key] = hit
+        return hit
+
+    def _ep_rank(self) -> dict:
+        m = getattr(self, "_ep_rank_map", None)
+        if m is None:
+            m = {}
+            for g in self.system.gpus:
+                for link in ("nvlink", "pcie", "c2c"):
+                    m[(link, g.name, True)] = m[(link, g.name, False)] = g.rank
+                # NICs shared by several GPUs map to the first (only the endpoint matters for the copy)
+                m.setdefault(("net", g.nic, True), g.rank)
+                m.setdefault(("net", g.nic, False), g.rank)
+            self._ep_rank_map = m
+        return m
+
+    def _planned(self, collective: str, ranks: tuple[int, ...], size: int, with_shape: bool = False):
         """The flow schedule for this group, planned once per group *shape*.
 
         DP/PP groups at the same position of different replicas are isomorphic
@@ -395,16 +645,19 @@ class Coordinator:
             hit = (ranks, sched.transfers, _structure(sched.transfers))
             self._plan_memo[shape] = hit
         base_ranks, transfers, struct = hit
-        if base_ranks != ranks:
+        if base_ranks != ranks or self.symmetry:
             # the same group runs the same collective many times (buckets, micro-batches)
             key = (shape, ranks)
             moved = self._relabel_memo.get(key)
             if moved is None:
-                moved = _relabel(transfers, dict(zip(base_ranks, ranks)), self.system)
+                if base_ranks != ranks:
+                    transfers = _relabel(transfers, dict(zip(base_ranks, ranks)), self.system)
+                red = self._reduced(transfers, ranks, shape) if self.symmetry and collective != "send" else None
+                moved = red if red is not None else (transfers, struct, None)
                 if len(self._relabel_memo) < 200_000:
                     self._relabel_memo[key] = moved
-            transfers = moved
-        return transfers, struct
+            return moved + (shape,) if with_shape else moved
+        return (transfers, struct, None, shape) if with_shape else (transfers, struct, None)
 
     def _start_transfer(self, state: "_ScheduleState", i: int) -> None:
         x = state.xfers[i]
@@ -414,26 +667,66 @@ class Coordinator:
         mid = self._msg_seq
         state.outstanding += 1
         self._msg_owner[mid] = (state, i)
-        if self.record_messages:
+        if self.record_messages and (self.message_limit is None or len(self.messages) < self.message_limit):
             rec = MessageRecord(mid, x.src, x.dst, x.src_ep, x.dst_ep, x.size_bytes, x.link,
                                 state.inst.op.collective, state.inst.op.comm_kind, start)
             self.messages.append(rec)
             state.records[i] = rec
+        images = state.images[i] if state.images is not None else ()
+        self.all_messages += 1 + len(images)
+        if x.link == "net":
+            self.net_bytes += x.size_bytes * (1 + len(images))
+            self.net_messages += 1 + len(images)
         if backend is None or x.size_bytes <= 0:
             self._push(start, _EV_XFER_READY, ("xfer_done", mid))
             return
         if start > self._now:
-            self._push(start, _EV_XFER_READY, ("xfer_send", (backend, mid, x)))
+            self._push(start, _EV_XFER_READY, ("xfer_send", (backend, mid, x, images)))
         else:
-            self._catch_up(backend)
-            backend.send(Message(mid, x.src_ep, x.dst_ep, int(x.size_bytes), start, x.flow_key,
-                                 x.connection, x.step_bytes))
+            self._send(backend, mid, x, images, start)
+
+    def _send(self, backend, mid: int, x, images: tuple, start: int) -> None:
+        self._catch_up(backend)
+        if x.link == "net":
+            if self._net_inflight == 0:
+                self._net_busy_since = start
+            self._net_inflight += 1
+        msg = Message(mid, x.src_ep, x.dst_ep, int(x.size_bytes), start, x.flow_key, x.connection, x.step_bytes)
+        if not images:
+            backend.send(msg)
+            return
+        self._sym_stats["copies_sent"] += len(images)
+        send_group = getattr(backend, "send_group", None)
+        if send_group is not None and send_group(msg, images):
+            return
+        # copies one by one; the transfer completes with the last of them
+        backend.send(msg)
+        self._wait[mid] = 1 + len(images)
+        for a, b in images:
+            self._msg_seq += 1
+            self._shadow[self._msg_seq] = mid
+            backend.send(Message(self._msg_seq, a, b, int(x.size_bytes), start, x.flow_key, x.connection,
+                                 x.step_bytes))
 
     def _transfer_done(self, mid: int) -> None:
+        if self._wait:
+            mid = self._shadow.pop(mid, mid)
+            left = self._wait.get(mid)
+            if left is not None:
+                if left > 1:
+                    self._wait[mid] = left - 1
+                    return
+                del self._wait[mid]
         state, i = self._msg_owner.pop(mid)
+        if state.xfers[i].link == "net" and state.xfers[i].size_bytes > 0 and self._net_inflight:
+            self._net_inflight -= 1
+            if self._net_inflight == 0:
+                self._net_busy_ns += self._now - self._net_busy_since
         state.outstanding -= 1
         if state.records:
-            state.records[i].end_ns = self._now
+            rec = state.records.get(i)
+            if rec is not None:  # (records may stop at message_limit)
+                rec.end_ns = self._now
         state.done += 1
         waiting = state.waiting
         for j in state.dependents[i]:
@@ -468,6 +761,11 @@ class Coordinator:
             if counter == 0:
                 del self._lane_inst_pending[key]
                 self._complete_op(lane, op_id)
+        followers = getattr(inst, "followers", None)
+        if followers:  # parallel groups whose transfers rode as copies of this one's end with it
+            inst.followers = ()  # type: ignore[attr-defined]
+            for f in followers:
+                self._finish_instance(f)
 
     def _lane_instances(self, lane: Lane, op: Op) -> int:
         return len({self.ir.group_id(r, op.group) for r in lane.ranks})
@@ -488,7 +786,8 @@ class Coordinator:
         t0 = _time.monotonic()
         self._lane_inst_pending: dict[tuple, int] = {}
         total_ops = 0
-        for lane in self.lanes:
+        active = [lane for lane in self.lanes if self._active[lane.id]]
+        for lane in active:
             prog = self.programs[lane.program]
             n = len(prog.ops)
             total_ops += n
@@ -498,7 +797,8 @@ class Coordinator:
             lane.start_ns = [-1] * n
             lane.end_ns = [-1] * n
             lane.dur = self._local_durations(lane)
-        for lane in self.lanes:
+            lane.prog = prog
+        for lane in active:
             for s in range(len(self.programs[lane.program].streams)):
                 self._try_start_stream(lane, s)
         done_ops = 0
@@ -537,18 +837,16 @@ class Coordinator:
                 t, _, kind, payload = heapq.heappop(self._heap)
                 self.events += 1
                 if kind == _EV_OP_DONE:
-                    lane_id, oid = payload
-                    self._complete_op(self.lanes[lane_id], oid)
+                    lane, oid = payload
+                    self._complete_op(lane, oid)
                     done_ops += 1
                 else:
                     what, arg = payload
                     if what == "xfer_done":
                         self._transfer_done(arg)
                     elif what == "xfer_send":
-                        backend, mid, x = arg
-                        self._catch_up(backend)
-                        backend.send(Message(mid, x.src_ep, x.dst_ep, int(x.size_bytes), self._now,
-                                             x.flow_key, x.connection, x.step_bytes))
+                        backend, mid, x, images = arg
+                        self._send(backend, mid, x, images, self._now)
                     elif what == "instance_done":
                         arg.pending -= 1
                         if arg.pending == 0:
@@ -559,7 +857,7 @@ class Coordinator:
             if wall_limit_s is not None and _time.monotonic() - t0 > wall_limit_s:
                 raise SimulationError(f"simulation exceeded the wall-clock limit of {wall_limit_s:.0f} s",
                                       field="network.wall_limit_s", value=wall_limit_s)
-        stuck = [(lane, n) for lane in self.lanes if lane.done_count < (n := len(self.programs[lane.program].ops))]
+        stuck = [(lane, n) for lane in active if lane.done_count < (n := len(self.programs[lane.program].ops))]
         if stuck:
             lane, n = stuck[0]
             prog = self.programs[lane.program]
@@ -569,9 +867,31 @@ class Coordinator:
                 f"{waiting.name!r} (unmatched communication or a dependency cycle in the IR)")
         if self.progress is not None:
             self.progress(total_ops, total_ops)
-        end = max((max(l.end_ns) if l.end_ns else 0) for l in self.lanes)
+        self._alias_mirrors()
+        end = max((max(l.end_ns) if l.end_ns else 0) for l in active)
+        sym = None
+        if self.symmetry:
+            sym = {"lanes_simulated": len(active), "lanes_total": len(self.lanes),
+                   "replica_classes": self.sym.summary() if self.sym is not None else None, **self._sym_stats}
         return SimResult(end, self.lanes, self.programs, self._dur_tables, self.messages, self._finished_instances,
-                         self.events, net.stats(), intra.stats() if intra is not None else None)
+                         self.events, net.stats(), intra.stats() if intra is not None else None,
+                         net_bytes=self.net_bytes, net_messages=self.net_messages, all_messages=self.all_messages,
+                         inter_node_busy_ns=self._net_busy_ns, symmetry=sym)
+
+    def _alias_mirrors(self) -> None:
+        """A lane that was not executed has its representative's timeline (the same lists, no copy)."""
+        sym = self.sym
+        if sym is None:
+            return
+        for lane in self.lanes:
+            if self._active[lane.id]:
+                continue
+            cls = sym.classes[sym.class_of_replica[sym.position[lane.ranks[0]]]]
+            src = self.lanes[self.lane_of_rank[sym.image(lane.ranks[0], cls[0])]]
+            lane.remaining, lane.head, lane.busy = src.remaining, src.head, src.busy
+            lane.start_ns, lane.end_ns, lane.dur = src.start_ns, src.end_ns, src.dur
+            lane.comm_start_ns = src.comm_start_ns
+            lane.done_count = src.done_count
 
 
 def reshard_transfers(src_ranks: tuple[int, ...], src_bytes: int, dst_ranks: tuple[int, ...],
@@ -604,7 +924,7 @@ def reshard_transfers(src_ranks: tuple[int, ...], src_bytes: int, dst_ranks: tup
 class _ScheduleState:
     """One running flow schedule: which transfers wait on how many others."""
 
-    __slots__ = ("inst", "xfers", "waiting", "dependents", "done", "outstanding", "records")
+    __slots__ = ("inst", "xfers", "waiting", "dependents", "done", "outstanding", "records", "images")
 
     def __init__(self, inst: _Instance, xfers, struct) -> None:
         self.inst = inst
@@ -614,6 +934,8 @@ class _ScheduleState:
         self.done = 0
         self.outstanding = 0
         self.records: dict[int, MessageRecord] = {}
+        self.images: list[tuple] | None = None
+        """Per transfer: (src, dst) endpoints of its copies (symmetry reduction), or None."""
 
 
 def _structure(xfers) -> tuple[list[int], list[int], list[list[int]]]:

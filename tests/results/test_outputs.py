@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def result(tmp_path_factory):
     out = tmp_path_factory.mktemp("qs") / "run"
     res = api.run(ROOT / "scenarios" / "quickstart.yaml", out_dir=out,
-                  overrides=["training.global_batch_size=16"])
+                  overrides=["training.global_batch_size=16", "output.tables=all", "output.table_format=csv"])
     return res, out
 
 
@@ -62,13 +62,26 @@ def test_big_traces_fall_back_to_a_process_per_tp_group(result, tmp_path):
     assert {e["pid"] for e in events if e["ph"] == "X"} == {lane.ranks[0] for lane in res.sim.lanes}
     names = [e["args"]["name"] for e in events if e.get("name") == "process_name"]
     assert any("(TP group)" in n for n in names)
-    # a tiny budget still shows every pipeline stage, and says what it left out
+    # a tiny budget samples by the rule written in the metadata: every stage, a few replicas, the slowest path
     write_trace(tmp_path / "t.json", res.sim, res.prepared.ir, max_events=10)
     trace = json.loads((tmp_path / "t.json").read_text())
     events = trace["traceEvents"]
-    assert trace["metadata"]["lanes_shown"] == 2 < trace["metadata"]["lanes_total"]
+    meta = trace["metadata"]
+    assert "slowest" in meta["sampling"]["rule"]
     stages = {res.prepared.ir.program_of(pid).stage for pid in {e["pid"] for e in events if e["ph"] == "X"}}
     assert stages == {0, 1}
+    shown = {e["pid"] for e in events if e["ph"] == "X"}
+    dp = res.prepared.ir.groups["dp"]
+    want = set(meta["sampling"]["replicas"])
+    assert want >= {0, len(dp[0]) - 1}
+    assert meta["lanes_shown"] == len(shown)
+    # exactly the TP groups of the named replicas, plus the first TP group of every program
+    expect = {l.ranks[0] for l in res.sim.lanes if dp[res.prepared.ir.group_id(l.ranks[0], "dp")].index(l.ranks[0])
+              in want}
+    first = {}
+    for l in res.sim.lanes:
+        first.setdefault(l.program, l.ranks[0])
+    assert shown == expect | set(first.values())
 
 
 def test_tables_list_every_op_and_message(result):
@@ -83,6 +96,32 @@ def test_tables_list_every_op_and_message(result):
     assert {m["link"] for m in msgs} >= {"net"}
     for name in ("timeline.png", "breakdown.png"):
         assert (out / name).stat().st_size > 1000
+
+
+def test_default_run_writes_no_per_op_or_per_message_table(tmp_path):
+    res = api.run(ROOT / "scenarios" / "quickstart.yaml", out_dir=tmp_path / "o",
+                  overrides=["training.global_batch_size=16", "output.plots=false", "output.trace=false"])
+    assert sorted(p.name for p in (tmp_path / "o").iterdir()) == ["network.json", "summary.json"]
+    assert res.sim.messages == []  # nothing asked for them, so none were kept
+
+
+def test_parquet_without_pyarrow_is_a_one_line_error_before_simulating(tmp_path, monkeypatch):
+    import builtins
+
+    from heterosim.errors import UserError
+
+    real = builtins.__import__
+
+    def no_pyarrow(name, *a, **k):
+        if name.startswith("pyarrow"):
+            raise ImportError(name)
+        return real(name, *a, **k)
+
+    monkeypatch.setattr(builtins, "__import__", no_pyarrow)
+    with pytest.raises(UserError, match=r"quickstart.yaml: output.table_format = 'parquet': Parquet tables need pyarrow"):
+        api.run(ROOT / "scenarios" / "quickstart.yaml", out_dir=tmp_path / "o",
+                overrides=["output.tables=ops", "output.table_format=parquet"])
+    assert not (tmp_path / "o").exists()
 
 
 def test_failed_write_leaves_nothing(result, tmp_path, monkeypatch):

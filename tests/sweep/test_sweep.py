@@ -341,7 +341,7 @@ def _quickstart_runs() -> bool:
 @pytest.mark.skipif(not _quickstart_runs(), reason="workload compiler not available yet")
 def test_real_sweep_over_quickstart(tmp_path):
     sweep = write_sweep(tmp_path, parameters={"fabric.uplink_gbps": [100, 400], "output.plots": [False],
-                                              "output.trace": [False]})
+                                              "output.trace": [False], "output.tables": ["ops"]})
     res = run_sweep(sweep, jobs=2, out=tmp_path / "out", timeout_s=300)
     assert res.ok, res.rows
     by = {r["fabric.uplink_gbps"]: r for r in res.rows}

@@ -1,0 +1,152 @@
+"""Symmetry reduction (heterosim/sim/symmetry.py): the reduced simulation against the full one.
+
+The full simulation (every lane, every transfer its own flow) is the reference. Where the network
+is uncongested and paths are rail-pinned, the reduced run must be bit-identical (iteration time and
+breakdown); with hashed ECMP (copies may collide on a spine) within 0.5%. Heterogeneous groups,
+stragglers and degraded links must split the replicas into classes, with the same exactness.
+"""
+from __future__ import annotations
+
+import pytest
+
+from heterosim import api
+from heterosim.comm import plan_collective
+from heterosim.config.loader import scenario_from_dict
+from heterosim.sim.symmetry import schedule_orbits
+
+RAIL = {"kind": "rail_optimized", "nodes_per_block": 8}
+
+
+def _scenario(groups, *, pp=2, batch=16, fabric=None, ecmp="rail", cluster_extra=None):
+    cluster = {"groups": groups, **(cluster_extra or {})}
+    return scenario_from_dict({
+        "name": "sym", "model": "gpt3-1.7b",
+        "parallelism": {"tp": 8, "pp": pp, "schedule": "1f1b", "sequence_parallel": True, "zero_stage": 1},
+        "training": {"global_batch_size": batch, "micro_batch_size": 1, "seq_length": 2048, "precision": "bf16"},
+        "cluster": cluster, "fabric": fabric or RAIL, "network": {"backend": "flow", "ecmp": ecmp},
+        "output": {"trace": False, "plots": False}})
+
+
+def _both(sc):
+    prep = api.prepare(sc)
+    full = api.simulate(prep, record_messages=False, symmetry=False)
+    red = api.simulate(prep, record_messages=False, symmetry=True)
+    return full, red
+
+
+def _per_rank(res):
+    return [{k: v for k, v in r.items()} for r in res.summary["per_rank"]]
+
+
+H100 = {"name": "h", "node_type": "dgx-h100", "num_nodes": 8}
+
+
+def test_homogeneous_uncongested_is_bit_identical():
+    full, red = _both(_scenario([H100]))
+    sym = red.sim.symmetry
+    assert sym["lanes_simulated"] == 2 and sym["lanes_total"] == 8  # one replica of 4 (PP2)
+    assert sym["replica_classes"]["classes"] == 1
+    assert sym["orbit_schedules"] > 0
+    assert red.sim.iteration_time_ns == full.sim.iteration_time_ns
+    assert red.summary["breakdown"] == full.summary["breakdown"]
+    assert _per_rank(red) == _per_rank(full)
+    # byte conservation: every copy's bytes are counted, as in the full run
+    assert red.sim.net_bytes == full.sim.net_bytes
+    assert red.sim.all_messages == full.sim.all_messages
+    assert red.sim.net_stats.bytes_delivered == full.sim.net_stats.bytes_delivered
+    assert red.summary["inter_node_comm_share"] == full.summary["inter_node_comm_share"]
+
+
+def test_hashed_ecmp_within_half_a_percent():
+    sc = _scenario([H100], fabric={"kind": "leaf_spine", "hosts_per_leaf": 16, "uplink_gbps": 400}, ecmp="hash")
+    full, red = _both(sc)
+    # two nodes per leaf: a data-parallel neighbour is behind the same leaf or across the spine, at the same
+    # rates, so the replicas stay one class
+    assert red.sim.symmetry["replica_classes"]["class_sizes"] == [4]
+    assert red.sim.iteration_time_ns == pytest.approx(full.sim.iteration_time_ns, rel=5e-3)
+    for k in ("compute", "bubble", "exposed_comm_total"):
+        assert red.summary["breakdown"][k] == pytest.approx(full.summary["breakdown"][k], abs=5e-3)
+
+
+def test_heterogeneous_groups_make_classes_and_stay_exact():
+    # four H100 replicas and four A100 replicas (DP8 over 16 nodes, PP2, replica-major order): 1-2 and
+    # 5-6 pair up; 0, 3, 4, 7 have a data-parallel neighbour of the other kind, so each is its own class
+    groups = [{"name": "h", "node_type": "dgx-h100", "num_nodes": 8},
+              {"name": "a", "node_type": "dgx-a100", "num_nodes": 8}]
+    sc = _scenario(groups, fabric={"kind": "rail_optimized", "nodes_per_block": 16})
+    sc = sc.model_copy(update={"parallelism": sc.parallelism.model_copy(update={"order": "tp-cp-ep-pp-dp"})})
+    full, red = _both(sc)
+    rc = red.sim.symmetry["replica_classes"]
+    assert rc["classes"] == 6 and rc["class_sizes"] == [2, 2, 1, 1, 1, 1]
+    assert red.sim.iteration_time_ns == full.sim.iteration_time_ns
+    assert _per_rank(red) == _per_rank(full)
+
+
+def test_a_straggler_gets_its_own_class():
+    sc = _scenario([H100], cluster_extra={"stragglers": [{"gpu": "h-5/gpu3", "slowdown": 1.3}]})
+    full, red = _both(sc)
+    rc = red.sim.symmetry["replica_classes"]
+    assert rc["classes"] == 2 and rc["class_sizes"] == [3, 1]
+    assert red.sim.iteration_time_ns == full.sim.iteration_time_ns
+    assert _per_rank(red) == _per_rank(full)
+
+
+def test_a_degraded_nic_link_splits_its_replica_and_neighbours_off():
+    # DP8 PP2 on 16 nodes; node 10 is replica 2 of stage 1: replicas 1, 2, 3 (its data-parallel
+    # neighbours share links with it) become classes of their own, the other five stay one class
+    sc = _scenario([{"name": "h", "node_type": "dgx-h100", "num_nodes": 16}], batch=16,
+                   fabric={"kind": "rail_optimized", "nodes_per_block": 16},
+                   cluster_extra={"degraded_links": [{"a": "h-10/nic0", "factor": 0.25}]})
+    full, red = _both(sc)
+    rc = red.sim.symmetry["replica_classes"]
+    assert rc["classes"] == 4 and rc["class_sizes"] == [5, 1, 1, 1]
+    assert red.sim.iteration_time_ns == full.sim.iteration_time_ns
+    assert _per_rank(red) == _per_rank(full)
+
+
+def test_no_replicas_no_reduction():
+    full, red = _both(_scenario([{"name": "h", "node_type": "dgx-h100", "num_nodes": 2}], batch=8))
+    assert red.sim.symmetry["replica_classes"] is None
+    assert red.sim.iteration_time_ns == full.sim.iteration_time_ns
+
+
+# --------------------------------------------------------------------------- collective orbits
+
+@pytest.fixture(scope="module")
+def system():
+    from topologies import build_system
+
+    return build_system({"groups": [{"name": "h", "node_type": "dgx-h100", "num_nodes": 4}]}, RAIL)
+
+
+def test_ring_over_aligned_nodes_is_one_orbit_per_step(system):
+    ranks = (0, 8, 16, 24)
+    sched = plan_collective("allgather", ranks, 64 << 20, system, algorithm="ring", channels=2)
+    orb = schedule_orbits(sched.transfers, ranks, system)
+    assert orb is not None
+    # a ring step is 4 transfers, one per position: orbits of 4 (hand: n positions shift into each other)
+    assert all(len(m) == 4 for m in orb.members)
+    assert len(orb.reps) * 4 == len(sched.transfers)
+    # every member of an orbit sits at the same step and channel
+    for m in orb.members:
+        assert len({(sched.transfers[i].step, sched.transfers[i].channel) for i in m}) == 1
+    assert all(o > d for o, ds in enumerate(orb.deps) for d in ds)  # orbits wait only on earlier steps
+
+
+def test_tree_is_not_reduced(system):
+    ranks = (0, 8, 16, 24)
+    sched = plan_collective("allreduce", ranks, 1 << 20, system, algorithm="tree", channels=1)
+    assert schedule_orbits(sched.transfers, ranks, system) is None
+
+
+def test_message_records_stop_at_the_limit_and_counters_do_not():
+    prep = api.prepare(_scenario([H100]))
+    few = api.simulate(prep, record_messages=5)
+    assert len(few.sim.messages) == 5 and all(m.end_ns >= m.start_ns for m in few.sim.messages)
+    full = api.simulate(prep, record_messages=True, symmetry=False)
+    # the inter-node share counted during the run equals the one computed from every record
+    from heterosim.results.summary import _inter_node_share
+
+    assert full.summary["inter_node_comm_share"] == pytest.approx(_inter_node_share(full.sim), rel=1e-12)
+    assert full.sim.net_bytes == sum(m.size_bytes for m in full.sim.messages if m.link == "net")
+    assert few.sim.net_bytes == full.sim.net_bytes
