@@ -55,22 +55,14 @@ class CommConfig(Strict):
     channels: Bounded(int, 1, NCCL_MAX_CHANNELS) | None = None
     """Parallel rings/trees; None = by topology (NCCL picks ~ NICs or NVLink count)."""
 
-    @field_validator("algorithm")
+    @field_validator("algorithm", "protocol")
     @classmethod
-    def _algorithm(cls, v: str) -> str:
-        from heterosim.comm.planner import ALGORITHMS
+    def _known(cls, v: str, info) -> str:
+        from heterosim.comm.planner import ALGORITHMS, PROTOCOLS
 
-        if v not in ALGORITHMS:
-            raise ValueError(f"unknown algorithm; known: {', '.join(ALGORITHMS)}")
-        return v
-
-    @field_validator("protocol")
-    @classmethod
-    def _protocol(cls, v: str) -> str:
-        from heterosim.comm.planner import PROTOCOLS
-
-        if v not in PROTOCOLS:
-            raise ValueError(f"unknown protocol; known: {', '.join(PROTOCOLS)}")
+        known = ALGORITHMS if info.field_name == "algorithm" else PROTOCOLS
+        if v not in known:
+            raise ValueError(f"unknown {info.field_name}; known: {', '.join(known)}")
         return v
 
 

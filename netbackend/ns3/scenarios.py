@@ -145,11 +145,11 @@ def convergence_time_ns(aggregate_gbps: list[tuple[int, float]], threshold_gbps:
 
 
 def run_fcts(topo: NetTopology, msgs: list[Message], cfg: NetworkConfig, seed: int = 0) -> dict[int, int]:
-    """Finish times of a message set (used for determinism checks)."""
-    from netbackend.ns3 import Ns3Backend
+    """Finish times of a message set on ``cfg.backend`` (determinism and agreement checks)."""
+    from netbackend.registry import create_backend
 
     out: dict[int, int] = {}
-    with Ns3Backend(topo, cfg, seed) as b:
+    with create_backend(cfg.backend, topo, cfg, seed) as b:
         for m in msgs:
             b.send(m)
         while b.pending():

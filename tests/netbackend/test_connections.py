@@ -7,7 +7,7 @@ import pytest
 
 from netbackend import Link, Message, NetTopology
 from netbackend.config import NetworkConfig
-from netbackend.registry import create_backend
+from netbackend.ns3.scenarios import run_fcts
 
 MTU, HDR = 4096, 78
 
@@ -18,15 +18,7 @@ def _topo():
 
 
 def _run(backend: str, msgs: list[Message]) -> dict[int, int]:
-    cfg = NetworkConfig(backend=backend, cc="none", per_hop_latency_ns=0)
-    out = {}
-    with create_backend(backend, _topo(), cfg, 0) as b:
-        for m in msgs:
-            b.send(m)
-        while b.pending():
-            for c in b.advance():
-                out[c.id] = c.finish_ns
-    return out
+    return run_fcts(_topo(), msgs, NetworkConfig(backend=backend, cc="none", per_hop_latency_ns=0))
 
 
 def _serial_ns(n_pkts: int) -> float:
