@@ -55,11 +55,13 @@ def test_256_gpus_deterministic_conserving_and_summing():
 
 
 @pytest.mark.slow
+@pytest.mark.scale
 def test_2k_gpus_deterministic_conserving_and_summing():
     # (a 2k-GPU run takes over a minute of CPU on the 2-core machine, so CI runs the 256-GPU one)
     _check(64)
 
 
 @pytest.mark.slow
+@pytest.mark.scale
 def test_10k_gpus_deterministic_conserving_and_summing():
     _check(336)
