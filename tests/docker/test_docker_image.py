@@ -3,7 +3,7 @@
 Sets the engine up the way docker/README.md says (docker/setup-host.sh), builds with Compose,
 runs `quickstart`, `quickstart-ns3` and `cc-compare`, and checks that their results equal a native
 run of the same commands apart from wall-clock fields. Bounded: the whole module, engine start and
-base image included, must finish within HETEROSIM_DOCKER_TEST_BUDGET_S (default 720 s).
+base image included, must finish within HETEROSIM_DOCKER_TEST_BUDGET_S (default 1200 s: measured 932 s on a loaded 2-core machine).
 
 When it runs: where a Docker engine answers; otherwise in CI (CI set) or with
 HETEROSIM_DOCKER_TEST=1, where it starts one with setup-host.sh (root: installs docker.io, and on a
@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SETUP = ROOT / "docker" / "setup-host.sh"
 COMPOSE = ["docker", "compose", "-f", str(ROOT / "docker" / "compose.yaml")]
 STATE = Path(os.environ.get("HETEROSIM_DOCKER_STATE", "/var/lib/heterosim-docker"))
-BUDGET_S = float(os.environ.get("HETEROSIM_DOCKER_TEST_BUDGET_S", "720"))
+BUDGET_S = float(os.environ.get("HETEROSIM_DOCKER_TEST_BUDGET_S", "1200"))
 TAG = "heterosim:latest"
 OWNER = (4321, 4322)  # the results folder's owner: the containers must write as this uid
 # Fields that measure the host's wall clock (heterosim/results/summary.py, heterosim/sweep/).
