@@ -101,7 +101,7 @@ def test_tables_list_every_op_and_message(result):
 def test_default_run_writes_no_per_op_or_per_message_table(tmp_path):
     res = api.run(ROOT / "scenarios" / "quickstart.yaml", out_dir=tmp_path / "o",
                   overrides=["training.global_batch_size=16", "output.plots=false", "output.trace=false"])
-    assert sorted(p.name for p in (tmp_path / "o").iterdir()) == ["network.json", "summary.json"]
+    assert sorted(p.name for p in (tmp_path / "o").iterdir()) == [".heterosim-results", "network.json", "summary.json"]
     assert res.sim.messages == []  # nothing asked for them, so none were kept
 
 

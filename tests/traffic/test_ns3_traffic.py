@@ -27,7 +27,7 @@ def test_two_cc_settings_side_by_side(write_yaml, tmp_path):
     summaries = run_traffic(path, out, ccs="dcqcn,none", jobs=2)
     assert [s["cc"] for s in summaries] == ["dcqcn", "none"]
     names = sorted(p.name for p in out.iterdir())
-    assert names == ["comparison.csv", "comparison.json", "comparison.md", "dcqcn", "none", "queue_cdf.png",
+    assert names == [".heterosim-results", "comparison.csv", "comparison.json", "comparison.md", "dcqcn", "none", "queue_cdf.png",
                      "slowdown_vs_size.png"]
     table = list(csv.DictReader(open(out / "comparison.csv")))
     assert [r["cc"] for r in table] == ["dcqcn", "none"]
