@@ -29,19 +29,28 @@ def _refuse(out: Path, field: str, reason: str) -> OutputError:
     return OutputError(reason, field=field, value=str(out))
 
 
+def _non_empty(path: str | Path | None, field: str) -> Path:
+    if path is None or str(path).strip() == "":
+        raise OutputError("empty output path", field=field, value=str(path or ""))
+    return Path(path)
+
+
+def _lstat(path: Path, field: str):
+    """The path's own status (links not followed), or None when nothing is there."""
+    try:
+        return path.lstat()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise _refuse(path, field, f"cannot inspect ({exc.strerror})") from None
+
+
 def check_out_dir(out_dir: str | Path | None, field: str = "--out") -> Path:
     """Why ``out_dir`` may not receive results (raises), or the Path when it may. Touches nothing."""
-    if out_dir is None or str(out_dir).strip() == "":
-        raise OutputError("empty output path", field=field, value=str(out_dir or ""))
-    out = Path(out_dir)
+    out = _non_empty(out_dir, field)
     if out.name in ("", ".", "..") or str(out) in ("/",):
         raise _refuse(out, field, "names a directory, not a results folder of its own (use e.g. results/x)")
-    try:
-        st = out.lstat()
-    except FileNotFoundError:
-        st = None
-    except OSError as exc:
-        raise _refuse(out, field, f"cannot inspect ({exc.strerror})") from None
+    st = _lstat(out, field)
     if st is not None:
         if stat.S_ISLNK(st.st_mode):
             raise _refuse(out, field, "is a symbolic link; HeteroSim replaces only results folders it created")
@@ -107,15 +116,8 @@ def check_out_file(path: str | Path | None, field: str, magic: bytes | None = No
     """A single output file (``--png``, ``--json``): may be new, or an existing regular file HeteroSim
     wrote before (starts with ``magic``, or ``magic(first 4 KB)`` is true); never a directory, device, FIFO
     or someone else's file."""
-    if path is None or str(path).strip() == "":
-        raise OutputError("empty output path", field=field, value=str(path or ""))
-    p = Path(path)
-    try:
-        st = p.lstat()
-    except FileNotFoundError:
-        st = None
-    except OSError as exc:
-        raise _refuse(p, field, f"cannot inspect ({exc.strerror})") from None
+    p = _non_empty(path, field)
+    st = _lstat(p, field)
     if st is not None:
         if not stat.S_ISREG(st.st_mode):
             raise _refuse(p, field, "exists and is not a regular file")
