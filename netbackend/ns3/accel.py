@@ -68,6 +68,47 @@ class _Flow:
 
 
 @dataclass
+class _Trajectory:
+    """The DCQCN rate of a QP whose path builds no queue: it only rises, on the increase timer.
+
+    With no mark there is no CNP and no cut, so the reaction point's rate changes only at its
+    increase-timer events (the byte counter is off: only such QPs get a trajectory).  Each event
+    repeats DcqcnRp::Increase then the stage count (dcqcn.cc) with the same double arithmetic,
+    and the timer is re-armed one interval later while RC or RT is below line rate
+    (RdmaNic::OnIncreaseTimer), so the trajectory is the one ns-3 follows for the idle QP."""
+
+    rate_bps: float
+    target_bps: float
+    stage: int
+    next_ns: float
+    """Next increase-timer expiry (-1: none armed)."""
+    line_bps: float
+    ai_bps: float
+    hai_bps: float
+    fast_stages: int
+    interval_ns: float
+
+    def advance_to(self, t: float) -> None:
+        while 0 <= self.next_ns <= t:
+            if self.stage >= self.fast_stages:  # stages counted before this event (BC = T)
+                self.target_bps += self.hai_bps if self.stage > self.fast_stages else self.ai_bps
+            self.target_bps = min(self.target_bps, self.line_bps)
+            self.rate_bps = min((self.rate_bps + self.target_bps) / 2.0, self.line_bps)
+            self.stage += 1
+            if self.rate_bps < self.line_bps or self.target_bps < self.line_bps:
+                self.next_ns += self.interval_ns
+            else:
+                self.next_ns = -1
+
+    @property
+    def bytes_per_ns(self) -> float:
+        return self.rate_bps / 8e9
+
+    def at_line(self) -> bool:
+        return self.next_ns < 0 and self.rate_bps >= self.line_bps
+
+
+@dataclass
 class _Group:
     """A source-bounded partition: the closed-form flows of one NIC, per QP in posting order."""
 
@@ -78,25 +119,58 @@ class _Group:
     version: int = 0
     rate_bytes_per_ns: float = 0.0
     """Data rate left by the ACKs this NIC sends (set by the backend's _rerate)."""
+    caps: dict[Any, _Trajectory] = field(default_factory=dict)
+    """QPs still below line rate after a congestion episode, with their DCQCN trajectory."""
+    shares: dict[Any, float] | None = None
+    """Per-QP wire rate (bytes/ns) when some QP is capped; None: an equal share each."""
 
     def active(self) -> int:
-        return sum(1 for q in self.qps.values() if q)
+        return len(self.qps)  # a QP's deque is removed the moment it empties
+
+    def allocate(self) -> None:
+        """Round robin among the ready QPs, each paced at most at its DCQCN rate: water-filling
+        of the NIC's rate (a QP below its fair share keeps its rate, the rest share the rest)."""
+        for key in [k for k, tr in self.caps.items() if k not in self.qps or tr.at_line()]:
+            del self.caps[key]
+        if not self.caps:
+            self.shares = None
+            return
+        left, n = self.rate_bytes_per_ns, len(self.qps)
+        shares: dict[Any, float] = {}
+        for key, tr in sorted(self.caps.items(), key=lambda kv: kv[1].rate_bps):
+            if tr.bytes_per_ns * n >= left:
+                break
+            shares[key] = tr.bytes_per_ns
+            left -= tr.bytes_per_ns
+            n -= 1
+        fair = left / n if n else 0.0
+        self.shares = {key: shares.get(key, fair) for key in self.qps}
+
+    def next_cap_change(self) -> float | None:
+        times = [tr.next_ns for tr in self.caps.values() if tr.next_ns >= 0]
+        return min(times) if times else None
 
     def advance_to(self, t: float) -> None:
         k = self.active()
         if k and t > self.t_last:
-            share = (t - self.t_last) * self.rate_bytes_per_ns / k
-            for q in self.qps.values():
-                if q:
+            dt = t - self.t_last
+            if self.shares is None:
+                share = dt * self.rate_bytes_per_ns / k
+                for q in self.qps.values():
                     q[0].wire_left -= share
+            else:
+                for key, q in self.qps.items():
+                    q[0].wire_left -= dt * self.shares[key]
         self.t_last = max(self.t_last, t)
 
     def next_departure(self) -> float | None:
         k = self.active()
         if not k:
             return None
-        left = min(q[0].wire_left for q in self.qps.values() if q)
-        return self.t_last + max(0.0, left) * k / self.rate_bytes_per_ns
+        if self.shares is None:
+            left = min(q[0].wire_left for q in self.qps.values())
+            return self.t_last + max(0.0, left) * k / self.rate_bytes_per_ns
+        return self.t_last + min(max(0.0, q[0].wire_left) / self.shares[key] for key, q in self.qps.items())
 
 
 def check_acceleration(config: NetworkConfig) -> None:
@@ -137,6 +211,10 @@ class AcceleratedNs3Backend(NetworkBackend):
         self._starts: list[tuple[int, int, Message]] = []  # (start_ns, seq, msg)
         self._events: list[tuple[float, int, str, Any]] = []  # ("dep", (src, version)) / ("done", msg)
         self._groups: dict[str, _Group] = {}
+        self._live: set[str] = set()
+        """NICs whose closed-form partition has flows."""
+        self._dst_groups: dict[str, dict[str, int]] = {}
+        """Receiving NIC -> sending NIC -> closed-form flows between them (whom a receiver's ACKs slow)."""
         self._owners: dict[int, dict[Any, int]] = {}  # port -> owner -> flows ("g", src) / ("n", inner id)
         self._inner_of: dict[int, tuple[int, list[int], Any, int]] = {}  # inner id -> (orig, ports, conn key, marks at post)
         self._next_inner = itertools.count(1)
@@ -145,6 +223,9 @@ class AcceleratedNs3Backend(NetworkBackend):
         self._size: dict[int, int] = {}
         self._fct: dict[int, tuple[int, int]] = {}
         self._dirty: set[Any] = set()
+        """Connections whose QPs may have been slowed by DCQCN (a mark on their path in ns-3)."""
+        self._states: dict[int, list[_Trajectory]] = {}
+        """Message id -> DCQCN trajectories of its dirty connection, read by _why_not for _join."""
         self._prechecked: int | None = None
         self._max_tail_ns = 0.0
         self._marks_at = -1
@@ -161,6 +242,7 @@ class AcceleratedNs3Backend(NetworkBackend):
         self.counts = {"bytes_packet_level": 0, "bytes_closed_form": 0, "bytes_fast_forwarded": 0,
                        "bytes_replayed": 0, "messages_closed_form": 0, "messages_packet_level": 0,
                        "partitions_closed_form": 0, "handbacks": 0, "flows_handed_back": 0, "memo_hits": 0,
+                       "connections_recovered": 0, "messages_rate_limited": 0,
                        "not_qualified": {}}
         self._wall = 0.0
 
@@ -263,7 +345,7 @@ class AcceleratedNs3Backend(NetworkBackend):
         t_next = self._starts[0][0]
         if self._prechecked == t_next:
             return None
-        if not any(g.qps for g in self._groups.values()):
+        if not self._live:
             return None
         # the longest pipeline of any closed-form flow so far (earlier is only more packet level)
         return max(self._now, self.inner.now_ns, t_next - math.ceil(self._max_tail_ns) - 1)
@@ -279,6 +361,7 @@ class AcceleratedNs3Backend(NetworkBackend):
             ports = self._ports(msg)
             if self._why_not(msg, ports) is not None:
                 groups |= self._conflicting_groups(msg, ports)
+            self._states.pop(msg.id, None)  # read again when it starts
         for src in sorted(groups):
             if src in self._groups and self._groups[src].active():
                 self._hand_back(src, t)
@@ -304,8 +387,12 @@ class AcceleratedNs3Backend(NetworkBackend):
         """None if ``msg`` may join its NIC's closed-form partition, else the reason."""
         if not ports:
             return "loopback"
-        if self._conn_key(msg) in self._dirty:
-            return "connection rate state in ns-3"
+        key = self._conn_key(msg)
+        if key in self._dirty and not (msg.src in self._groups and key in self._groups[msg.src].qps):
+            state = self._conn_state(msg)
+            if state is None:
+                return "connection rate state in ns-3"
+            self._states[msg.id] = state
         if msg.connection >= 0 and not self._per_message_qp and self._qps_per_conn > 1:
             return "several QPs per connection"
         r = self._router
@@ -323,6 +410,33 @@ class AcceleratedNs3Backend(NetworkBackend):
                     return "shares a port"
         return None
 
+    def _conn_state(self, msg: Message) -> list[_Trajectory] | None:
+        """The DCQCN trajectories of a dirty connection's QPs read from ns-3, or None when they
+        cannot be followed in closed form (data or a cut check outstanding there, or a byte
+        counter, which would need the bytes the QP sends, with a rate below line)."""
+        key = self._conn_key(msg)
+        if key[0] == "m" or self.config.cc == "none":
+            return None if key[0] == "m" else []
+        self._bring_inner_to(self._now)
+        hi = self.inner._host_index
+        v = [float(x) for x in self.inner._sim.ConnectionDcqcnState(hi[msg.src], hi[msg.dst], msg.connection)]
+        if not v:
+            return None
+        line, ai, hai, fast, interval, bc = v[:6]
+        out = []
+        for i in range(6, len(v), 5):
+            rate, target, tstage, _bstage, nxt = v[i:i + 5]
+            tr = _Trajectory(rate, target, int(tstage), nxt, line, ai, hai, int(fast), interval)
+            if bc > 0 and not (rate >= line and target >= line):
+                return None
+            out.append(tr)
+        return out
+
+    def _bring_inner_to(self, t: int) -> None:
+        if self.inner.now_ns < t:
+            # bring an idle ns-3 up to now: its watchdog would read the gap as a stall
+            assert not self.inner.advance(t), "ns-3 completion left behind"
+
     def _start_message(self, msg: Message, t: int) -> None:
         self._msgs[msg.id] = msg
         self._bump(msg, +1, float(t))
@@ -331,6 +445,7 @@ class AcceleratedNs3Backend(NetworkBackend):
         if why is None:
             self._join(msg, ports, t)
             return
+        self._states.pop(msg.id, None)
         nq = self.counts["not_qualified"]
         nq[why] = nq.get(why, 0) + 1
         for src in sorted(self._conflicting_groups(msg, ports)):
@@ -386,7 +501,18 @@ class AcceleratedNs3Backend(NetworkBackend):
         wire, last, prev = self._wire(msg.size_bytes, msg.step_bytes)
         flow = _Flow(msg, ports, float(wire), float(wire), self._tail_ns(ports, last, prev))
         self._max_tail_ns = max(self._max_tail_ns, flow.tail_ns)
-        g.qps.setdefault(self._conn_key(msg), deque()).append(flow)
+        key = self._conn_key(msg)
+        state = self._states.pop(msg.id, None)
+        if state is not None and key not in g.qps:
+            for tr in state:  # one QP per connection here (_why_not)
+                tr.advance_to(float(t))
+                if not tr.at_line():
+                    g.caps[key] = tr
+                    self.counts["messages_rate_limited"] += 1
+        g.qps.setdefault(key, deque()).append(flow)
+        self._live.add(msg.src)
+        by_src = self._dst_groups.setdefault(msg.dst, {})
+        by_src[msg.src] = by_src.get(msg.src, 0) + 1
         for p in ports:
             own = self._owners.setdefault(p, {})
             own[("g", msg.src)] = own.get(("g", msg.src), 0) + 1
@@ -407,6 +533,12 @@ class AcceleratedNs3Backend(NetworkBackend):
             head = next(q[0] for q in g.qps.values() if q)
             slowed = self._active_out.get(head.msg.dst, 0) > 0
         g.rate_bytes_per_ns = g.line_bytes_per_ns * (1.0 - self._ack_frac if slowed else 1.0)
+        for key, tr in g.caps.items():
+            tr.advance_to(t)
+            if tr.at_line() and key in self._dirty:
+                self._dirty.discard(key)
+                self.counts["connections_recovered"] += 1
+        g.allocate()
         self._reschedule(g)
 
     def _bump(self, msg: Message, delta: int, t: float) -> None:
@@ -419,15 +551,22 @@ class AcceleratedNs3Backend(NetworkBackend):
                 changed.append(host)
         if not changed or not self._groups:
             return
-        for g in list(self._groups.values()):
-            if not g.active():
-                continue
-            if g.src in changed or any(q[0].msg.dst in changed for q in g.qps.values() if q):
-                self._rerate(g, t)
+        srcs = set()
+        for host in changed:
+            if host in self._live:
+                srcs.add(host)
+            for src in self._dst_groups.get(host, ()):
+                if any(q[0].msg.dst in changed for q in self._groups[src].qps.values()):
+                    srcs.add(src)
+        for src in sorted(srcs):
+            self._rerate(self._groups[src], t)
 
     def _reschedule(self, g: _Group) -> None:
         g.version += 1
         t = g.next_departure()
+        cap = g.next_cap_change()
+        if cap is not None and (t is None or cap < t):
+            t = cap  # a QP's rate rises: re-allocate then (_departures finds no departure)
         if t is not None:
             heapq.heappush(self._events, (t, next(self._seq), "dep", (g.src, g.version)))
 
@@ -448,13 +587,24 @@ class AcceleratedNs3Backend(NetworkBackend):
             q = g.qps[key]
             while q and q[0].wire_left <= eps:
                 f = q.popleft()
+                self._forget(f)
                 self._count_closed(f, f.wire_total)
                 self.counts["bytes_closed_form"] += f.msg.size_bytes
                 self._release(("g", g.src), f.ports)
                 heapq.heappush(self._events, (t + f.tail_ns, next(self._seq), "done", f.msg.id))
             if not q:
                 del g.qps[key]
+        if not g.qps:
+            self._live.discard(g.src)
         self._rerate(g, t)
+
+    def _forget(self, f: _Flow) -> None:
+        by_src = self._dst_groups[f.msg.dst]
+        by_src[f.msg.src] -= 1
+        if not by_src[f.msg.src]:
+            del by_src[f.msg.src]
+            if not by_src:
+                del self._dst_groups[f.msg.dst]
 
     def _count_closed(self, f: _Flow, wire_sent: float) -> None:
         for p in f.ports:
@@ -474,10 +624,12 @@ class AcceleratedNs3Backend(NetworkBackend):
     def _hand_back(self, src: str, t: int) -> None:
         """Post the unsent bytes of every closed-form flow of ``src`` to ns-3 at ``t``."""
         g = self._groups.pop(src)
+        self._live.discard(src)
         g.advance_to(float(t))
         self.counts["handbacks"] += 1
         for q in g.qps.values():
             for f in q:
+                self._forget(f)
                 self._release(("g", src), f.ports)
                 sent = self._payload_sent(f)
                 self.counts["messages_closed_form"] -= 1
@@ -496,9 +648,7 @@ class AcceleratedNs3Backend(NetworkBackend):
 
     def _post_inner(self, orig: int, msg: Message, size: int, t: int, ports: list[int],
                     handed_back: bool = False) -> None:
-        if self.inner.now_ns < t:
-            # bring an idle ns-3 up to now: its watchdog would read the gap as a stall
-            assert not self.inner.advance(t), "ns-3 completion left behind"
+        self._bring_inner_to(t)
         iid = next(self._next_inner)
         self.inner.send(Message(iid, msg.src, msg.dst, size, t, msg.flow_key, msg.connection,
                                 msg.step_bytes))

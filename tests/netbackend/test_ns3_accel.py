@@ -241,3 +241,18 @@ def test_packet_level_after_a_long_closed_form_stretch_is_no_stall():
         done = run_all(b)
         acc = b.stats().extra["acceleration"]
     assert set(done) == {2, 3} and acc["messages_packet_level"] == 2
+
+
+def test_connection_slowed_by_an_incast_recovers_in_closed_form():
+    """After an incast cut its rate, a lone message on the same connection follows DCQCN's
+    increase-timer trajectory (read from ns-3, replayed in closed form) as packet level does."""
+    msgs = [Message(1, "h1", "h0", 1_000_000, 0, connection=0), Message(2, "h2", "h0", 1_000_000, 0, connection=0),
+            Message(3, "h1", "h0", 20_000_000, 700_000, connection=0)]
+    off, st_off = run(star(4), msgs, "off")
+    auto, st = run(star(4), msgs, "auto")
+    acc = st.extra["acceleration"]
+    assert st_off.extra["cnps_sent"] > 0
+    assert acc["messages_rate_limited"] == 1, acc
+    alone_line_ns = 20_000_000 * 8 / 100 * (1 + cfg().header_bytes / cfg().mtu_bytes)
+    assert off[3] - 700_000 > 1.05 * alone_line_ns  # the cut really slowed the packet-level run
+    assert abs(auto[3] - off[3]) / (off[3] - 700_000) <= 0.001

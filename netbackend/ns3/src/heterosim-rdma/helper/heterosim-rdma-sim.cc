@@ -216,6 +216,18 @@ HeterosimRdmaSim::MessageRxBytes(uint32_t dstHost, uint64_t msgId) const
 }
 
 double
+HeterosimRdmaSim::ConnectionRateFraction(uint32_t srcHost, uint32_t dstHost, int64_t connection) const
+{
+    return m_impl->helper->GetNic(srcHost)->ConnectionRateFraction(dstHost, connection);
+}
+
+std::vector<double>
+HeterosimRdmaSim::ConnectionDcqcnState(uint32_t srcHost, uint32_t dstHost, int64_t connection) const
+{
+    return m_impl->helper->GetNic(srcHost)->ConnectionDcqcnState(dstHost, connection);
+}
+
+double
 HeterosimRdmaSim::RunWallSeconds() const
 {
     return m_impl->helper ? m_impl->helper->GetRunWallSeconds() : 0.0;

@@ -393,6 +393,76 @@ RdmaNic::NewQp(uint32_t dst, uint32_t flowHash, bool perMessage)
     return qp;
 }
 
+double
+RdmaNic::ConnectionRateFraction(uint32_t dstHost, int64_t connection) const
+{
+    const auto it = m_connIndex.find(std::make_pair(dstHost, connection));
+    if (it == m_connIndex.end())
+    {
+        return -1.0;
+    }
+    const Connection& c = m_conns[it->second];
+    if (c.outstanding > 0 || !c.waiting.empty())
+    {
+        return -2.0;
+    }
+    double frac = 1.0;
+    for (const uint32_t id : c.qps)
+    {
+        const auto q = m_qps.find(id);
+        if (q == m_qps.end())
+        {
+            continue;
+        }
+        const SendQp& qp = q->second;
+        if (qp.sndUna < qp.streamEnd || qp.decTimer.IsPending())
+        {
+            return -2.0;
+        }
+        if (m_cc == CC_DCQCN)
+        {
+            frac = std::min(frac, std::min(qp.cc.rate, qp.cc.target) / m_dcqcn.lineRateBps);
+        }
+        else if (m_cc != CC_NONE)
+        {
+            frac = std::min(frac, CurrentRate(qp) / m_dcqcn.lineRateBps);
+        }
+    }
+    return frac;
+}
+
+std::vector<double>
+RdmaNic::ConnectionDcqcnState(uint32_t dstHost, int64_t connection) const
+{
+    std::vector<double> out;
+    if (ConnectionRateFraction(dstHost, connection) < 0)
+    {
+        return out;
+    }
+    const Connection& c = m_conns[m_connIndex.at(std::make_pair(dstHost, connection))];
+    out = {m_dcqcn.lineRateBps,
+           m_dcqcn.rateAiBps,
+           m_dcqcn.rateHaiBps,
+           static_cast<double>(m_dcqcn.fastRecoveryStages),
+           static_cast<double>(m_dcqcn.rateIncreaseIntervalNs),
+           static_cast<double>(m_dcqcn.byteCounterBytes)};
+    for (const uint32_t id : c.qps)
+    {
+        const auto q = m_qps.find(id);
+        if (q == m_qps.end())
+        {
+            return {};
+        }
+        const SendQp& qp = q->second;
+        const int64_t next = qp.incTimer.IsPending()
+                                 ? (Simulator::Now() + Simulator::GetDelayLeft(qp.incTimer)).GetNanoSeconds()
+                                 : -1;
+        out.insert(out.end(), {qp.cc.rate, qp.cc.target, static_cast<double>(qp.cc.timerStage),
+                               static_cast<double>(qp.cc.byteStage), static_cast<double>(next)});
+    }
+    return out;
+}
+
 void
 RdmaNic::Enqueue(SendQp& qp, const MsgRec& rec)
 {

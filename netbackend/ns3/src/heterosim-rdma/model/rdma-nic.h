@@ -101,6 +101,18 @@ class RdmaNic : public Object, public RdmaPortOwner
     /// (needs TrackMessageBytes); 0 if unknown or finished.
     uint64_t GetMessageRxBytes(uint64_t msgId) const;
     const std::vector<RateSample>& GetRateSamples() const { return m_rateSamples; }
+    /// Congestion state of connection (@p dstHost, @p connection), for the
+    /// accelerated backend's decision whether its next message may be computed in
+    /// closed form: min over its QPs of min(RC, RT) / line rate (1 without a
+    /// rate-based CC); -1: no such connection; -2: data outstanding or a DCQCN
+    /// cut check pending (its rate may still change without new data).
+    double ConnectionRateFraction(uint32_t dstHost, int64_t connection) const;
+    /// DCQCN state of that connection's idle QPs, for a closed-form rate
+    /// trajectory: empty when the connection is unknown, busy (data outstanding,
+    /// steps waiting) or a cut check is pending; else {line rate bit/s, R_AI,
+    /// R_HAI, F, increase interval ns, byte counter bytes} then per QP {RC bit/s,
+    /// RT bit/s, timer stage, byte stage, next increase-timer expiry ns (-1: none)}.
+    std::vector<double> ConnectionDcqcnState(uint32_t dstHost, int64_t connection) const;
     const DcqcnParams& GetDcqcnParams() const { return m_dcqcn; }
     const HpccParams& GetHpccParams() const { return m_hpcc; }
     CcMode GetCcMode() const { return m_cc; }
