@@ -29,10 +29,13 @@ ns-3 starts the remainder on an empty pipeline with a fresh QP at line rate
 are assumed not to throttle (checked: NCCL's 8 steps x step size must cover
 twice the bandwidth-delay product, otherwise the flow stays at packet level).
 
-Connections whose QPs may have been slowed by congestion control (a CNP was
-sent while one of their messages was in ns-3) stay at packet level for the rest
-of the run, since their rate state is only known inside ns-3.  Memoization and
-steady-state fast-forward are not implemented; their counters report 0.
+Connections whose QPs were slowed by congestion control (a mark on their path while one of
+their messages was in ns-3) are *dirty*.  A dirty connection's next message may still be computed
+in closed form when its QPs are idle in ns-3 with no cut check pending: with no queue there is no
+mark, so the DCQCN rate only rises on the increase timer, and the wrapper replays that trajectory
+(state read from ns-3, the same arithmetic as DcqcnRp::Increase) with the NIC water-filled among
+its QPs.  With a byte counter (the paper preset) only a connection back at line rate qualifies.
+Memoization and steady-state fast-forward are not implemented; their counters report 0.
 """
 from __future__ import annotations
 
