@@ -26,11 +26,19 @@ def test_held_out_error_per_class(tables):
     assert err["gemm bf16"]["rows"] > 400 and err["gemm bf16"]["mape"] <= 0.05
     assert err["gemm fp8"]["mape"] <= 0.05
     assert err["memory-bound"]["mape"] <= 0.05
-    # attention does NOT meet the 5% target (README, "Measured kernels": 5.2-6.7% over 5 splits, worst
-    # rows below the smallest measured head count); this guards the level reached, mean of 5 splits
+    # attention: mean of 5 random splits (a split holds 11-36 rows of a kind, so one split is noisy)
     for kind in ("flash", "cudnn", "unfused_fp16"):
         mean = sum(held_out_error(tables, 0.8, seed=s)[f"attention {kind}"]["mape"] for s in range(5)) / 5
-        assert mean <= 0.07, kind
+        assert mean <= 0.05, kind
+
+
+def test_attention_one_wave_plateau_between_measured_head_counts(tables):
+    # cuDNN causal forward, seq 2048, head dim 128: the table's 2, 4, 6, 7 and 8 heads all take
+    # 0.0298-0.0304 ms (up to 8 x 2048/128 = 128 CTAs fit one wave on 132 SMs), so 5 heads (not in the
+    # table) must sit on that plateau, not on a line through the origin (5/8 x 0.0302 = 0.019 ms)
+    assert tables.attn.time_s("cudnn", "fwd", 5, 2048, 128) * 1e3 == pytest.approx(0.0301, rel=0.03)
+    # and 9 heads (144 CTAs, just past one wave) lies between the measured 8 and 10 heads
+    assert 0.03022 < tables.attn.time_s("cudnn", "fwd", 9, 2048, 128) * 1e3 < 0.03685
 
 
 def test_exact_shape_returns_the_measured_row(tables):
