@@ -324,6 +324,18 @@ def resolve(spec: str | Path | None, device) -> MeasuredTables | None:
     return MeasuredTables(spec, device)
 
 
+def cli_spec(value: str, flag: str = "--measurements") -> str:
+    """A ``--measurements`` value as the scenario field takes it: builtin | none | an absolute folder path
+    (a path on the command line is relative to the working directory, not to the scenario file)."""
+    if value in ("builtin", "none"):
+        return value
+    p = Path(value).expanduser().resolve()
+    if not p.is_dir():
+        raise UserError("not a folder of measured tables (gemm.csv, attention.csv, elementwise.csv); "
+                        "or builtin | none", field=flag, value=value)
+    return str(p)
+
+
 _BUILTIN_CACHE: dict = {}
 
 
