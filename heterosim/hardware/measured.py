@@ -199,8 +199,8 @@ class AttentionPredictor:
       seq x dim unit up to w = 1 at 2k, 4k and 8k). Coordinates (log2 w, log2 seq, 3 log2 head dim,
       2 [w > 1]): a head dim selects another tile configuration, so other head dims are far
       neighbours, and one wave (critical-path bound) and several (throughput bound) are two regimes
-      with a step between them (FlashAttention-2 forward: +55% from w = 0.97 to 1.21), so points
-      across w = 1 are far neighbours too;
+      with a step between them (FlashAttention-2 forward: +55% from w = 0.97 to 1.21; FA2, two CTAs per
+      SM, steps again after w = 2), so points across those boundaries are far neighbours too;
     * unfused attention is memory-bound on the s^2 score matrices, independent of head dim: baseline
       ``bh x seq^2``, coordinates (log2 bh, 2 log2 seq, log2 head dim) -- whether the scores stay in
       the 50 MB L2 depends on the sequence, so other sequences are far neighbours.
@@ -229,9 +229,10 @@ class AttentionPredictor:
 
     def _coords(self, kind: str, bh: int, s: int, d: int) -> list[float]:
         if kind == "unfused_fp16":
-            return [math.log2(bh), 2.0 * math.log2(s), math.log2(d), 0.0]
+            return [math.log2(bh), 2.0 * math.log2(s), math.log2(d), 0.0, 0.0]
         w = self._waves(bh, s)
-        return [math.log2(w), math.log2(s), 3.0 * math.log2(d), 2.0 * (w > 1.0)]
+        # FlashAttention-2 keeps two CTAs per SM: its time is flat from one to two waves, steps again after
+        return [math.log2(w), math.log2(s), 3.0 * math.log2(d), 2.0 * (w > 1.0), 2.0 * (kind == "flash" and w > 2.0)]
 
     def _log_base(self, kind: str, bh: int, s: int, d: int) -> float:
         if kind == "unfused_fp16":
@@ -349,11 +350,12 @@ def _builtin(device) -> MeasuredTables:
 # ----------------------------------------------------------------------------- held-out error
 
 def held_out_error(tables: MeasuredTables, train_frac: float = 0.8, seed: int = 0) -> dict[str, dict]:
-    """Fit on ``train_frac`` of each op class's rows, predict the rest: {class: {rows, mape, max}}."""
-    rng = np.random.default_rng(seed)
+    """Fit on ``train_frac`` of each op class's rows, predict the rest: {class: {rows, mape, max}}. Each
+    table gets its own random stream (seed, table), so adding rows to one table leaves the others' splits."""
+    streams = iter(range(3))
 
     def split(rows):
-        idx = rng.permutation(len(rows))
+        idx = np.random.default_rng([seed, next(streams)]).permutation(len(rows))
         ntr = int(round(train_frac * len(rows)))
         return [rows[i] for i in sorted(idx[:ntr])], [rows[i] for i in sorted(idx[ntr:])]
 

@@ -21,15 +21,13 @@ def tables():
 
 
 def test_held_out_error_per_class(tables):
-    # fit on 80% of each class's rows, predict the other 20% (issue 13 target: <= 5% MAPE per class)
-    err = held_out_error(tables, 0.8, seed=0)
-    assert err["gemm bf16"]["rows"] > 400 and err["gemm bf16"]["mape"] <= 0.05
-    assert err["gemm fp8"]["mape"] <= 0.05
-    assert err["memory-bound"]["mape"] <= 0.05
-    # attention: mean of 5 random splits (a split holds 11-36 rows of a kind, so one split is noisy)
-    for kind in ("flash", "cudnn", "unfused_fp16"):
-        mean = sum(held_out_error(tables, 0.8, seed=s)[f"attention {kind}"]["mape"] for s in range(5)) / 5
-        assert mean <= 0.05, kind
+    # fit on 80% of each class's rows, predict the other 20% (issue 13 target: <= 5% MAPE per class), mean of
+    # 5 random splits: a split tests 11-54 rows of a small class, so one split alone is noisy
+    runs = [held_out_error(tables, 0.8, seed=s) for s in range(5)]
+    assert runs[0]["gemm bf16"]["rows"] > 400 and runs[0]["attention cudnn"]["rows"] > 40
+    for cls in ("gemm bf16", "gemm fp8", "memory-bound", "attention flash", "attention cudnn",
+                "attention unfused_fp16"):
+        assert sum(r[cls]["mape"] for r in runs) / len(runs) <= 0.05, cls
 
 
 def test_attention_one_wave_plateau_between_measured_head_counts(tables):
