@@ -96,7 +96,8 @@ class _Params:
 
     __slots__ = ("peak", "peak_attn", "peak_vec", "bw", "launch_s", "prec", "g_e", "g_xh", "g_xd", "g_tiles",
                  "g_k0", "g_wq", "g_split_k", "g_split_s", "g_mem", "g_blend", "ew_mem", "a_e", "a_mem", "mem", "cast_frac", "sm", "family",
-                 "ew_kinds", "a_impl", "a_bwd", "a_tile", "a_kv0", "a_wave", "a_under", "a_pad", "a_big")
+                 "ew_kinds", "a_impl", "a_bwd", "a_tile", "a_kv0", "a_wave", "a_under", "a_pad", "a_big", "a_kv0_bwd",
+                 "a_soft")
 
     def __init__(self, eff: dict, device: Device, precision: str) -> None:
         prec = device.effective_precision(precision)
@@ -123,6 +124,7 @@ class _Params:
         self.a_impl = {k: float(v) for k, v in (a.get("impl") or {}).items()}
         self.a_bwd = float(a["bwd_work"])
         self.a_tile, self.a_kv0, self.a_wave = int(a["tile_q"]), float(a["kv_overhead"]), float(a["wave_cost"])
+        self.a_kv0_bwd, self.a_soft = float(a["kv_overhead_bwd"]), float(a["softmax_dim"])
         self.a_under = {k: float(v) for k, v in a["under_wave_exp"].items()}
         self.a_pad = {k: int(v) for k, v in a["head_dim_pad"].items()}
         self.a_big = {k: float(v) for k, v in a["big_head_eff"].items()}
@@ -172,19 +174,22 @@ def fused_attention_s(shape: tuple, impl: str, p: _Params) -> float:
     """Causal flash-style attention (one kernel) on (seq_q, seq_k, head dim, batch x heads, impl, pass).
 
     One CTA per (query tile of ``tile_q`` rows, head), each running its key loop: the last causal tile
-    reads all seq_k keys, the average one half of them, each tile pays ``kv_overhead`` key steps of
-    prologue/epilogue. With ``w`` = CTAs / SMs waves: up to one wave the longest CTA sets the time (times
-    ``w ** under_wave_exp`` where co-resident CTAs share an SM), beyond it every further wave adds
-    ``wave_cost`` average CTAs. Head dims are padded to the kernel's ``head_dim_pad``; above 128 the
-    kernels run smaller tiles (``big_head_eff``). The backward does ``bwd_work`` x the forward's matmuls."""
+    reads all seq_k keys, the average one half of them, each tile pays ``kv_overhead`` (backward:
+    ``kv_overhead_bwd``) key steps of prologue/epilogue. With ``w`` = CTAs / SMs waves: up to one wave the
+    longest CTA sets the time (times ``w ** under_wave_exp`` where co-resident CTAs share an SM), beyond it
+    every further wave adds ``wave_cost`` average CTAs. A key step costs the padded head dim
+    (``head_dim_pad``) of matmul plus ``softmax_dim`` for the per-score softmax work (exp, max, rescale:
+    independent of the head dim); above head dim 128 the kernels run smaller tiles (``big_head_eff``).
+    The backward does ``bwd_work`` x the forward's work."""
     sq, sk, d, bh, _, pas = shape
     d_pad = p.a_pad.get(impl, 1) * -(-int(d) // p.a_pad.get(impl, 1))
     eff = p.a_e * p.a_impl.get(impl, 1.0) * (p.a_big.get(impl, 1.0) if d > 128 else 1.0)
-    step = 4.0 * p.a_tile * d_pad * (p.a_bwd if pas == "bwd" else 1.0) / (p.peak_attn * eff / p.sm)
+    step = 4.0 * p.a_tile * (d_pad + p.a_soft) * (p.a_bwd if pas == "bwd" else 1.0) / (p.peak_attn * eff / p.sm)
+    kv0 = p.a_kv0_bwd if pas == "bwd" else p.a_kv0
     waves = bh * -(-int(sq) // p.a_tile) / p.sm
     if waves <= 1.0:
-        return step * (sk + p.a_kv0) * waves ** p.a_under.get(impl, 0.0)
-    return step * ((sk + p.a_kv0) + p.a_wave * (waves - 1.0) * (sk / 2.0 + p.a_kv0))
+        return step * (sk + kv0) * waves ** p.a_under.get(impl, 0.0)
+    return step * ((sk + kv0) + p.a_wave * (waves - 1.0) * (sk / 2.0 + kv0))
 
 
 # ----------------------------------------------------------------------------- measurements
@@ -492,7 +497,7 @@ class ComputeModel:
             elif mnk is not None and len(mnk) == 6:
                 t = fused_attention_s(mnk, impl, p)
             else:  # attention given only as FLOPs (Megatron's full-s^2 count): the many-wave rate at 2k tokens
-                eff = p.a_e * p.a_impl.get(impl, 1.0) / (p.a_wave * (0.5 + p.a_kv0 / 2048))
+                eff = p.a_e * p.a_impl.get(impl, 1.0) * 128 / (128 + p.a_soft) / (p.a_wave * (0.5 + p.a_kv0 / 2048))
                 t = max(flops / (p.peak_attn * eff), nbytes / (p.bw * p.a_mem))
         elif cls == "layer":
             ce, me = p.mem["layer"]
