@@ -40,7 +40,9 @@ def analytic_errors(tables: MeasuredTables, cm: ComputeModel) -> dict[str, list[
         flops = 4.0 * b * h * s * s * d
         io = 2.0 * 4 * b * s * h * d
         if kind == "unfused_fp16":
-            io += 13.0 * b * h * s * s
+            # the table's unfused op has no mask or dropout kernel: scores written (2 B), softmax read and
+            # written (4 B), read by the second bmm (2 B) = 8 B per score element (the IR's 13 B adds dropout)
+            io += 8.0 * b * h * s * s
         for ps, t in (("fwd", fwd), ("bwd", bwd)):
             if t is None:
                 continue
