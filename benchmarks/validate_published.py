@@ -69,7 +69,6 @@ def nemo_scenario(model, gpus, gbs, mbs, seq, tp, pp, v):
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", default="22B,175B,nemo-llama2-7b,nemo-llama2-70b,nemo-gpt3-175b")
-    args = ap.parse_args()
     ap.add_argument("--measurements", default="builtin", help="hardware.measurements: builtin | none | folder")
     args = ap.parse_args()
     hw = {"measurements": args.measurements}

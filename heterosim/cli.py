@@ -104,9 +104,11 @@ def run(scenario: Path = typer.Argument(Path("scenarios/quickstart.yaml"), help=
     from heterosim import api
     from heterosim.results.writer import check_out_dir
 
-    if measurements is not None:
-        set_ = [*set_, f"hardware.measurements={measurements}"]
+    from heterosim.hardware.measured import cli_spec
+
     try:
+        if measurements is not None:
+            set_ = [*set_, f"hardware.measurements={cli_spec(measurements)}"]
         sc = api.load(scenario, set_)
         dest = out_dir if out_dir is not None else api.default_out_dir(sc)
         check_out_dir(dest, "--out" if out_dir is not None else "output.dir")  # refuse before simulating

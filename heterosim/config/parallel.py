@@ -45,7 +45,9 @@ class ParallelConfig(Strict):
     overlap_param_gather: bool = True
     """ZeRO-1 parameter all-gather overlaps the next forward."""
     tp_comm_overlap: bool = False
-    """TP communication hidden behind GEMMs (Megatron's tp-comm-overlap)."""
+    """Megatron-LM's ``--tp-comm-overlap`` (default off): Transformer Engine userbuffers overlap the
+    sequence-parallel all-gather with the block's first GEMM (ring exchange, tp chunks) and pipeline the
+    reduce-scatter behind its closing GEMM. Needs sequence_parallel (as in Megatron); ignored without it."""
     grad_bucket_bytes: Bounded(int, 1, 1 << 40, unit="bytes") = 40_000_000
     """DP gradient bucket size (Megatron default: 40M elements ~ we use bytes)."""
 

@@ -45,7 +45,6 @@ _MEM_CLASSES = ("elementwise", "embedding", "optimizer")
 # Bytes per element of GEMM inputs / outputs at each precision (fp8 GEMMs write bf16).
 _IN_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 _OUT_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 2}
-_SMALL_TILE_EFF = 0.93  # a half-size tile re-reads operands twice as often: a few % slower when full
 
 
 # ----------------------------------------------------------------------------- efficiency data
@@ -95,9 +94,10 @@ def load_efficiency(path: str | Path = EFFICIENCY_FILE) -> dict[str, dict]:
 class _Params:
     """Efficiency numbers resolved for one (device, precision): plain attributes, read in the hot path."""
 
-    __slots__ = ("peak", "peak_attn", "peak_vec", "bw", "launch_s", "prec", "g_e", "g_xh", "g_xd", "g_tm",
-                 "g_tn", "g_wq", "g_mem", "ew_mem", "a_e", "a_xh", "a_mem", "mem", "cast_frac", "sm", "family",
-                 "ew_kinds", "a_impl", "a_bwd", "a_tile")
+    __slots__ = ("peak", "peak_attn", "peak_vec", "bw", "launch_s", "prec", "g_e", "g_xh", "g_xd", "g_tiles",
+                 "g_k0", "g_wq", "g_split_k", "g_split_s", "g_mem", "g_blend", "ew_mem", "a_e", "a_mem", "mem", "cast_frac", "sm", "family",
+                 "ew_kinds", "a_impl", "a_bwd", "a_tile", "a_kv0", "a_wave", "a_under", "a_pad", "a_big", "a_kv0_bwd",
+                 "a_soft")
 
     def __init__(self, eff: dict, device: Device, precision: str) -> None:
         prec = device.effective_precision(precision)
@@ -115,14 +115,20 @@ class _Params:
         g, a = eff["gemm"], eff["attention"]
         self.g_e = _e_max(g["e_max"], prec)
         self.g_xh, self.g_xd = float(g["x_half"]), float(g["x_default"])
-        self.g_tm, self.g_tn = int(g["tile_m"]), int(g["tile_n"])
-        self.g_wq, self.g_mem = float(g["wave_quant"]), float(g["mem_eff"])
+        self.g_tiles = tuple((int(t[0]), int(t[1])) for t in g["tiles"])
+        self.g_k0, self.g_wq = float(g["k_overhead"]), float(g["wave_quant"])
+        self.g_split_k, self.g_split_s = int(g["split_k_min"]), float(g["split_k_ns"]) * 1e-9
+        self.g_mem, self.g_blend = float(g["mem_eff"]), float(g["mem_blend"])
         self.ew_mem = float(eff["elementwise"]["mem_eff"])
         self.ew_kinds = {k: float(v) for k, v in (eff["elementwise"].get("kinds") or {}).items()}
         self.a_impl = {k: float(v) for k, v in (a.get("impl") or {}).items()}
-        self.a_bwd = float(a.get("bwd", 1.0))
-        self.a_tile = int(a.get("tile_q", 0))
-        self.a_e, self.a_xh, self.a_mem = _e_max(a["e_max"], attn_prec), float(a["x_half"]), float(a["mem_eff"])
+        self.a_bwd = float(a["bwd_work"])
+        self.a_tile, self.a_kv0, self.a_wave = int(a["tile_q"]), float(a["kv_overhead"]), float(a["wave_cost"])
+        self.a_kv0_bwd, self.a_soft = float(a["kv_overhead_bwd"]), float(a["softmax_dim"])
+        self.a_under = {k: float(v) for k, v in a["under_wave_exp"].items()}
+        self.a_pad = {k: int(v) for k, v in a["head_dim_pad"].items()}
+        self.a_big = {k: float(v) for k, v in a["big_head_eff"].items()}
+        self.a_e, self.a_mem = _e_max(a["e_max"], attn_prec), float(a["mem_eff"])
         self.mem = {c: (float(eff[c]["compute_eff"]), float(eff[c]["mem_eff"])) for c in _MEM_CLASSES + ("layer",)}
         self.cast_frac = float(eff.get("fp8_cast_fraction", 0.0)) if prec == "fp8" else 0.0
 
@@ -134,19 +140,56 @@ def _e_max(table: dict, prec: str) -> float:
     raise KeyError(prec)
 
 
+def gemm_compute_s(m: int, n: int, k: int, p: _Params) -> float:
+    """Tensor-core time of an (m, n, k) GEMM: output tiles in waves over the SMs, each tile's K loop plus a
+    fixed prologue/epilogue (``k_overhead`` K steps); the library picks the tile shape and split-K that
+    finish first (a split costs one reduction, ``split_k_ns``); a partial last wave costs ``wave_quant``
+    of a full one (stream-K / persistent kernels spread it)."""
+    rate = p.peak * p.g_e / p.sm            # FLOP/s of one SM at the family's sustained efficiency
+    best = math.inf
+    for tm, tn in p.g_tiles:
+        tiles = -(-m // tm) * -(-n // tn)
+        for split in range(1, max(1, min(-(-p.sm // tiles), k // p.g_split_k)) + 1):
+            waves = tiles * split / p.sm
+            eff_waves = waves + p.g_wq * (math.ceil(waves) - waves)
+            t = eff_waves * 2.0 * tm * tn * (k / split + p.g_k0) / rate
+            if split > 1:
+                t += p.g_split_s
+            best = min(best, t)
+    return best
+
+
 def gemm_efficiency(m: int, n: int, k: int, p: _Params) -> float:
-    """Fraction of peak a GEMM of this shape reaches: saturating in min(m, n, k), times SM occupancy."""
-    x = min(m, n, k)
-    dim = x / (x + p.g_xh)
-    best = 0.0
-    # libraries pick the tile per shape: the large tile, or half of it at a small per-tile cost
-    for tn, tile_eff in ((p.g_tn, 1.0), (max(p.g_tn // 2, 16), _SMALL_TILE_EFF)):
-        tiles = -(-m // p.g_tm) * -(-n // tn)
-        split_k = max(1, min(k // 1024, -(-p.sm // tiles)))  # few output tiles: libraries split k
-        waves = tiles * split_k / p.sm
-        occupancy = waves / math.ceil(waves)                   # last partial wave leaves SMs idle
-        best = max(best, tile_eff * (1.0 - p.g_wq * (1.0 - occupancy)))
-    return p.g_e * dim * best
+    """Fraction of the precision's peak the GEMM's tensor-core part reaches (tiles, waves, K overhead)."""
+    return 2.0 * m * n * k / (p.peak * gemm_compute_s(m, n, k, p))
+
+
+def fp8_cast_s(m: int, k: int, p: _Params) -> float:
+    """fp8 GEMMs: Transformer Engine's separate cast(-transpose) of the m x k operand (read bf16, write fp8),
+    paid by ``fp8_cast_fraction`` of the GEMMs (0 at other precisions)."""
+    return p.cast_frac * (3.0 * m * k / (p.bw * p.ew_mem) + p.launch_s) if p.cast_frac else 0.0
+
+
+def fused_attention_s(shape: tuple, impl: str, p: _Params) -> float:
+    """Causal flash-style attention (one kernel) on (seq_q, seq_k, head dim, batch x heads, impl, pass).
+
+    One CTA per (query tile of ``tile_q`` rows, head), each running its key loop: the last causal tile
+    reads all seq_k keys, the average one half of them, each tile pays ``kv_overhead`` (backward:
+    ``kv_overhead_bwd``) key steps of prologue/epilogue. With ``w`` = CTAs / SMs waves: up to one wave the
+    longest CTA sets the time (times ``w ** under_wave_exp`` where co-resident CTAs share an SM), beyond it
+    every further wave adds ``wave_cost`` average CTAs. A key step costs the padded head dim
+    (``head_dim_pad``) of matmul plus ``softmax_dim`` for the per-score softmax work (exp, max, rescale:
+    independent of the head dim); above head dim 128 the kernels run smaller tiles (``big_head_eff``).
+    The backward does ``bwd_work`` x the forward's work."""
+    sq, sk, d, bh, _, pas = shape
+    d_pad = p.a_pad.get(impl, 1) * -(-int(d) // p.a_pad.get(impl, 1))
+    eff = p.a_e * p.a_impl.get(impl, 1.0) * (p.a_big.get(impl, 1.0) if d > 128 else 1.0)
+    step = 4.0 * p.a_tile * (d_pad + p.a_soft) * (p.a_bwd if pas == "bwd" else 1.0) / (p.peak_attn * eff / p.sm)
+    kv0 = p.a_kv0_bwd if pas == "bwd" else p.a_kv0
+    waves = bh * -(-int(sq) // p.a_tile) / p.sm
+    if waves <= 1.0:
+        return step * (sk + kv0) * waves ** p.a_under.get(impl, 0.0)
+    return step * ((sk + kv0) + p.a_wave * (waves - 1.0) * (sk / 2.0 + kv0))
 
 
 # ----------------------------------------------------------------------------- measurements
@@ -388,9 +431,7 @@ class ComputeModel:
             if t is None:
                 return None
             t *= flops / (2.0 * M * N * K)  # a grouped GEMM (MoE experts) carries a multiple of its shape
-            if p.cast_frac:  # Transformer Engine's separate cast(-transpose) of the M x K operand
-                t += p.cast_frac * (3.0 * M * K / (p.bw * p.ew_mem) + p.launch_s)
-            return t
+            return t + fp8_cast_s(M, K, p)
         if cls == "attention" and len(shape) == 6 and tab.attn is not None:
             sq, sk, d, bh, impl, pas = shape
             kind = _measured.ATTN_IMPL[attention_impl(impl, device.family)]
@@ -440,10 +481,11 @@ class ComputeModel:
                     nbytes = _gemm_bytes(mnk, p.prec)
             else:
                 eff = p.g_e * p.g_xd / (p.g_xd + p.g_xh)
-            t = max(flops / (p.peak * eff), nbytes / (p.bw * p.g_mem))
-            if p.cast_frac and mnk is not None:
-                # fp8: a separate cast(-transpose) kernel of the m x k operand (read bf16, write fp8)
-                t += p.cast_frac * (3.0 * mnk[0] * mnk[2] / (p.bw * p.ew_mem) + p.launch_s)
+            # operand loads overlap the MMAs only partly (the output tile's store does not): a soft maximum
+            tc, tm = flops / (p.peak * eff), nbytes / (p.bw * p.g_mem)
+            t = (tc ** p.g_blend + tm ** p.g_blend) ** (1.0 / p.g_blend)
+            if mnk is not None:
+                t += fp8_cast_s(mnk[0], mnk[2], p)
         elif cls == "attention":
             impl = attention_impl(mnk[4], p.family) if mnk is not None and len(mnk) == 6 else "flash"
             if impl == "unfused":
@@ -452,16 +494,10 @@ class ComputeModel:
                 x = min(mnk[2], mnk[1])
                 eff = p.g_e * x / (x + p.g_xh)
                 t = flops / (p.peak * eff) + nbytes / (p.bw * p.ew_mem) + 3 * p.launch_s
-            else:
-                eff = p.a_e * p.a_impl.get(impl, 1.0)
-                if mnk is not None:
-                    x = min(mnk[0], mnk[1])
-                    if p.a_tile and len(mnk) == 6:
-                        # one CTA per (query tile, head): the work saturates in the number of CTAs
-                        x = mnk[3] * -(-mnk[0] // p.a_tile)
-                    eff *= x / (x + p.a_xh)
-                    if len(mnk) == 6 and mnk[5] == "bwd":
-                        eff *= p.a_bwd
+            elif mnk is not None and len(mnk) == 6:
+                t = fused_attention_s(mnk, impl, p)
+            else:  # attention given only as FLOPs (Megatron's full-s^2 count): the many-wave rate at 2k tokens
+                eff = p.a_e * p.a_impl.get(impl, 1.0) * 128 / (128 + p.a_soft) / (p.a_wave * (0.5 + p.a_kv0 / 2048))
                 t = max(flops / (p.peak_attn * eff), nbytes / (p.bw * p.a_mem))
         elif cls == "layer":
             ce, me = p.mem["layer"]

@@ -14,8 +14,9 @@ shapes): a device's table is three CSVs in one folder, the columns documented in
   and pass: a locally linear fit of log(time / roofline) over the 12 nearest measured shapes in
   log2(M, N, K) (+ a pass offset), so wave quantisation and tile effects between grid points follow
   their neighbours instead of a global curve;
-* attention, per implementation and pass, by (batch x heads per rank, sequence, head dim): affine in
-  batch x heads within a (sequence, head dim) slice, FLOP-scaled across slices;
+* attention, per implementation and pass, by (waves of CTAs, sequence, head dim) for fused kernels and
+  (batch x heads, sequence, head dim) for unfused ones: a local plane of log(time / baseline), the
+  baseline being the kernel's critical path or total work (``AttentionPredictor``);
 * memory-bound ops, per kind, by bytes: time interpolated log-log between measured sizes (constant
   achieved bandwidth beyond the ends).
 
@@ -43,6 +44,9 @@ ATTN_IMPL = {"flash": "flash", "fused": "cudnn", "unfused": "unfused_fp16"}
 EW_KINDS = ("layernorm_fwd", "layernorm_fwdbwd", "rmsnorm_fwd", "dropout_add_fwd", "gelu_fwd", "gelu_fwdbwd",
             "swiglu_fwd", "cross_entropy_fwdbwd", "adam_fused_fp32_step")
 _NEIGHBOURS_GEMM = 12
+_NEIGHBOURS_ATTN = 8
+_ATTN_TILE_Q = 128   # query rows per CTA of FlashAttention-2 / cuDNN fused attention at head dim 96-160
+                     # (the H100 table's one-wave knee sits at batch x heads x seq / 128 = 132 SMs)
 _PASS_WEIGHT = 2.0   # distance between passes, in log2 units of a shape dimension
 _RIDGE = 1e-2        # keeps the local slope finite where neighbours are nearly collinear
 
@@ -185,53 +189,67 @@ class GemmPredictor:
 class AttentionPredictor:
     """Attention time per implementation and pass by (batch x heads per rank, sequence, head dim).
 
-    Within one (sequence, head dim) slice time is affine in batch x heads (a fixed ramp plus per-head work):
-    a weighted line through the 3 nearest measured head counts. A shape whose slice has fewer than 2 points
-    borrows the nearest slice's line (same head dim first), scaled by the FLOP ratio (seq^2 x head dim)."""
+    Interpolates in the variables the kernels' time collapses onto (checked on the H100 table):
 
-    def __init__(self, rows: list[tuple]) -> None:
+    * fused kernels (flash, cudnn) launch one CTA per (query tile of 128 rows, head), so the GPU fills
+      in *waves* ``w = bh x ceil(seq / 128) / SMs``; below one wave the time is the longest CTA's (the
+      last causal query tile reads the whole sequence: ~ seq x head dim), above it the total work
+      (~ bh x seq^2 x head dim, i.e. ~ w x seq x head dim). The baseline is ``seq x head dim x max(1, w)``
+      and measurements at different sequences fall on one curve of w (cuDNN forward: 0.092 ns per
+      seq x dim unit up to w = 1 at 2k, 4k and 8k). Coordinates (log2 w, log2 seq, 3 log2 head dim,
+      2 [w > 1]): a head dim selects another tile configuration, so other head dims are far
+      neighbours, and one wave (critical-path bound) and several (throughput bound) are two regimes
+      with a step between them (FlashAttention-2 forward: +55% from w = 0.97 to 1.21; FA2, two CTAs per
+      SM, steps again after w = 2), so points across those boundaries are far neighbours too;
+    * unfused attention is memory-bound on the s^2 score matrices, independent of head dim: baseline
+      ``bh x seq^2``, coordinates (log2 bh, 2 log2 seq, log2 head dim) -- whether the scores stay in
+      the 50 MB L2 depends on the sequence, so other sequences are far neighbours.
+
+    The residual log(time / baseline) is a weighted plane through the 8 nearest measured points (as
+    for GEMMs), evaluated at the query clamped to the measured range (constant efficiency beyond it)."""
+
+    def __init__(self, rows: list[tuple], sm_count: int = 132) -> None:
+        self.sm = max(int(sm_count), 1)
         self.exact: dict[tuple, float] = {}
-        slices: dict[tuple, dict[tuple[int, int], list]] = {}
-        self.causal: dict[tuple[str, str], int] = {}
+        pts: dict[tuple[str, str], list] = {}
         for kind, causal, b, h, s, d, fwd, bwd in rows:
             for ps, t in (("fwd", fwd), ("bwd", bwd)):
                 if t is None:
                     continue
-                slices.setdefault((kind, ps), {}).setdefault((s, d), []).append((b * h, t))
+                pts.setdefault((kind, ps), []).append((b * h, s, d, t))
                 self.exact[(kind, ps, b * h, s, d)] = t
-                self.causal[(kind, ps)] = causal
         self._data = {}
-        for key, by in slices.items():
-            self._data[key] = {sd: (np.array([p[0] for p in sorted(pts)], dtype=float),
-                                    np.array([p[1] for p in sorted(pts)]))
-                               for sd, pts in by.items() if len(pts) >= 2}
+        for (kind, ps), p in pts.items():
+            X = np.array([self._coords(kind, bh, s, d) for bh, s, d, _ in p])
+            y = np.array([math.log(t) - self._log_base(kind, bh, s, d) for bh, s, d, t in p])
+            self._data[(kind, ps)] = (X, y, X.min(axis=0), X.max(axis=0))
+
+    def _waves(self, bh: int, s: int) -> float:
+        return bh * -(-s // _ATTN_TILE_Q) / self.sm
+
+    def _coords(self, kind: str, bh: int, s: int, d: int) -> list[float]:
+        if kind == "unfused_fp16":
+            return [math.log2(bh), 2.0 * math.log2(s), math.log2(d), 0.0, 0.0]
+        w = self._waves(bh, s)
+        # FlashAttention-2 keeps two CTAs per SM: its time is flat from one to two waves, steps again after
+        return [math.log2(w), math.log2(s), 3.0 * math.log2(d), 2.0 * (w > 1.0), 2.0 * (kind == "flash" and w > 2.0)]
+
+    def _log_base(self, kind: str, bh: int, s: int, d: int) -> float:
+        if kind == "unfused_fp16":
+            return math.log(bh * float(s) * s)
+        return math.log(float(s) * d * max(1.0, self._waves(bh, s)))
 
     def covers(self, kind: str, ps: str) -> bool:
-        return bool(self._data.get((kind, ps)))
+        return (kind, ps) in self._data
 
     def time_s(self, kind: str, ps: str, bh: int, seq: int, head_dim: int) -> float:
         """One call on ``bh`` (batch x heads) sequences of ``seq`` (the table's causality)."""
         hit = self.exact.get((kind, ps, bh, seq, head_dim))
         if hit is not None:
             return hit
-        data = self._data[(kind, ps)]
-        sd = (seq, head_dim)
-        scale = 1.0
-        if sd not in data:  # the nearest slice (same head dim first: kernels tile by it), FLOP-scaled
-            sd = min(data, key=lambda x: abs(math.log(x[0] / seq)) + 10 * abs(math.log(x[1] / head_dim)))
-            scale = (seq / sd[0]) ** 2 * head_dim / sd[1]
-        xs, ys = data[sd]
-        if bh < xs[0]:
-            # below the smallest measured head count the GPU is under-filled: time falls slower than the
-            # work; follow the two smallest points' log-log slope, kept within [0.5, 1]
-            slope = math.log(ys[1] / ys[0]) / math.log(xs[1] / xs[0])
-            return scale * float(ys[0]) * (bh / xs[0]) ** min(max(slope, 0.5), 1.0)
-        dist = np.abs(np.log(xs) - math.log(bh))
-        nn = np.argsort(dist)[:3]
-        w = 1.0 / (dist[nn] + 0.3)
-        A = np.c_[np.ones(len(nn)), xs[nn]] * w[:, None]
-        a, b = np.linalg.lstsq(A, ys[nn] * w, rcond=None)[0]
-        return scale * max(float(a + b * bh), float(ys[0]))
+        X, y, lo, hi = self._data[(kind, ps)]
+        q = np.clip(np.array(self._coords(kind, bh, seq, head_dim)), lo, hi)
+        return math.exp(_local_linear(X, y, q, X, q, _NEIGHBOURS_ATTN) + self._log_base(kind, bh, seq, head_dim))
 
 
 class ElementwisePredictor:
@@ -283,7 +301,7 @@ class MeasuredTables:
         dev = self.device
         peaks = {dt: dev.peak_flops(dt) for dt in GEMM_DTYPES}
         self.gemm = GemmPredictor(gemm_rows, peaks, dev.hbm_Bps) if gemm_rows else None
-        self.attn = AttentionPredictor(attn_rows) if attn_rows else None
+        self.attn = AttentionPredictor(attn_rows, dev.sm_count) if attn_rows else None
         self.ew = ElementwisePredictor(ew_rows) if ew_rows else None
 
     def gemm_time_s(self, precision: str, pas: str, M: int, N: int, K: int) -> float | None:
@@ -307,6 +325,18 @@ def resolve(spec: str | Path | None, device) -> MeasuredTables | None:
     return MeasuredTables(spec, device)
 
 
+def cli_spec(value: str, flag: str = "--measurements") -> str:
+    """A ``--measurements`` value as the scenario field takes it: builtin | none | an absolute folder path
+    (a path on the command line is relative to the working directory, not to the scenario file)."""
+    if value in ("builtin", "none"):
+        return value
+    p = Path(value).expanduser().resolve()
+    if not p.is_dir():
+        raise UserError("not a folder of measured tables (gemm.csv, attention.csv, elementwise.csv); "
+                        "or builtin | none", field=flag, value=value)
+    return str(p)
+
+
 _BUILTIN_CACHE: dict = {}
 
 
@@ -320,11 +350,12 @@ def _builtin(device) -> MeasuredTables:
 # ----------------------------------------------------------------------------- held-out error
 
 def held_out_error(tables: MeasuredTables, train_frac: float = 0.8, seed: int = 0) -> dict[str, dict]:
-    """Fit on ``train_frac`` of each op class's rows, predict the rest: {class: {rows, mape, max}}."""
-    rng = np.random.default_rng(seed)
+    """Fit on ``train_frac`` of each op class's rows, predict the rest: {class: {rows, mape, max}}. Each
+    table gets its own random stream (seed, table), so adding rows to one table leaves the others' splits."""
+    streams = iter(range(3))
 
     def split(rows):
-        idx = rng.permutation(len(rows))
+        idx = np.random.default_rng([seed, next(streams)]).permutation(len(rows))
         ntr = int(round(train_frac * len(rows)))
         return [rows[i] for i in sorted(idx[:ntr])], [rows[i] for i in sorted(idx[ntr:])]
 
@@ -339,7 +370,7 @@ def held_out_error(tables: MeasuredTables, train_frac: float = 0.8, seed: int = 
         for dt, ps, m, n, k, t in g_te:
             errs.setdefault(f"gemm {dt}", []).append(abs(gp.time_s(dt, ps, *actual_shape(ps, m, n, k)) - t) / t)
     if a_tr:
-        ap = AttentionPredictor(a_tr)
+        ap = AttentionPredictor(a_tr, dev.sm_count)
         for kind, causal, b, h, s, d, fwd, bwd in a_te:
             for ps, t in (("fwd", fwd), ("bwd", bwd)):
                 if t is not None and ap.covers(kind, ps):

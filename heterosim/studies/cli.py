@@ -18,6 +18,8 @@ def compare_command(
         set_: List[str] = typer.Option([], "--set", help="Override a field: path=value"),
         backend: str = typer.Option("ns3", "--backend", help="Network backend (ns3 for packet-level CC)"),
         workers: Optional[int] = typer.Option(None, "--workers", help="Parallel child processes (default: cores)"),
+        measurements: Optional[str] = typer.Option(None, "--measurements",
+                                                   help="Kernel times: builtin | none | folder of measured tables"),
 ) -> None:
     """Run one iteration under each congestion control and compare them side by side."""
     from heterosim import api
@@ -29,6 +31,10 @@ def compare_command(
     try:
         if workers is not None and workers < 1:
             raise UserError("must be >= 1", field="--workers", value=workers)
+        if measurements is not None:
+            from heterosim.hardware.measured import cli_spec
+
+            set_ = [*set_, f"hardware.measurements={cli_spec(measurements)}"]
         sc = api.load(scenario, set_)
         dest = out or Path(f"results/{sc.name}-compare")
         check_out_dir(dest, "--out" if out is not None else "output")  # refuse before simulating

@@ -29,14 +29,18 @@ def sweep_command(
     out_dir: Optional[Path] = typer.Option(None, "--out", help="Results directory (default: the sweep's out, "
                                                               "else results/sweeps/NAME)"),
     timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds per run (overrides timeout_s)"),
+    measurements: Optional[str] = typer.Option(None, "--measurements",
+                                               help="Kernel times for every point: builtin | none | folder"),
     quiet: bool = typer.Option(False, "--quiet", "-q"),
 ) -> None:
     """Run a scenario over a grid or list of parameter values; resumable; writes results.csv and summary.png."""
+    from heterosim.hardware.measured import cli_spec
     from heterosim.sweep.runner import run_sweep
 
     try:
+        overrides = {"hardware.measurements": cli_spec(measurements)} if measurements is not None else None
         res = run_sweep(sweep, jobs=jobs, executor=executor, address=address, out=out_dir, timeout_s=timeout,
-                        progress=not quiet)
+                        progress=not quiet, overrides=overrides)
     except UserError as err:
         _err.print(f"[bold red]error:[/] {err}", highlight=False, soft_wrap=True)
         raise typer.Exit(2)

@@ -58,15 +58,18 @@ def resolve_out(cfg: SweepConfig, sweep_file: str | None, out: str | Path | None
 def run_sweep(sweep: str | Path | SweepConfig, *, jobs: int = 1, executor: str = "local",
               address: str | None = None, out: str | Path | None = None, run_fn: RunFn | None = None,
               timeout_s: float | None = None, progress: bool = False, validate: bool = True,
-              base_dir: str | Path | None = None) -> SweepResult:
+              base_dir: str | Path | None = None, overrides: dict[str, Any] | None = None) -> SweepResult:
     """Run every point of a sweep that has no summary.json yet; write results.csv/.parquet and summary.png.
 
     ``sweep``: a SWEEP.yaml path or a model (then its ``scenario`` is relative to ``base_dir``, default cwd).
     ``jobs``: points at once (0 = one per CPU locally, no cap on Ray). ``run_fn(task) -> summary dict`` replaces the real
     simulation (tests); it must be picklable (a module-level function) since it runs in a child process.
     ``timeout_s`` overrides the sweep file's. Failed points are recorded, never raised; bad sweep files
-    and parameter paths that name no scenario field raise :class:`UserError`.
+    and parameter paths that name no scenario field raise :class:`UserError`. ``overrides``: fields set on
+    every point (the CLI's ``--measurements``); a point's own parameters win. A resumed sweep must use the
+    overrides it started with.
     """
+    base_over = dict(overrides or {})
     if isinstance(sweep, SweepConfig):
         cfg, sweep_file, base = sweep.check(), None, Path(base_dir or Path.cwd()).resolve()
     else:
@@ -87,14 +90,15 @@ def run_sweep(sweep: str | Path | SweepConfig, *, jobs: int = 1, executor: str =
     points_dir = out_dir / "points"
     points = expand(cfg)
 
-    invalid = _check_points(points, scenario, sweep_file) if validate else {}
+    invalid = _check_points(points, scenario, sweep_file, base_over) if validate else {}
+    _check_resume_overrides(out_dir, base_over)
     _claim_out_dir(out_dir)
-    _write_manifest(out_dir, cfg, sweep_file, scenario, points)
+    _write_manifest(out_dir, cfg, sweep_file, scenario, points, base_over)
 
     todo: list[PointTask] = []
     for p in points:
         d = points_dir / p.id
-        task = PointTask(p.id, str(scenario), dict(p.params), str(d), cfg.backend,
+        task = PointTask(p.id, str(scenario), {**base_over, **p.params}, str(d), cfg.backend,
                          str(out_dir / "logs" / f"{p.id}.log"), dict(p.params))
         if (d / SUMMARY).exists() and not (d / ERROR).exists():
             continue  # finished by an earlier invocation
@@ -126,15 +130,16 @@ def run_sweep(sweep: str | Path | SweepConfig, *, jobs: int = 1, executor: str =
                        [t.point_id for t in todo])
 
 
-def _check_points(points: list[Point], scenario: Path, sweep_file: str | None) -> dict[str, str]:
+def _check_points(points: list[Point], scenario: Path, sweep_file: str | None,
+                  base_over: dict[str, Any] | None = None) -> dict[str, str]:
     """Load every point's scenario now: a wrong path stops the sweep, a bad value marks its point invalid."""
     from heterosim.config.loader import load_scenario
 
-    load_scenario(scenario)  # the base scenario itself must be valid (error names its file)
+    load_scenario(scenario, dict(base_over or {}))  # the base scenario itself must be valid (error names its file)
     invalid: dict[str, str] = {}
     for p in points:
         try:
-            load_scenario(scenario, dict(p.params))
+            load_scenario(scenario, {**(base_over or {}), **p.params})
         except UserError as err:
             if err.reason in _PATH_ERRORS:
                 param = next((k for k in p.params if err.field and (k == err.field or k.startswith(err.field + ".")
@@ -159,10 +164,23 @@ def _claim_out_dir(out_dir: Path) -> None:
         raise OutputError(f"cannot create ({exc.strerror})", field="--out", value=str(out_dir)) from None
 
 
+def _check_resume_overrides(out_dir: Path, base_over: dict[str, Any]) -> None:
+    """Points finished under other command-line overrides (--measurements) would mix two compute models."""
+    try:
+        old = json.loads((out_dir / "sweep.json").read_text()).get("overrides", {})
+    except (OSError, ValueError, AttributeError):
+        return
+    if old != base_over:
+        key = next(iter(set(old) | set(base_over)))
+        raise UserError(f"this sweep folder was started with {key} = {old.get(key, '(not set)')}; resume with the "
+                        "same value or use another --out", field="--measurements" if key == "hardware.measurements"
+                        else key, value=base_over.get(key, "(not set)"))
+
+
 def _write_manifest(out_dir: Path, cfg: SweepConfig, sweep_file: str | None, scenario: Path,
-                    points: list[Point]) -> None:
+                    points: list[Point], overrides: dict[str, Any] | None = None) -> None:
     data = {"sweep_file": sweep_file, "scenario": str(scenario), "config": cfg.model_dump(),
-            "points": [{"id": p.id, "params": p.params} for p in points]}
+            "points": [{"id": p.id, "params": p.params} for p in points], "overrides": overrides or {}}
     tmp = out_dir / "sweep.json.tmp"
     tmp.write_text(json.dumps(data, indent=2, default=str))
     tmp.replace(out_dir / "sweep.json")

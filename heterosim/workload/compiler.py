@@ -15,6 +15,12 @@ max/sum/target logit (3 * b*s fp32). Context parallelism all-gathers K,V before
 attention and reduce-scatters their gradients. MoE routes with two all-to-alls
 over the ``ep`` group per pass. Pipeline receives carry no dependencies (posted
 early, like Megatron's overlapped p2p); a stage's compute waits for the receive.
+
+``parallelism.tp_comm_overlap`` (Megatron-LM ``--tp-comm-overlap``, Transformer Engine userbuffers; needs
+sequence parallelism, as there) splits each dense block around its TP collectives: the all-gather of the
+block input runs as a ring exchange of tp chunks overlapped with the first GEMM computed chunk by chunk,
+and the closing GEMM is computed in tp chunks whose reduce-scatters are pipelined behind it (see
+``_Emitter.block_ub``). MoE and context-parallel blocks keep blocking TP collectives.
 """
 from __future__ import annotations
 
@@ -43,12 +49,11 @@ class _Prog:
     """Op builder for one program (ids are list positions). Data dependencies travel as
     tuples of op ids ("handles")."""
 
-    __slots__ = ("ops", "tp_overlap", "pending_tp", "plan", "shapes", "kern", "plan_precision")
+    __slots__ = ("ops", "plan", "shapes", "kern", "plan_precision")
 
-    def __init__(self, plan: Plan, shapes: LayerShapes, kern: dict, tp_overlap: bool) -> None:
+    def __init__(self, plan: Plan, shapes: LayerShapes, kern: dict) -> None:
         self.ops: list[Op] = []
-        self.plan, self.shapes, self.kern, self.tp_overlap = plan, shapes, kern, tp_overlap
-        self.pending_tp: int | None = None
+        self.plan, self.shapes, self.kern = plan, shapes, kern
 
     def compute(self, name: str, key: str, deps: tuple, phase: str, mb: int, layer: int, chunk: int) -> tuple:
         flops, nbytes, kernels = self.kern[key]
@@ -74,25 +79,10 @@ class _Prog:
                 return op.id
         return -1
 
-    def flush(self, deps: tuple) -> tuple:
-        """Deps that include the TP collective still in flight (for consumers outside the layer chain:
-        pipeline sends, the LM head, the embedding backward)."""
-        if self.pending_tp is None:
-            return deps
-        out = deps if self.pending_tp in deps else deps + (self.pending_tp,)
-        self.pending_tp = None
-        return out
-
     def tp(self, name: str, collective: str, size: int, tag: str, deps: tuple, phase: str, mb: int,
            layer: int, chunk: int) -> tuple:
-        """A TP collective on ``deps``' output. Blocking: the next compute waits for it. With
-        tp_comm_overlap the next compute waits only for the producer and the TP op one step earlier
-        (one collective in flight behind the GEMMs)."""
-        c = self.comm(name, collective, "tp", size, tag, deps, phase, mb, layer, chunk)
-        if not self.tp_overlap:
-            return c
-        prev, self.pending_tp = self.pending_tp, c[0]
-        return deps if prev is None else deps + (prev,)
+        """A blocking TP collective on ``deps``' output: the next compute waits for it."""
+        return self.comm(name, collective, "tp", size, tag, deps, phase, mb, layer, chunk)
 
 
 def _fused(kernels: list) -> tuple:
@@ -100,7 +90,28 @@ def _fused(kernels: list) -> tuple:
     return (sum(k[1] for k in kernels), sum(k[2] for k in kernels), tuple(kernels))
 
 
-def _kernel_table(sh: LayerShapes, moe: bool, recompute: str) -> dict:
+def _gemm_chunk(kern: tuple, n: int) -> tuple:
+    """One of n row chunks of a GEMM kernel (its first dimension, the tokens in fwd and dgrad, split)."""
+    M, N, K, pas = kern[3]
+    m = max(M // n, 1)
+    return ("gemm", kern[1] * m / M, kern[2] * m / M, (m, N, K, pas))
+
+
+def _ub_split(kernels: list, n: int, bwd: bool) -> tuple:
+    """A dense block's kernels as userbuffers runs them with n = tp chunks: (head, first GEMM's n-1 local
+    chunks, its last chunk + middle + the closing GEMM's first chunk, the closing GEMM's other chunks +
+    tail), each a fused (flops, bytes, kernels). The first GEMM consumes the all-gathered input; the
+    closing GEMM (the last forward GEMM; in backward the last dgrad) produces what is reduce-scattered."""
+    gemms = [i for i, k in enumerate(kernels) if k[0] == "gemm"]
+    i1 = gemms[0]
+    i2 = [i for i in gemms if not bwd or kernels[i][3][3] == "dgrad"][-1]
+    g1 = _gemm_chunk(kernels[i1], n)
+    g2 = _gemm_chunk(kernels[i2], n)
+    return (_fused(kernels[:i1]), _fused([g1] * (n - 1)), _fused([g1] + kernels[i1 + 1:i2] + [g2]),
+            _fused([g2] * (n - 1) + kernels[i2 + 1:]))
+
+
+def _kernel_table(sh: LayerShapes, moe: bool, recompute: str, ub: bool = False) -> dict:
     eb = sh.gemm_eb
     attn_fwd = sh.attn_all()
     core = sh.attn_core() + sh.attn_out()
@@ -128,13 +139,20 @@ def _kernel_table(sh: LayerShapes, moe: bool, recompute: str) -> dict:
     else:
         t["mlp_fwd"] = _fused(sh.mlp())
         t["mlp_bwd"] = _fused(bwd_kernels(sh.mlp(), eb))
+    if ub:  # userbuffers pieces of the dense blocks (tp_comm_overlap)
+        for key, kernels, bwd in (("attn_fwd", attn_fwd, False), ("mlp_fwd", sh.mlp(), False),
+                                  ("attn_bwd", list(t["attn_bwd"][2]), True), ("mlp_bwd", bwd_kernels(sh.mlp(), eb), True)):
+            if moe and key.startswith("mlp"):
+                continue
+            for j, piece in enumerate(_ub_split(kernels, sh.tp, bwd)):
+                t[f"{key}:ub{j}"] = piece
     return t
 
 
 class _Emitter:
     """Emits the ops of one layer / embedding / head pass into a _Prog."""
 
-    def __init__(self, prog: _Prog, moe: bool) -> None:
+    def __init__(self, prog: _Prog, moe: bool, ub: bool = False) -> None:
         self.p = prog
         self.moe = moe
         pl, sh = prog.plan, prog.shapes
@@ -142,6 +160,7 @@ class _Emitter:
         self.has_cp = pl.cp > 1
         self.sp = pl.sp
         self.hid = sh.hidden_bytes(full=True)  # all-reduce buffer = all-gather output = reduce-scatter input
+        self.ub = ub and self.has_tp and self.sp
         self.kv = sh.kv_bytes() * pl.cp  # all-gather output
         self.a2a = sh.a2a_bytes()
 
@@ -158,10 +177,37 @@ class _Emitter:
         coll = "reducescatter" if self.sp else "allreduce"
         return self.p.tp(f"tp_{coll}", coll, self.hid, tag, deps, phase, mb, layer, chunk)
 
+    def block_ub(self, name: str, key: str, tag: str, deps: tuple, phase: str, mb: int, layer: int,
+                 chunk: int) -> tuple:
+        """A dense block with its sequence-parallel all-gather and reduce-scatter overlapped as Transformer
+        Engine's userbuffers do it (n = tp chunks). Ring-exchange all-gather + GEMM: chunk i of the first
+        GEMM needs the i-th received chunk, so with g = GEMM / n and a = all-gather time the GEMM ends at
+        max(g (n-1), a) + g -- emitted as the n-1 local chunks beside the all-gather, then the last chunk.
+        GEMM + pipelined reduce-scatter (the time-reverse): the closing GEMM's first chunk, then its n-1
+        other chunks beside the reduce-scatter of the first n-1 chunks' output, then the last chunk's
+        reduce-scatter: the block ends at max(g + r (n-1), g n) + r with r = reduce-scatter / n."""
+        p, n = self.p, self.p.plan.tp
+        head = p.compute(name + "_head", key + ":ub0", deps, phase, mb, layer, chunk) \
+            if p.kern[key + ":ub0"][2] else deps
+        ag = p.comm("tp_allgather_ub", "allgather", "tp", self.hid, tag + ":ag", head if phase == "fwd" else deps,
+                    phase, mb, layer, chunk)
+        g1 = p.compute(name + "_gemm_chunks", key + ":ub1", head, phase, mb, layer, chunk)
+        mid = p.compute(name + "_last_chunk", key + ":ub2", g1 + ag, phase, mb, layer, chunk)
+        rs1 = p.comm("tp_reducescatter_ub", "reducescatter", "tp", self.hid * (n - 1) // n, tag + ":rs0", mid,
+                     phase, mb, layer, chunk)
+        g2 = p.compute(name + "_gemm_chunks_rs", key + ":ub3", mid, phase, mb, layer, chunk)
+        return p.comm("tp_reducescatter_ub", "reducescatter", "tp", self.hid - self.hid * (n - 1) // n,
+                      tag + ":rs1", g2 + rs1, phase, mb, layer, chunk)
+
     def layer_fwd(self, deps: tuple, mb: int, layer: int, chunk: int, recompute: bool = False) -> tuple:
         p = self.p
         ph, pre, t = ("bwd", "recompute_", "rc") if recompute else ("fwd", "", "f")
         tg = f"tp:{t}:mb{mb}:L{layer}"
+        if self.ub and not self.has_cp:
+            h = self.block_ub(pre + "attn", "attn_fwd", tg + ":0", deps, ph, mb, layer, chunk)
+            if not self.moe:
+                return self.block_ub(pre + "mlp", "mlp_fwd", tg + ":2", h, ph, mb, layer, chunk)
+            return self._moe_fwd(h, tg, pre, t, ph, mb, layer, chunk)
         h = self.pre_tp(tg + ":0", deps, ph, mb, layer, chunk)
         if self.has_cp:
             a = p.compute(pre + "attn_qkv", "qkv_fwd", h, ph, mb, layer, chunk)
@@ -171,22 +217,45 @@ class _Emitter:
         else:
             a = p.compute(pre + "attn", "attn_fwd", h, ph, mb, layer, chunk)
         h = self.post_tp(tg + ":1", a, ph, mb, layer, chunk)
-        h = self.pre_tp(tg + ":2", h, ph, mb, layer, chunk)
         if self.moe:
-            r = p.compute(pre + "moe_router", "router_fwd", h, ph, mb, layer, chunk)
-            d = p.comm("ep_dispatch", "alltoall", "ep", self.a2a, f"ep:{t}:mb{mb}:L{layer}:0", r, ph, mb, layer,
-                       chunk)
-            e = p.compute(pre + "moe_experts", "experts_fwd", d, ph, mb, layer, chunk)
-            m = p.comm("ep_combine", "alltoall", "ep", self.a2a, f"ep:{t}:mb{mb}:L{layer}:1", e, ph, mb, layer,
-                       chunk)
-        else:
-            m = p.compute(pre + "mlp", "mlp_fwd", h, ph, mb, layer, chunk)
+            return self._moe_fwd(h, tg, pre, t, ph, mb, layer, chunk)
+        h = self.pre_tp(tg + ":2", h, ph, mb, layer, chunk)
+        m = p.compute(pre + "mlp", "mlp_fwd", h, ph, mb, layer, chunk)
+        return self.post_tp(tg + ":3", m, ph, mb, layer, chunk)
+
+    def _moe_fwd(self, h, tg, pre, t, ph, mb, layer, chunk) -> tuple:
+        p = self.p
+        h = self.pre_tp(tg + ":2", h, ph, mb, layer, chunk)
+        r = p.compute(pre + "moe_router", "router_fwd", h, ph, mb, layer, chunk)
+        d = p.comm("ep_dispatch", "alltoall", "ep", self.a2a, f"ep:{t}:mb{mb}:L{layer}:0", r, ph, mb, layer,
+                   chunk)
+        e = p.compute(pre + "moe_experts", "experts_fwd", d, ph, mb, layer, chunk)
+        m = p.comm("ep_combine", "alltoall", "ep", self.a2a, f"ep:{t}:mb{mb}:L{layer}:1", e, ph, mb, layer,
+                   chunk)
         return self.post_tp(tg + ":3", m, ph, mb, layer, chunk)
 
     def layer_bwd(self, deps: tuple, mb: int, layer: int, chunk: int) -> tuple:
         p = self.p
         tg = f"tp:b:mb{mb}:L{layer}"
         ph = "bwd"
+        if self.ub and not self.moe:
+            h = self.block_ub("mlp_bwd", "mlp_bwd", tg + ":0", deps, ph, mb, layer, chunk)
+        else:
+            h = self._mlp_bwd(deps, tg, mb, layer, chunk)
+        if self.ub and not self.has_cp:
+            return self.block_ub("attn_bwd", "attn_bwd", tg + ":2", h, ph, mb, layer, chunk)
+        h = self.pre_tp(tg + ":2", h, ph, mb, layer, chunk)
+        if self.has_cp:
+            a = p.compute("attn_core_bwd", "core_bwd", h, ph, mb, layer, chunk)
+            c = p.comm("cp_reducescatter_dkv", "reducescatter", "cp", self.kv, f"cp:b:mb{mb}:L{layer}", a, ph, mb,
+                       layer, chunk)
+            a = p.compute("attn_qkv_bwd", "qkv_bwd", c + a, ph, mb, layer, chunk)
+        else:
+            a = p.compute("attn_bwd", "attn_bwd", h, ph, mb, layer, chunk)
+        return self.post_tp(tg + ":3", a, ph, mb, layer, chunk)
+
+    def _mlp_bwd(self, deps, tg, mb, layer, chunk) -> tuple:
+        p, ph = self.p, "bwd"
         # backward of the MLP's closing reduce-scatter is an all-gather (identity for all-reduce)
         h = self.pre_tp(tg + ":0", deps, ph, mb, layer, chunk)
         if self.moe:
@@ -198,23 +267,14 @@ class _Emitter:
             m = p.compute("moe_router_bwd", "router_bwd", c, ph, mb, layer, chunk)
         else:
             m = p.compute("mlp_bwd", "mlp_bwd", h, ph, mb, layer, chunk)
-        h = self.post_tp(tg + ":1", m, ph, mb, layer, chunk)
-        h = self.pre_tp(tg + ":2", h, ph, mb, layer, chunk)
-        if self.has_cp:
-            a = p.compute("attn_core_bwd", "core_bwd", h, ph, mb, layer, chunk)
-            c = p.comm("cp_reducescatter_dkv", "reducescatter", "cp", self.kv, f"cp:b:mb{mb}:L{layer}", a, ph, mb,
-                       layer, chunk)
-            a = p.compute("attn_qkv_bwd", "qkv_bwd", c + a, ph, mb, layer, chunk)
-        else:
-            a = p.compute("attn_bwd", "attn_bwd", h, ph, mb, layer, chunk)
-        return self.post_tp(tg + ":3", a, ph, mb, layer, chunk)
+        return self.post_tp(tg + ":1", m, ph, mb, layer, chunk)
 
 
 def _build_program(pid: int, stage: int, m: int, plan: Plan, shapes: LayerShapes, kern: dict, scenario,
                    loss_bytes: int, pp_bytes: int, grad_items: dict) -> Program:
     moe = scenario.model.is_moe
-    prog = _Prog(plan, shapes, kern, scenario.parallelism.tp_comm_overlap and plan.tp > 1)
-    em = _Emitter(prog, moe)
+    prog = _Prog(plan, shapes, kern)
+    em = _Emitter(prog, moe, ub=_ub(scenario, plan))
     pp, last_vs = plan.pp, plan.num_vstages - 1
     steps = schedule_for(plan.schedule, pp, m, stage, plan.chunks)
     grad_ready: dict = {}  # layer / "head" / "embed" -> op producing its grads (last micro-batch wins)
@@ -244,7 +304,6 @@ def _build_program(pid: int, stage: int, m: int, plan: Plan, shapes: LayerShapes
                 dep = em.post_tp(f"tp:f:mb{mb}:embed", e, "fwd", mb, -1, chunk)
             for layer in layers:
                 dep = em.layer_fwd(gate(dep, chunk, layer), mb, layer, chunk)
-            dep = prog.flush(dep)
             if vs == last_vs:
                 hd = em.pre_tp(f"tp:f:mb{mb}:head", gate(dep, chunk, "head"), "fwd", mb, -1, chunk)
                 hd = prog.compute("lm_head_loss", "head_fwd", hd, "fwd", mb, -1, chunk)
@@ -271,7 +330,6 @@ def _build_program(pid: int, stage: int, m: int, plan: Plan, shapes: LayerShapes
                     dep = em.layer_fwd(dep, mb, layer, chunk, recompute=True)
                 dep = em.layer_bwd(dep, mb, layer, chunk)
                 grad_ready[layer] = prog.last_compute()
-            dep = prog.flush(dep)
             if vs == 0:
                 e = prog.compute("embedding_bwd", "embed_bwd", dep, "bwd", mb, -1, chunk)
                 grad_ready["embed"] = e[0]
@@ -280,6 +338,11 @@ def _build_program(pid: int, stage: int, m: int, plan: Plan, shapes: LayerShapes
                           "bwd", mb, -1, chunk, stream="pp_send", kind="pp", peer=-1)
     _emit_grad_sync(prog, plan, scenario, stage, grad_items, grad_ready, gathered=overlap_gather)
     return Program(id=pid, ops=prog.ops, stage=stage, label=f"stage{stage}/mb{m}")
+
+
+def _ub(scenario, plan: Plan) -> bool:
+    """Userbuffers TP overlap applies: tp_comm_overlap with sequence parallelism and TP > 1."""
+    return bool(scenario.parallelism.tp_comm_overlap and plan.sp and plan.tp > 1)
 
 
 def _bucket_plan(plan: Plan, scenario, stage: int, grad_items: dict) -> list[tuple[str, int, int, float, tuple]]:
@@ -422,7 +485,7 @@ def compile_workload(scenario, world_size: int, rank_devices: list[str] | None =
             sp = plan.for_stage(stage)
             shapes = LayerShapes.of(model, sp, tr.precision, tr.attention)
             # pipeline messages: this rank's shard of the activation (b*s*h/tp with SP, else b*s*h)
-            c = (sp, shapes, _kernel_table(shapes, model.is_moe, sp.recompute), 3 * shapes.tokens * 4,
+            c = (sp, shapes, _kernel_table(shapes, model.is_moe, sp.recompute, _ub(scenario, sp)), 3 * shapes.tokens * 4,
                  shapes.hidden_bytes(), _grad_items(sp, model))
             stage_ctx[key] = c
         return c

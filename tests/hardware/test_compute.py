@@ -177,3 +177,45 @@ def test_csv_missing_column(tmp_path):
     p.write_text("op_class,device\n")
     with pytest.raises(UserError, match="precision"):
         ComputeModel(measurements=p)
+
+
+# ------------------------------------------------------------------ analytical curve shapes (efficiency.yaml)
+
+def test_h100_gemm_tiles_waves_and_split_k_by_hand(cm):
+    # (1024, 2048, 4096) bf16 on H100 (132 SMs, 989.5 TF/s, e_max 0.715, k_overhead 128, wave_quant 0.2,
+    # split_k_min 1024, split_k_ns 6000, mem_eff 0.85, mem_blend 5, launch 2 us), worked by hand:
+    # 128x128 tiles: 8 x 16 = 128 CTAs = 0.9697 waves -> 0.9697 + 0.2 x 0.0303 = 0.9758 effective waves
+    # of 2 x 128 x 128 x (4096 + 128) / (989.5e12 x 0.715 / 132) = 25.824 us -> 25.198 us. Every other
+    # choice is slower (split 2: 1.9515 x 13.30 + 6 = 31.95 us; 128x256 unsplit: 0.588 x 51.65 = 30.4 us).
+    # Bytes (1024x4096 + 4096x2048 + 1024x2048) x 2 B / (3.35e12 x 0.85) = 10.311 us;
+    # (25.198^5 + 10.311^5)^(1/5) = 25.256 us, + 2 us launch = 27.256 us.
+    t = cm.kernel_time_ns("gemm", 2.0 * 1024 * 2048 * 4096, 0.0, (1024, 2048, 4096, "fwd"), H100, "bf16")
+    assert t == pytest.approx(27256, rel=0.002)
+
+
+def attn(cm, s, d, bh, impl):
+    """One causal forward attention kernel as the compiler emits it (Megatron's full-s^2 FLOP count)."""
+    return cm.kernel_time_ns("attention", 4.0 * bh * s * s * d, 8.0 * bh * s * d, (s, s, d, bh, impl, "fwd"),
+                             H100, "bf16")
+
+
+def test_h100_fused_attention_waves_by_hand(cm):
+    # cuDNN fused, causal, head dim 128 on H100 (efficiency.yaml: e 0.928, softmax_dim 55.6, kv_overhead 292,
+    # wave_cost 1.005, under_wave_exp 0.164): one key step of a 128-query tile costs
+    # 4 x 128 x (128 + 55.6) / (989.5e12 x 0.928 / 132) = 13.513 ns. 32 heads x 4096 tokens = 32 x 32 = 1024
+    # CTAs = 7.758 waves: the longest tile (4096 + 292 steps) + 1.005 x 6.758 waves x (2048 + 292) = 20,280
+    # steps = 274.04 us, + 2 us launch = 276.04 us (the measured table's row: 274.2 us)
+    t = attn(cm, 4096, 128, 32, "fused")
+    assert t == pytest.approx(276_041, rel=0.002)
+    # below one wave the longest tile sets the time: 4 and 8 heads at 2048 tokens (0.485 and 0.970 waves)
+    # differ only by (0.970 / 0.485)^0.164 = 2^0.164: 13.513 ns x 2340 x w^0.164 + 2 us = 30.08 and 33.46 us
+    t4, t8 = attn(cm, 2048, 128, 4, "fused"), attn(cm, 2048, 128, 8, "fused")
+    assert (t4, t8) == (pytest.approx(30_081, rel=0.002), pytest.approx(33_461, rel=0.002))
+
+
+def test_head_dim_padding_per_implementation(cm):
+    def t(impl, d):
+        return attn(cm, 4096, d, 32, impl)
+    # cuDNN runs head dim 96 in a 128-wide tile (the measured table: 0.261 vs 0.274 ms); FA2 has a 96 kernel
+    assert t("fused", 96) == t("fused", 128)
+    assert t("flash", 96) < t("flash", 128)

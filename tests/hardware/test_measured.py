@@ -21,16 +21,22 @@ def tables():
 
 
 def test_held_out_error_per_class(tables):
-    # fit on 80% of each class's rows, predict the other 20% (issue 13 target: <= 5% MAPE per class)
-    err = held_out_error(tables, 0.8, seed=0)
-    assert err["gemm bf16"]["rows"] > 400 and err["gemm bf16"]["mape"] <= 0.05
-    assert err["gemm fp8"]["mape"] <= 0.05
-    assert err["memory-bound"]["mape"] <= 0.05
-    # attention does NOT meet the 5% target (README, "Measured kernels": 5.2-6.7% over 5 splits, worst
-    # rows below the smallest measured head count); this guards the level reached, mean of 5 splits
-    for kind in ("flash", "cudnn", "unfused_fp16"):
-        mean = sum(held_out_error(tables, 0.8, seed=s)[f"attention {kind}"]["mape"] for s in range(5)) / 5
-        assert mean <= 0.07, kind
+    # fit on 80% of each class's rows, predict the other 20% (issue 13 target: <= 5% MAPE per class), mean of
+    # 5 random splits: a split tests 11-54 rows of a small class, so one split alone is noisy
+    runs = [held_out_error(tables, 0.8, seed=s) for s in range(5)]
+    assert runs[0]["gemm bf16"]["rows"] > 400 and runs[0]["attention cudnn"]["rows"] > 40
+    for cls in ("gemm bf16", "gemm fp8", "memory-bound", "attention flash", "attention cudnn",
+                "attention unfused_fp16"):
+        assert sum(r[cls]["mape"] for r in runs) / len(runs) <= 0.05, cls
+
+
+def test_attention_one_wave_plateau_between_measured_head_counts(tables):
+    # cuDNN causal forward, seq 2048, head dim 128: the table's 2, 4, 6, 7 and 8 heads all take
+    # 0.0298-0.0304 ms (up to 8 x 2048/128 = 128 CTAs fit one wave on 132 SMs), so 5 heads (not in the
+    # table) must sit on that plateau, not on a line through the origin (5/8 x 0.0302 = 0.019 ms)
+    assert tables.attn.time_s("cudnn", "fwd", 5, 2048, 128) * 1e3 == pytest.approx(0.0301, rel=0.03)
+    # and 9 heads (144 CTAs, just past one wave) lies between the measured 8 and 10 heads
+    assert 0.03022 < tables.attn.time_s("cudnn", "fwd", 9, 2048, 128) * 1e3 < 0.03685
 
 
 def test_exact_shape_returns_the_measured_row(tables):

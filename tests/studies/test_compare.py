@@ -141,3 +141,28 @@ def test_compare_ns3_dcqcn_vs_pfc_only(tiny_yaml, tmp_path):
     for r in full:
         assert r["_slowdown_cdf"][0] >= 0.99  # the ideal FCT is a lower bound at packet level too
     assert (out / "queue_over_time.png").stat().st_size > 0
+
+
+def test_cli_compare_measurements_flag(tiny_yaml, tmp_path):
+    # a user table where every GEMM takes 1 ms (two rows, so the predictor has a shape to interpolate):
+    # --measurements must make the compared runs use it (far slower than the analytical model), and a
+    # missing folder is a one-line error naming the flag
+    tables = tmp_path / "tables"
+    tables.mkdir()
+    (tables / "gemm.csv").write_text("dtype,pass,m,n,k,ms\nbf16,fwd,1024,1024,1024,1.0\nbf16,fwd,4096,4096,4096,1.0\n")
+    app = typer.Typer()
+    app.command()(compare_command)
+    app.command("other")(lambda: None)
+    runner = CliRunner()
+    times = {}
+    for spec in ("none", str(tables)):
+        out = tmp_path / f"o-{len(times)}"
+        res = runner.invoke(app, ["compare-command", str(tiny_yaml), "--cc", "none", "--backend", "flow",
+                                  "--out", str(out), "--measurements", spec])
+        assert res.exit_code == 0, res.output
+        times[spec] = json.loads((out / "compare.json").read_text())[0]["iteration_time_s"]
+    # 4 layers / 2 stages x 8 micro-batches x (4 fwd + 8 bwd GEMMs) >= 96 ms of GEMMs per stage at 1 ms each
+    assert times[str(tables)] > 0.096 > 10 * times["none"]
+    res = runner.invoke(app, ["compare-command", str(tiny_yaml), "--cc", "none", "--backend", "flow",
+                              "--measurements", str(tmp_path / "nope")])
+    assert res.exit_code == 2 and "--measurements = " in res.output and "Traceback" not in res.output

@@ -49,3 +49,11 @@ def returns_only(task) -> dict:
     """A run function that writes nothing itself: the worker must write summary.json."""
     _record(task)
     return {"iteration_time_s": 2.0, "mfu": 0.1}
+
+
+def fake_run_recording_overrides(task) -> dict:
+    """fake_run, and the overrides the point ran with in overrides.json (checks command-line overrides)."""
+    summary = fake_run(task)
+    Path(task.out_dir).mkdir(parents=True, exist_ok=True)
+    (Path(task.out_dir) / "overrides.json").write_text(json.dumps(task.overrides))
+    return summary

@@ -372,3 +372,27 @@ def test_progress_bar_and_failed_exit_code(tmp_path, capsys):
     assert res.counts == {"ok": 1, "error": 1}
     err = capsys.readouterr().err
     assert "2/2" in err and "error:1" in err and "ok:1" in err
+
+
+def test_command_line_overrides_reach_every_point_and_pin_the_resume(tmp_path):
+    # `heterosim sweep --measurements X` = hardware.measurements=X on every point; a point's own value wins
+    sweep = write_sweep(tmp_path, parameters={"seed": [1, 2]})
+    out = tmp_path / "out"
+    res = run_sweep(sweep, out=out, run_fn=sweep_fakes.fake_run_recording_overrides,
+                    overrides={"hardware.measurements": "none"})
+    assert res.ok
+    for p in res.points:
+        got = json.loads((out / "points" / p.id / "overrides.json").read_text())
+        assert got == {"hardware.measurements": "none", "seed": p.params["seed"]}
+    with pytest.raises(UserError, match=r"--measurements = 'builtin': this sweep folder was started with "
+                                        r"hardware.measurements = none"):
+        run_sweep(sweep, out=out, run_fn=sweep_fakes.fake_run_recording_overrides,
+                  overrides={"hardware.measurements": "builtin"})
+
+
+def test_cli_measurements_flag_checks_the_folder(tmp_path):
+    p = write_sweep(tmp_path, parameters={"seed": [1]})
+    r = CliRunner().invoke(_cli(), [str(p), "--out", str(tmp_path / "o"), "--measurements", str(tmp_path / "nope")])
+    assert r.exit_code == 2
+    assert "--measurements = " in r.output and "not a folder of measured tables" in r.output
+    assert "Traceback" not in r.output and not (tmp_path / "o").exists()

@@ -107,10 +107,10 @@ def test_tp_comm_blocking_and_overlap():
     colls = [o.collective for o in ir.programs[0].ops if o.stream == "tp" and o.layer == 0 and o.phase == "fwd"
              and o.microbatch == 0]
     assert colls == ["allgather", "reducescatter", "allgather", "reducescatter"]
-    ir = compile_workload(scenario(gbs=4, tp=2, tp_comm_overlap=True), 2)
-    ops = ir.programs[0].ops
-    mlp = next(o for o in ops if o.name == "mlp" and o.layer == 1)
-    assert all(ops[d].kind == "compute" or ops[d].id < mlp.id - 2 for d in mlp.deps)
+    # userbuffers need sequence parallelism (Megatron asserts it): without SP tp_comm_overlap changes nothing
+    plain = compile_workload(scenario(gbs=4, tp=2), 2).programs[0].ops
+    ub = compile_workload(scenario(gbs=4, tp=2, tp_comm_overlap=True), 2).programs[0].ops
+    assert [(o.name, o.deps) for o in ub] == [(o.name, o.deps) for o in plain]
     for sc in (scenario(gbs=4, tp=2, pp=2, tp_comm_overlap=True, sequence_parallel=True),
                scenario(gbs=4, tp=2, pp=2, tp_comm_overlap=True)):
         ir = compile_workload(sc, 4)
@@ -203,3 +203,31 @@ def test_ir_json_roundtrip_keeps_microbatch_and_layer_zero():
     back = IR.from_dict(ir.to_dict())
     assert [(o.microbatch, o.layer) for o in back.programs[0].ops] == \
         [(o.microbatch, o.layer) for o in ir.programs[0].ops]
+
+
+def test_tp_comm_overlap_userbuffers_structure():
+    # tp = 2, SP, one micro-batch of 256 tokens, hidden 256, ffn 1024 (bf16): the forward MLP block is
+    # LN -> [all-gather 256 x 256 x 2 B = 131,072 B | FC1 on the local 128-token chunk] -> FC1 on the received
+    # chunk, GeLU, FC2 on the first 128 tokens -> [reduce-scatter of 65,536 B | FC2 on the other 128 tokens,
+    # dropout-add] -> reduce-scatter of the last 65,536 B
+    sc = scenario(gpt(layers=2), gbs=1, tp=2, sequence_parallel=True, tp_comm_overlap=True)
+    ops = compile_workload(sc, 2).programs[0].ops
+    blk = [o for o in ops if o.phase == "fwd" and o.layer == 0 and o.name.startswith(("mlp", "tp_"))][-7:]
+    head, ag, g1, mid, rs0, g2, rs1 = blk
+    assert [o.name for o in blk] == ["mlp_head", "tp_allgather_ub", "mlp_gemm_chunks", "mlp_last_chunk",
+                                     "tp_reducescatter_ub", "mlp_gemm_chunks_rs", "tp_reducescatter_ub"]
+    assert (ag.collective, ag.size_bytes, ag.deps) == ("allgather", 131_072, (head.id,))
+    assert g1.deps == (head.id,) and set(mid.deps) == {g1.id, ag.id}
+    assert (rs0.size_bytes, rs0.deps, g2.deps) == (65_536, (mid.id,), (mid.id,))
+    assert (rs1.size_bytes, set(rs1.deps)) == (65_536, {g2.id, rs0.id})
+    fc1 = ("gemm", 2.0 * 128 * 512 * 256)  # 128-token chunk x (1024 / tp = 512) x 256
+    assert [(k[0], k[1], k[3]) for k in g1.kernels] == [(*fc1, (128, 512, 256, "fwd"))]
+    assert [k[3] for k in mid.kernels if k[0] == "gemm"] == [(128, 512, 256, "fwd"), (128, 256, 512, "fwd")]
+    # the split keeps the block's work: same FLOPs as the blocking block
+    plain = compile_workload(scenario(gpt(layers=2), gbs=1, tp=2, sequence_parallel=True), 2).programs[0].ops
+    mlp = next(o for o in plain if o.name == "mlp" and o.layer == 0)
+    assert sum(o.flops for o in (head, g1, mid, g2)) == pytest.approx(mlp.flops)
+    # backward: the first GEMM after the all-gather is FC2's dgrad, the reduce-scattered one FC1's dgrad
+    bwd = [o for o in ops if o.phase == "bwd" and o.layer == 0 and o.name.startswith("mlp_bwd")]
+    assert bwd[1].kernels[0][3] == (128, 1024 // 2, 256, "dgrad")  # FC2 dgrad: (tokens/2, ffn/tp, h)
+    assert any(k[3][3] == "wgrad" for k in bwd[-1].kernels)           # FC1 wgrad overlaps the reduce-scatter

@@ -117,3 +117,41 @@ def test_unfused_attention_keeps_the_score_matrix():
     unf, _ = worst(sc("gpt3-1.7b", 1, 1, 1, sp=False, zero=0, attention="unfused"))
     a, s_len, layers, in_flight = 24, 2048, 24, 1  # gpt3-1.7b: 24 layers, 24 heads (zoo)
     assert unf["activations"] - fused["activations"] == pytest.approx(5 * a * s_len * s_len * layers * in_flight)
+
+
+def test_tp_comm_overlap_runs_as_the_userbuffers_pipeline():
+    # One node, tp = 8 with SP and tp_comm_overlap. The pipelines (compiler._Emitter.block_ub) worked by
+    # hand: ring all-gather + chunked first GEMM ends at head + max(GEMM chunks, all-gather) + last chunk;
+    # the closing GEMM's other chunks run beside the first reduce-scatter, the last reduce-scatter after
+    # both. Checked on the simulated timeline of the forward MLP block of micro-batch 0, layer 0.
+    from heterosim import api
+
+    model = {"name": "g", "num_layers": 2, "hidden_size": 4096, "num_attention_heads": 32,
+             "ffn_hidden_size": 16384, "vocab_size": 32000, "max_seq_length": 4096}
+    s = scenario_from_dict({
+        "name": "ub", "model": model,
+        "parallelism": {"tp": 8, "pp": 1, "sequence_parallel": True, "tp_comm_overlap": True},
+        "training": {"global_batch_size": 1, "micro_batch_size": 1, "seq_length": 4096, "precision": "bf16"},
+        "cluster": {"groups": [{"name": "g", "node_type": "dgx-h100", "num_nodes": 1}]}})
+    res = api.simulate(api.prepare(s), record_messages=False)
+    lane = res.sim.lanes[0]
+    ops = res.prepared.ir.programs[lane.program].ops
+    blk = [o for o in ops if o.phase == "fwd" and o.layer == 0 and o.microbatch == 0
+           and o.name.startswith(("mlp", "tp_"))][-7:]
+    head, ag, g1, mid, rs0, g2, rs1 = (o.id for o in blk)
+    st, en, d = lane.start_ns, lane.end_ns, (lambda i: lane.end_ns[i] - lane.start_ns[i])
+    assert st[ag] == st[g1] == en[head]
+    assert st[mid] == max(en[g1], en[ag])
+    assert st[rs0] == st[g2] == en[mid]
+    assert st[rs1] == max(en[g2], en[rs0])
+    span = en[rs1] - st[head]
+    assert span == d(head) + max(d(g1), d(ag)) + d(mid) + max(d(g2), d(rs0)) + d(rs1)
+    # and it beats the blocking block (all-gather, whole block, reduce-scatter in sequence)
+    s2 = s.model_copy(update={"parallelism": s.parallelism.model_copy(update={"tp_comm_overlap": False})})
+    r2 = api.simulate(api.prepare(s2), record_messages=False)
+    l2 = r2.sim.lanes[0]
+    ops2 = r2.prepared.ir.programs[l2.program].ops
+    b2 = [o.id for o in ops2 if o.phase == "fwd" and o.layer == 0 and o.microbatch == 0][-3:]  # AG, mlp, RS
+    assert [ops2[i].name for i in b2] == ["tp_allgather", "mlp", "tp_reducescatter"]
+    assert span < l2.end_ns[b2[2]] - l2.start_ns[b2[0]]
+    assert r2.summary["iteration_time_s"] > res.summary["iteration_time_s"]
