@@ -111,6 +111,21 @@ class _Trajectory:
         return self.next_ns < 0 and self.rate_bps >= self.line_bps
 
 
+def water_fill(rate: float, keys: list, caps: dict[Any, _Trajectory]) -> dict[Any, float]:
+    """Round robin among the ready QPs, each paced at most at its DCQCN rate: water-filling of
+    the NIC's ``rate`` (a QP below its fair share keeps its rate, the rest share the rest)."""
+    left, n = rate, len(keys)
+    shares: dict[Any, float] = {}
+    for key, tr in sorted(((k, caps[k]) for k in keys if k in caps), key=lambda kv: kv[1].rate_bps):
+        if tr.bytes_per_ns * n >= left:
+            break
+        shares[key] = tr.bytes_per_ns
+        left -= tr.bytes_per_ns
+        n -= 1
+    fair = left / n if n else 0.0
+    return {key: shares.get(key, fair) for key in keys}
+
+
 @dataclass
 class _Group:
     """A source-bounded partition: the closed-form flows of one NIC, per QP in posting order."""
@@ -126,28 +141,23 @@ class _Group:
     """QPs still below line rate after a congestion episode, with their DCQCN trajectory."""
     shares: dict[Any, float] | None = None
     """Per-QP wire rate (bytes/ns) when some QP is capped; None: an equal share each."""
+    loads: dict[int, float] = field(default_factory=dict)
+    """Wire rate (bytes/ns) this partition puts on each port past its NIC (head flows)."""
 
     def active(self) -> int:
         return len(self.qps)  # a QP's deque is removed the moment it empties
 
     def allocate(self) -> None:
-        """Round robin among the ready QPs, each paced at most at its DCQCN rate: water-filling
-        of the NIC's rate (a QP below its fair share keeps its rate, the rest share the rest)."""
         for key in [k for k, tr in self.caps.items() if k not in self.qps or tr.at_line()]:
             del self.caps[key]
-        if not self.caps:
-            self.shares = None
-            return
-        left, n = self.rate_bytes_per_ns, len(self.qps)
-        shares: dict[Any, float] = {}
-        for key, tr in sorted(self.caps.items(), key=lambda kv: kv[1].rate_bps):
-            if tr.bytes_per_ns * n >= left:
-                break
-            shares[key] = tr.bytes_per_ns
-            left -= tr.bytes_per_ns
-            n -= 1
-        fair = left / n if n else 0.0
-        self.shares = {key: shares.get(key, fair) for key in self.qps}
+        self.shares = water_fill(self.rate_bytes_per_ns, list(self.qps), self.caps) if self.caps else None
+
+    def rates(self) -> dict[Any, float]:
+        """Wire rate (bytes/ns) of each QP's head flow."""
+        if self.shares is not None:
+            return self.shares
+        k = len(self.qps)
+        return {key: self.rate_bytes_per_ns / k for key in self.qps}
 
     def next_cap_change(self) -> float | None:
         times = [tr.next_ns for tr in self.caps.values() if tr.next_ns >= 0]
@@ -226,6 +236,11 @@ class AcceleratedNs3Backend(NetworkBackend):
         self._size: dict[int, int] = {}
         self._fct: dict[int, tuple[int, int]] = {}
         self._dirty: set[Any] = set()
+        self._batch: dict[str, list] = {}
+        """NIC -> connection keys of the messages starting at this instant (see _fits)."""
+        self._recheck: set[str] = set()
+        self._load: dict[int, float] = {}
+        """Port -> wire rate (bytes/ns) of the closed-form flows crossing it past their NIC."""
         """Connections whose QPs may have been slowed by DCQCN (a mark on their path in ns-3)."""
         self._states: dict[int, list[_Trajectory]] = {}
         """Message id -> DCQCN trajectories of its dirty connection, read by _why_not for _join."""
@@ -246,6 +261,7 @@ class AcceleratedNs3Backend(NetworkBackend):
                        "bytes_replayed": 0, "messages_closed_form": 0, "messages_packet_level": 0,
                        "partitions_closed_form": 0, "handbacks": 0, "flows_handed_back": 0, "memo_hits": 0,
                        "connections_recovered": 0, "messages_rate_limited": 0,
+                       "handbacks_over_capacity": 0,
                        "not_qualified": {}}
         self._wall = 0.0
 
@@ -314,9 +330,22 @@ class AcceleratedNs3Backend(NetworkBackend):
                 return out
             if pre is not None and pre <= limit:
                 self._precheck(limit)
+            batch = []
             while self._starts and self._starts[0][0] <= limit:
-                _, _, msg = heapq.heappop(self._starts)
-                self._start_message(msg, limit)
+                batch.append(heapq.heappop(self._starts)[2])
+            if batch:
+                self._batch = {}
+                for msg in batch:  # a NIC's QPs starting together share it from the first packet
+                    keys = self._batch.setdefault(msg.src, [])
+                    if self._conn_key(msg) not in keys:
+                        keys.append(self._conn_key(msg))
+                for msg in batch:
+                    self._start_message(msg, limit)
+                self._batch = {}
+                recheck, self._recheck = self._recheck, set()
+                for src in sorted(recheck):
+                    if src in self._groups:
+                        self._check_capacity(list(self._groups[src].loads))
             if until_ns is not None and limit >= until_ns and not (self._events and self._events[0][0] <= limit):
                 return []
 
@@ -407,11 +436,49 @@ class AcceleratedNs3Backend(NetworkBackend):
             if self._max_steps * msg.step_bytes < 2 * rtt_ns * r0 / 8:
                 return "step credits would throttle"
         own = ("g", msg.src)
+        shared = False
         for p in ports:
             for o in self._owners.get(p, ()):
                 if o != own:
-                    return "shares a port"
+                    if o[0] == "n":
+                        return "shares a port"
+                    shared = True
+        if shared and not self._fits(msg, ports):
+            return "shares a port beyond its capacity"
         return None
+
+    def _fits(self, msg: Message, ports: list[int]) -> bool:
+        """Would every port the NIC's partition crosses stay within its rate with ``msg`` joining?
+
+        Partitions of several NICs may share ports as long as the sum of their flows' rates fits
+        each port: then no queue builds (a packet at most, from phase), nothing is marked, and
+        every flow keeps the rate its NIC gives it.  Checked at line rate (an upper bound)."""
+        g = self._groups.get(msg.src)
+        key = self._conn_key(msg)
+        keys = list(g.qps) if g is not None else []
+        if key in keys:
+            return True  # queued behind a message of its QP: no new load
+        caps = dict(g.caps) if g is not None else {}
+        state = self._states.get(msg.id)
+        if state:
+            tr = _Trajectory(**vars(state[0]))
+            tr.advance_to(float(self._now))
+            if not tr.at_line():
+                caps[key] = tr
+        line = self._router.link_rate_gbps[ports[0]] / 8.0
+        keys += [k for k in self._batch.get(msg.src, ()) if k != key and k not in keys]
+        shares = water_fill(line, keys + [key], caps)
+        new: dict[int, float] = {}
+        for k in keys:
+            if g is not None and k in g.qps:  # (the other starters' ports count when they join)
+                for p in g.qps[k][0].ports[1:]:
+                    new[p] = new.get(p, 0.0) + shares[k]
+        for p in ports[1:]:
+            new[p] = new.get(p, 0.0) + shares[key]
+        old = g.loads if g is not None else {}
+        rate = self._router.link_rate_gbps
+        return all(self._load.get(p, 0.0) - old.get(p, 0.0) + v <= rate[p] / 8.0 * (1 + 1e-9)
+                   for p, v in new.items())
 
     def _conn_state(self, msg: Message) -> list[_Trajectory] | None:
         """The DCQCN trajectories of a dirty connection's QPs read from ns-3, or None when they
@@ -542,7 +609,40 @@ class AcceleratedNs3Backend(NetworkBackend):
                 self._dirty.discard(key)
                 self.counts["connections_recovered"] += 1
         g.allocate()
+        self._set_loads(g)
         self._reschedule(g)
+        if self._batch:
+            self._recheck.add(g.src)  # after the whole batch has joined
+        else:
+            self._check_capacity(list(g.loads))
+
+    def _check_capacity(self, ports) -> None:
+        """Hand back the partitions on ports loaded past their rate (a rate rose: a flow left its
+        NIC, a DCQCN timer fired): they would queue and mark."""
+        rate = self._router.link_rate_gbps
+        over = [p for p in ports if self._load.get(p, 0.0) > rate[p] / 8.0 * (1 + 1e-9)]
+        if over:
+            for src in sorted({o[1] for p in over for o in self._owners.get(p, ()) if o[0] == "g"}):
+                if src in self._groups:
+                    self._hand_back(src, self._now)
+            self.counts["handbacks_over_capacity"] += 1
+
+    def _clear_loads(self, g: _Group) -> None:
+        for p, v in g.loads.items():
+            left = self._load[p] - v
+            if left <= 1e-12:
+                del self._load[p]
+            else:
+                self._load[p] = left
+        g.loads = {}
+
+    def _set_loads(self, g: _Group) -> None:
+        self._clear_loads(g)
+        for key, r in g.rates().items():
+            for p in g.qps[key][0].ports[1:]:
+                g.loads[p] = g.loads.get(p, 0.0) + r
+        for p, v in g.loads.items():
+            self._load[p] = self._load.get(p, 0.0) + v
 
     def _bump(self, msg: Message, delta: int, t: float) -> None:
         """Count active messages per sending and receiving NIC; re-rate the groups it affects."""
@@ -562,10 +662,12 @@ class AcceleratedNs3Backend(NetworkBackend):
                 if any(q[0].msg.dst in changed for q in self._groups[src].qps.values()):
                     srcs.add(src)
         for src in sorted(srcs):
-            self._rerate(self._groups[src], t)
+            g = self._groups.get(src)  # a re-rate may hand partitions back (over capacity)
+            if g is not None and g.qps:
+                self._rerate(g, t)
 
     def _reschedule(self, g: _Group) -> None:
-        g.version += 1
+        g.version = next(self._seq)  # unique across the group objects of one NIC
         t = g.next_departure()
         cap = g.next_cap_change()
         if cap is not None and (t is None or cap < t):
@@ -628,6 +730,7 @@ class AcceleratedNs3Backend(NetworkBackend):
         """Post the unsent bytes of every closed-form flow of ``src`` to ns-3 at ``t``."""
         g = self._groups.pop(src)
         self._live.discard(src)
+        self._clear_loads(g)
         g.advance_to(float(t))
         self.counts["handbacks"] += 1
         for q in g.qps.values():

@@ -256,3 +256,33 @@ def test_connection_slowed_by_an_incast_recovers_in_closed_form():
     alone_line_ns = 20_000_000 * 8 / 100 * (1 + cfg().header_bytes / cfg().mtu_bytes)
     assert off[3] - 700_000 > 1.05 * alone_line_ns  # the cut really slowed the packet-level run
     assert abs(auto[3] - off[3]) / (off[3] - 700_000) <= 0.001
+
+
+def test_partitions_of_two_nics_share_a_port_that_fits_both():
+    """Two NICs, each splitting its line rate over two QPs, meet on the switch port to h0 at
+    exactly its rate: no queue builds, so every flow keeps its NIC share, as packet level says."""
+    msgs = [Message(1, "h1", "h0", 4_000_000, 0, connection=0), Message(2, "h1", "h3", 4_000_000, 0, connection=1),
+            Message(3, "h2", "h0", 4_000_000, 0, connection=0), Message(4, "h2", "h3", 4_000_000, 0, connection=1)]
+    off, st_off = run(star(4), msgs, "off")
+    auto, st = run(star(4), msgs, "auto")
+    acc = st.extra["acceleration"]
+    assert st_off.extra["ecn_marks"] == 0
+    assert acc["messages_closed_form"] == 4 and acc["bytes_packet_level"] == 0, acc
+    # round robin of two QPs per NIC taken as a fluid half each: the flows of one NIC end within
+    # a couple of packets of each other at packet level, together in the fluid share
+    packet_ns = (cfg().mtu_bytes + cfg().header_bytes) * 8 / 100
+    for k in off:
+        assert abs(auto[k] - off[k]) <= 3 * packet_ns, (off, auto)
+
+
+def test_a_partition_whose_rate_rises_past_a_shared_port_goes_back_to_packet_level():
+    """When h1's short flow ends, its other QP doubles its rate on the port it shares with h2:
+    the port no longer fits both, so both partitions are handed back to packet level."""
+    msgs = [Message(1, "h1", "h3", 1_000_000, 0, connection=1), Message(2, "h1", "h0", 8_000_000, 0, connection=0),
+            Message(3, "h2", "h0", 8_000_000, 0, connection=0), Message(4, "h2", "h3", 8_000_000, 0, connection=1)]
+    off, _ = run(star(4), msgs, "off")
+    auto, st = run(star(4), msgs, "auto")
+    acc = st.extra["acceleration"]
+    assert acc["handbacks_over_capacity"] >= 1 and acc["bytes_packet_level"] > 0, acc
+    for k, m in zip(sorted(off), msgs):
+        assert abs(auto[k] - off[k]) / (off[k] - m.start_ns) <= 0.05, (off, auto)
