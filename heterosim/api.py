@@ -71,6 +71,8 @@ def prepare(scenario: Scenario, *, measurements: str | None = None, work_budget:
     from topologies.build import cluster_gpus
 
     file = getattr(scenario, "_source_file", None)
+    if scenario.workload is not None:
+        return _prepare_recorded(scenario, file, measurements)
     try:
         world = cluster_gpus(scenario.cluster, file)
         plan = resolve_plan(scenario, world, file)
@@ -86,6 +88,24 @@ def prepare(scenario: Scenario, *, measurements: str | None = None, work_budget:
             from heterosim.workload.groups import check_tp_in_nodes
 
             check_tp_in_nodes(ir.groups["tp"], [g.node for g in system.gpus], scenario.parallelism.stage_tp, file)
+        compute = compute_model(scenario, measurements)
+    except UserError as err:
+        raise err.with_file(file) if file else err
+    return Prepared(scenario, system, ir, compute, file)
+
+
+def _prepare_recorded(scenario: Scenario, file: str | None, measurements: str | None) -> Prepared:
+    """A scenario whose workload is a folder of Chakra ET files (``workload.chakra``, relative to the file)."""
+    from heterosim.chakra.importer import import_workload
+    from topologies import build_system
+
+    wl = scenario.workload
+    folder = Path(wl.chakra).expanduser()
+    if not folder.is_absolute() and file and not file.startswith("<"):
+        folder = Path(file).parent / folder
+    try:
+        system = build_system(scenario.cluster, scenario.fabric, file=file)
+        ir = import_workload(folder, system, retime=wl.timing == "compute_model", file=file)
         compute = compute_model(scenario, measurements)
     except UserError as err:
         raise err.with_file(file) if file else err
