@@ -90,6 +90,20 @@ def compile(scenario: Path, out_dir: Path = typer.Option(..., "--out", help="Dir
               f"{sum(summary['ops_per_rank'])} ops, {summary['total_flops']:.3e} FLOPs -> {out_dir}")
 
 
+@app.command("export-chakra")
+def export_chakra(scenario: Path, out_dir: Path = typer.Option(..., "--out", help="Folder for <name>.<rank>.et files"),
+                  set_: List[str] = typer.Option([], "--set", help="Override a field: path=value")) -> None:
+    """Write the scenario's workload as Chakra execution traces, one ET file per rank (ASTRA-sim's input)."""
+    from heterosim.chakra import export_chakra as _export
+
+    try:
+        res = _export(scenario, out_dir, overrides=set_)
+    except UserError as err:
+        _fail(err)
+    out.print(f"Chakra ET: {res.ranks} ranks, {res.nodes} nodes, {res.process_groups} process groups "
+              f"(comm_group.json) -> {out_dir}")
+
+
 @app.command()
 def run(scenario: Path = typer.Argument(Path("scenarios/quickstart.yaml"), help="Scenario YAML"),
         backend: Optional[str] = typer.Option(None, help="Network backend: flow | ns3 (default: the scenario's)"),

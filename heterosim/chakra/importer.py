@@ -67,6 +67,8 @@ class RankTrace:
     file: str
     meta: dict[str, Any]
     nodes: list  # S.Node in file order
+    payloads: list[bytes] = field(default_factory=list)
+    """Each node's encoded bytes: ranks doing the same work repeat them, so attributes are decoded once."""
 
 
 @dataclass
@@ -136,7 +138,7 @@ def read_et_file(path: Path, rank: int) -> RankTrace:
             raise TraceError(f"wrong message at byte {off}: message {i} is not a Chakra Node", file=file,
                              field=f"node after id={nodes[-1].id}" if nodes else "node[0]")
         nodes.append(node)
-    return RankTrace(rank, file, meta, nodes)
+    return RankTrace(rank, file, meta, nodes, [p for _, p in frames[1:]])
 
 
 def _last_id(frames) -> str:
@@ -265,20 +267,23 @@ def _shape(s: str):
     return tuple(v) if isinstance(v, list) else None
 
 
-def _draft_rank(tr: RankTrace, world: int, retime: bool) -> _Draft:
+def _draft_rank(tr: RankTrace, world: int, retime: bool, cache: dict) -> _Draft:
     order = _topo_order(tr)
+    attr_cache = cache.setdefault("attrs", {})
     new_id = {tr.nodes[i].id: k for k, i in enumerate(order)}
     d = _Draft()
     for k, i in enumerate(order):
         n = tr.nodes[i]
-        a = _attrs(n)
+        a = attr_cache.get(tr.payloads[i])
+        if a is None:
+            a = attr_cache[tr.payloads[i]] = _attrs(n)
         deps = tuple(sorted({new_id[x] for x in list(n.data_deps) + list(n.ctrl_deps)}))
         common = dict(id=k, name=n.name or f"node{n.id}", deps=deps, phase=str(a.get("phase") or "other"),
                       microbatch=int(a.get("microbatch", -1)), layer=int(a.get("layer", -1)),
                       chunk=int(a.get("chunk", 0)))
         tname = _TYPE_NAME.get(n.type, str(n.type))
         if n.type == S.NODE_TYPES["COMP_NODE"]:
-            d.ops.append(_compute_op(tr, n, a, common, retime))
+            d.ops.append(_compute_op(tr, n, a, common, retime, cache.setdefault("kernels", {})))
         elif n.type == S.NODE_TYPES["METADATA_NODE"]:
             d.ops.append(Op(kind="compute", stream=str(a.get("stream") or "compute"), duration_ns=0, **common))
         elif n.type == S.NODE_TYPES["COMM_COLL_NODE"]:
@@ -323,29 +328,50 @@ def _draft_rank(tr: RankTrace, world: int, retime: bool) -> _Draft:
     return d
 
 
-def _compute_op(tr: RankTrace, n, a: dict, common: dict, retime: bool) -> Op:
+def _compute_op(tr: RankTrace, n, a: dict, common: dict, retime: bool, kcache: dict) -> Op:
     stream = str(a.get("stream") or ("cpu" if a.get("is_cpu_op") is True else "compute"))
     recorded = int(n.duration_micros) * 1000
     classes = a.get("kernel_classes")
     op_class = str(a.get("op_class") or "")
     if classes:
         flops, nbytes, shapes = a.get("kernel_flops"), a.get("kernel_bytes"), a.get("kernel_shapes")
-        for fname, v in (("kernel_flops", flops), ("kernel_bytes", nbytes), ("kernel_shapes", shapes)):
-            if not isinstance(v, list) or len(v) != len(classes):
-                raise TraceError(f"must list one value per kernel_classes entry ({len(classes)})", file=tr.file,
-                                 field=_node_field(n.id, fname), value=v)
-        try:
-            kernels = tuple((str(c), float(f), float(b), _shape(s)) for c, f, b, s in zip(classes, flops, nbytes, shapes))
-        except (ValueError, TypeError):
-            raise TraceError("not a JSON list per kernel", file=tr.file, field=_node_field(n.id, "kernel_shapes"),
-                             value=shapes) from None
-        if len(kernels) == 1 and op_class != "layer":
-            c, f, b, s = kernels[0]
-            fields = dict(op_class=c, flops=f, bytes=b, gemm_mnk=s)
-        else:
-            fields = dict(op_class=op_class or "layer", flops=sum(k[1] for k in kernels),
-                          bytes=sum(k[2] for k in kernels), kernels=kernels)
-        return Op(kind="compute", stream=stream, duration_ns=-1 if retime else recorded, **fields, **common)
+        lists = all(isinstance(v, list) for v in (classes, flops, nbytes, shapes))
+        kkey = (tuple(classes), tuple(flops), tuple(nbytes), tuple(shapes)) if lists else None
+        kernels = kcache.get(kkey)
+        if kernels is None:
+            kernels = _kernels(tr, n, classes, flops, nbytes, shapes)
+            kcache[kkey] = kernels
+        return _kernel_op(kernels, op_class, stream, recorded, retime, common)
+    return _cost_op(a, op_class, stream, recorded, retime, common)
+
+
+def _kernels(tr: RankTrace, n, classes, flops, nbytes, shapes) -> tuple:
+    """One shared tuple per distinct kernel list (the compute model caches by identity)."""
+    if not isinstance(classes, list):
+        raise TraceError("must be a string list", file=tr.file, field=_node_field(n.id, "kernel_classes"),
+                         value=classes)
+    for fname, v in (("kernel_flops", flops), ("kernel_bytes", nbytes), ("kernel_shapes", shapes)):
+        if not isinstance(v, list) or len(v) != len(classes):
+            raise TraceError(f"must list one value per kernel_classes entry ({len(classes)})", file=tr.file,
+                             field=_node_field(n.id, fname), value=v)
+    try:
+        return tuple((str(c), float(f), float(b), _shape(s)) for c, f, b, s in zip(classes, flops, nbytes, shapes))
+    except (ValueError, TypeError):
+        raise TraceError("not a JSON list per kernel", file=tr.file, field=_node_field(n.id, "kernel_shapes"),
+                         value=shapes) from None
+
+
+def _kernel_op(kernels: tuple, op_class: str, stream: str, recorded: int, retime: bool, common: dict) -> Op:
+    if len(kernels) == 1 and op_class != "layer":
+        c, f, b, s = kernels[0]
+        fields = dict(op_class=c, flops=f, bytes=b, gemm_mnk=s)
+    else:
+        fields = dict(op_class=op_class or "layer", flops=sum(k[1] for k in kernels),
+                      bytes=sum(k[2] for k in kernels), kernels=kernels)
+    return Op(kind="compute", stream=stream, duration_ns=-1 if retime else recorded, **fields, **common)
+
+
+def _cost_op(a: dict, op_class: str, stream: str, recorded: int, retime: bool, common: dict) -> Op:
     flops = a.get("num_ops")
     nbytes = a.get("tensor_size")
     has_cost = isinstance(flops, int) and not isinstance(flops, bool) and flops > 0
@@ -563,7 +589,8 @@ def import_workload(folder: Path, system, *, retime: bool, file: str | None, fie
         raise ConfigError(f"{len(paths)} ET files (ranks) but the cluster has {world} GPUs", file=file, field=field,
                           value=str(folder))
     traces = [read_et_file(p, r) for r, p in enumerate(paths)]
-    drafts = [_draft_rank(tr, world, retime) for tr in traces]
+    cache: dict = {}
+    drafts = [_draft_rank(tr, world, retime, cache) for tr in traces]
     comm_groups = _read_comm_groups(folder, world)
     ir = build_ir(traces, drafts, comm_groups, [g.node for g in system.gpus])
     flops = sum(op.flops for d in drafts for op in d.ops)
