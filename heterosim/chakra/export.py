@@ -96,8 +96,10 @@ def _process_groups(ir) -> tuple[dict[tuple[str, int], str], dict[str, list[int]
     return names, members, dims
 
 
-def rank_messages(ir, rank: int, durations: list[int], pg_names: dict, pg_dims: dict[str, str]):
-    """The GlobalMetadata and the Nodes of one rank's ET file."""
+def rank_messages(ir, rank: int, durations: list[int], pg_names: dict, pg_dims: dict[str, str],
+                  cache: dict | None = None):
+    """The GlobalMetadata and the encoded Nodes of one rank's ET file. ``cache`` shares the bytes of nodes
+    that come out the same on several ranks (same program, duration, group and peers)."""
     prog = ir.program_of(rank)
     meta = ir.meta
     gm = S.GlobalMetadata(version=S.SCHEMA_VERSION, attr=[
@@ -109,43 +111,58 @@ def rank_messages(ir, rank: int, durations: list[int], pg_names: dict, pg_dims: 
         S.attr("model_flops_per_iteration", float(meta.get("model_flops_per_iteration", 0.0)), "double"),
         S.attr("tokens_per_iteration", int(meta.get("tokens_per_iteration", 0)), "int64"),
     ])
+    cache = {} if cache is None else cache
     nodes = []
     preds = _stream_preds(prog.ops)
     for op in prog.ops:
-        node = S.Node(id=op.id, name=op.name, data_deps=list(op.deps))
-        if preds[op.id] >= 0 and preds[op.id] not in op.deps:
-            node.ctrl_deps.append(preds[op.id])
-        attrs = [S.attr("is_cpu_op", False, "bool"), S.attr("stream", op.stream, "string"),
-                 S.attr("phase", op.phase, "string"), S.attr("microbatch", op.microbatch, "int64"),
-                 S.attr("layer", op.layer, "int64"), S.attr("chunk", op.chunk, "int64")]
-        if op.kind == "compute":
-            node.type = S.NODE_TYPES["COMP_NODE"]
-            node.duration_micros = int(round(durations[op.id] / 1000))
-            ks = _kernels(op)
-            attrs += [S.attr("num_ops", int(round(op.flops)), "int64"),
-                      S.attr("tensor_size", int(round(op.bytes)), "uint64"),
-                      S.attr("op_class", op.op_class, "string"),
-                      S.attr("kernel_classes", [k[0] for k in ks], "string_list"),
-                      S.attr("kernel_flops", [float(k[1]) for k in ks], "double_list"),
-                      S.attr("kernel_bytes", [float(k[2]) for k in ks], "double_list"),
-                      S.attr("kernel_shapes", ["" if k[3] is None else json.dumps(list(k[3])) for k in ks],
-                             "string_list")]
-        else:
-            attrs += [S.attr("comm_size", int(op.size_bytes), "int64"), S.attr("comm_kind", op.comm_kind, "string")]
+        src = dst = -1
+        pg = None
+        if op.kind == "comm":
             if op.collective in ("send", "recv"):
                 peer = ir.peer_of(rank, op.peer_offset)
                 src, dst = (rank, peer) if op.collective == "send" else (peer, rank)
-                node.type = S.NODE_TYPES["COMM_SEND_NODE" if op.collective == "send" else "COMM_RECV_NODE"]
-                attrs += [S.attr("comm_src", src, "int32"), S.attr("comm_dst", dst, "int32"),
-                          S.attr("comm_tag", p2p_tag(op.tag), "int32"),
-                          S.attr("pg_name", pg_names[("pp", ir.group_id(rank, "pp"))], "string")]
+                pg = pg_names[("pp", ir.group_id(rank, "pp"))]
             else:
-                node.type = S.NODE_TYPES["COMM_COLL_NODE"]
-                attrs += [S.attr("comm_type", S.COLLECTIVE_TYPES[COLLECTIVE_TO_CHAKRA[op.collective]], "int64"),
-                          S.attr("pg_name", pg_names[(op.group, ir.group_id(rank, op.group))], "string")]
-        node.attr.extend(attrs)
-        nodes.append(node)
+                pg = pg_names[(op.group, ir.group_id(rank, op.group))]
+        key = (ir.rank_program[rank], op.id, durations[op.id], pg, src, dst)
+        data = cache.get(key)
+        if data is None:
+            data = cache[key] = _node(op, preds[op.id], durations[op.id], pg, src, dst).SerializeToString()
+        nodes.append(data)
     return gm, nodes
+
+
+def _node(op, pred: int, duration_ns: int, pg: str | None, src: int, dst: int):
+    node = S.Node(id=op.id, name=op.name, data_deps=list(op.deps))
+    if pred >= 0 and pred not in op.deps:
+        node.ctrl_deps.append(pred)
+    attrs = [S.attr("is_cpu_op", False, "bool"), S.attr("stream", op.stream, "string"),
+             S.attr("phase", op.phase, "string"), S.attr("microbatch", op.microbatch, "int64"),
+             S.attr("layer", op.layer, "int64"), S.attr("chunk", op.chunk, "int64")]
+    if op.kind == "compute":
+        node.type = S.NODE_TYPES["COMP_NODE"]
+        node.duration_micros = int(round(duration_ns / 1000))
+        ks = _kernels(op)
+        attrs += [S.attr("num_ops", int(round(op.flops)), "int64"),
+                  S.attr("tensor_size", int(round(op.bytes)), "uint64"),
+                  S.attr("op_class", op.op_class, "string"),
+                  S.attr("kernel_classes", [k[0] for k in ks], "string_list"),
+                  S.attr("kernel_flops", [float(k[1]) for k in ks], "double_list"),
+                  S.attr("kernel_bytes", [float(k[2]) for k in ks], "double_list"),
+                  S.attr("kernel_shapes", ["" if k[3] is None else json.dumps(list(k[3])) for k in ks],
+                         "string_list")]
+    else:
+        attrs += [S.attr("comm_size", int(op.size_bytes), "int64"), S.attr("comm_kind", op.comm_kind, "string"),
+                  S.attr("pg_name", pg, "string")]
+        if op.collective in ("send", "recv"):
+            node.type = S.NODE_TYPES["COMM_SEND_NODE" if op.collective == "send" else "COMM_RECV_NODE"]
+            attrs += [S.attr("comm_src", src, "int32"), S.attr("comm_dst", dst, "int32"),
+                      S.attr("comm_tag", p2p_tag(op.tag), "int32")]
+        else:
+            node.type = S.NODE_TYPES["COMM_COLL_NODE"]
+            attrs.append(S.attr("comm_type", S.COLLECTIVE_TYPES[COLLECTIVE_TO_CHAKRA[op.collective]], "int64"))
+    node.attr.extend(attrs)
+    return node
 
 
 def write_et_dir(ir, system, compute, precision: str, tmp: Path, prefix: str) -> dict[str, Any]:
@@ -153,12 +170,14 @@ def write_et_dir(ir, system, compute, precision: str, tmp: Path, prefix: str) ->
     durations = _lane_durations(ir, system, compute, precision)
     pg_names, members, pg_dims = _process_groups(ir)
     nodes_total = 0
+    cache: dict = {}
     for r in range(ir.world_size):
-        gm, nodes = rank_messages(ir, r, durations[r], pg_names, pg_dims)
+        gm, nodes = rank_messages(ir, r, durations[r], pg_names, pg_dims, cache)
         with open(tmp / f"{prefix}.{r}{ET_SUFFIX}", "wb") as fh:
             S.write_message(fh, gm)
-            for n in nodes:
-                S.write_message(fh, n)
+            for data in nodes:
+                fh.write(S.encode_varint(len(data)))
+                fh.write(data)
         nodes_total += len(nodes)
     with open(tmp / COMM_GROUP_FILE, "w") as fh:
         json.dump(members, fh, indent=1)

@@ -114,7 +114,11 @@ def read_et_file(path: Path, rank: int) -> RankTrace:
         for off, payload in S.iter_frames(data):
             frames.append((off, payload))
     except S.FramingError as exc:
-        where = "GlobalMetadata" if exc.index == 0 else f"node after id={_last_id(frames)}"
+        if exc.index == 0:
+            where = "GlobalMetadata"
+        else:
+            nid = S.peek_node_id(exc.partial)
+            where = f"node[id={nid}]" if nid is not None else f"node[after id={_last_id(frames)}]"
         raise TraceError(f"{exc} (byte {exc.offset})", file=file, field=where) from None
     gm = S.GlobalMetadata()
     try:
@@ -136,7 +140,7 @@ def read_et_file(path: Path, rank: int) -> RankTrace:
         bad = node is None or any(num in _NODE_FIELDS and num != 11 for num, _ in _unknown_fields(node))
         if bad:
             raise TraceError(f"wrong message at byte {off}: message {i} is not a Chakra Node", file=file,
-                             field=f"node after id={nodes[-1].id}" if nodes else "node[0]")
+                             field=f"node[after id={nodes[-1].id}]" if nodes else "node[first]")
         nodes.append(node)
     return RankTrace(rank, file, meta, nodes, [p for _, p in frames[1:]])
 

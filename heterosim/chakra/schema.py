@@ -130,9 +130,9 @@ def write_message(fh: BinaryIO, msg) -> None:
 class FramingError(ValueError):
     """The byte stream is not a sequence of length-prefixed messages (``offset`` = where it broke)."""
 
-    def __init__(self, reason: str, offset: int, index: int):
+    def __init__(self, reason: str, offset: int, index: int, partial: bytes = b""):
         super().__init__(reason)
-        self.offset, self.index = offset, index
+        self.offset, self.index, self.partial = offset, index, partial
 
 
 def iter_frames(data: bytes) -> Iterator[tuple[int, bytes]]:
@@ -152,7 +152,21 @@ def iter_frames(data: bytes) -> Iterator[tuple[int, bytes]]:
             if shift > 63:
                 raise FramingError("corrupt length prefix (varint longer than 10 bytes)", start, index)
         if pos + length > n:
-            raise FramingError(f"truncated: message {index} declares {length} bytes, {n - pos} remain", start, index)
+            raise FramingError(f"truncated: message {index} declares {length} bytes, {n - pos} remain", start, index,
+                               data[pos:])
         yield start, data[pos:pos + length]
         pos += length
         index += 1
+
+
+def peek_node_id(partial: bytes) -> int | None:
+    """The id of a (possibly truncated) encoded Node: field 1 is written first by every encoder we know."""
+    if not partial or partial[0] != 0x08:
+        return None
+    val, shift = 0, 0
+    for b in partial[1:11]:
+        val |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return val
+        shift += 7
+    return None
