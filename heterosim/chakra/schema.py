@@ -2,7 +2,8 @@
 
 Why descriptors at import time, not a protoc-generated ``_pb2``: protoc is not needed on any machine,
 and generated modules refuse protobuf runtimes older than the protoc that made them; descriptors built
-here work with every protobuf release that has ``message_factory.GetMessageClass`` (4.22+). The table
+here work with every protobuf release since 4.22 (``GetMessageClass``; older ones through
+``MessageFactory.GetPrototype``). The table
 below is the same schema as ``et_def.proto`` next to this file (the published Chakra schema's field
 numbers and types, source cited there); ``tests/chakra/test_schema.py`` checks the two agree.
 
@@ -13,7 +14,13 @@ from __future__ import annotations
 
 from typing import BinaryIO, Iterator
 
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+try:
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+except ImportError:  # the optional extra: say how to get it, in one line
+    from heterosim.errors import UserError
+
+    raise UserError("Chakra traces need the protobuf package: pip install 'heterosim[chakra]'",
+                    field="workload.chakra / export-chakra") from None
 
 PACKAGE = "ChakraProtoMsg"
 SCHEMA_VERSION = "0.0.4"
@@ -83,8 +90,8 @@ def _file_descriptor() -> descriptor_pb2.FileDescriptorProto:
 
 _POOL = descriptor_pool.DescriptorPool()
 _FILE = _POOL.Add(_file_descriptor())
-_classes = {name: message_factory.GetMessageClass(_POOL.FindMessageTypeByName(f"{PACKAGE}.{name}"))
-            for name in MESSAGES}
+_get_class = getattr(message_factory, "GetMessageClass", None) or message_factory.MessageFactory(_POOL).GetPrototype
+_classes = {name: _get_class(_POOL.FindMessageTypeByName(f"{PACKAGE}.{name}")) for name in MESSAGES}
 GlobalMetadata = _classes["GlobalMetadata"]
 Node = _classes["Node"]
 AttributeProto = _classes["AttributeProto"]
