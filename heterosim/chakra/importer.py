@@ -453,16 +453,17 @@ def build_ir(traces: list[RankTrace], drafts: list[_Draft], comm_groups: dict | 
         dim = "world" if pg == "" else pg_dim.get(pg, f"pg_{re.sub(r'[^A-Za-z0-9_]', '_', pg)}")
         dim_of[pg] = dim
         groups.setdefault(dim, []).append(tuple(sorted(ranks)))
-    # pipeline peers: within the exported pipeline groups when the trace names them, else world-wide
-    p2p_pgs = {c.pg for d in drafts for c in d.comms.values() if c.kind != "coll"}
-    pp_groups = None
-    if p2p_pgs and comm_groups is not None and all(p and pg_dim.get(p) == "pp" and p in comm_groups
-                                                   for p in p2p_pgs):
-        pp_groups = sorted({tuple(sorted(comm_groups[p])) for p in p2p_pgs})
-        groups.setdefault("pp", [])
-        groups["pp"] = sorted(set(groups["pp"]) | set(pp_groups))
-    elif p2p_pgs:
-        groups["pp"] = [tuple(range(world))]
+    # pipeline peers: within the exported pipeline groups when the trace names them and every peer is in its
+    # sender's group, else within one world-wide group (a peer offset is then the rank difference)
+    p2p = [(tr.rank, c.peer, c.pg) for tr, d in zip(traces, drafts) for c in d.comms.values() if c.kind != "coll"]
+    if p2p:
+        world_pp = [tuple(range(world))]
+        groups["pp"] = world_pp
+        if comm_groups is not None and all(pg and pg_dim.get(pg) == "pp" and pg in comm_groups and
+                                           me in comm_groups[pg] and peer in comm_groups[pg] for me, peer, pg in p2p):
+            pp_groups = sorted({tuple(sorted(comm_groups[pg])) for _, _, pg in p2p})
+            if len({r for g in pp_groups for r in g}) == sum(len(g) for g in pp_groups):  # disjoint
+                groups["pp"] = pp_groups
     for dim, gs in groups.items():
         seen: dict[int, tuple] = {}
         for g in gs:
@@ -487,7 +488,7 @@ def build_ir(traces: list[RankTrace], drafts: list[_Draft], comm_groups: dict | 
                     k = count[(dim,)] = count.get((dim,), -1) + 1
                     op.group, op.tag = dim, f"{dim}#{k}"
                     if not op.comm_kind:
-                        op.comm_kind = dim if dim in _KINDS else ("dp" if dim.startswith("dp") else "dp")
+                        op.comm_kind = dim if dim in _KINDS else "dp"  # breakdown buckets: other groups count as DP
                 else:
                     g = ir.group_of(tr.rank, "pp")
                     if c.peer not in g:
@@ -552,20 +553,22 @@ def _check_matching(traces, drafts, per_rank_ops, ir: IR) -> None:
                 raise TraceError(f"collective number {op.tag.rpartition('#')[2]} on process group {c.pg or 'world'} "
                                  f"is {op.collective} here but {first[2]} on rank {first[0]} (node {first[1]})",
                                  file=tr.file, field=_node_field(c.node_id, "comm_type"), value=op.collective)
-    counts: dict[tuple, dict[int, int]] = {}
-    for tr, ops in zip(traces, per_rank_ops):
+    posted: dict[tuple, dict[int, list]] = {}  # (dim, group) -> rank -> its collectives' (node id, pg)
+    for tr, d, ops in zip(traces, drafts, per_rank_ops):
         for op in ops:
-            if op.kind == "comm" and op.collective not in ("send", "recv"):
+            c = d.comms.get(op.id)
+            if c is not None and c.kind == "coll":
                 gk = (op.group, ir.group_id(tr.rank, op.group))
-                counts.setdefault(gk, {}).setdefault(tr.rank, 0)
-                counts[gk][tr.rank] += 1
-    for (dim, gid), per in counts.items():
+                posted.setdefault(gk, {}).setdefault(tr.rank, []).append((c.node_id, c.pg))
+    for (dim, gid), per in posted.items():
+        most = max(per, key=lambda r: len(per[r]))
         for r in ir.groups[dim][gid]:
-            if per.get(r, 0) != max(per.values()):
-                worst = max(per, key=per.get)
-                raise TraceError(f"takes part in {per.get(r, 0)} collectives of its group {list(ir.groups[dim][gid])}"
-                                 f" but rank {worst} in {per[worst]}: the trace would hang", file=traces[r].file,
-                                 field="pg_name", value=dim)
+            n = len(per.get(r, []))
+            if n < len(per[most]):
+                nid, pg = per[most][n]
+                raise TraceError(f"collective number {n + 1} on process group {pg or 'world'} has no counterpart on "
+                                 f"rank {r} (which posts {n} there): the trace would hang", file=traces[most].file,
+                                 field=_node_field(nid, "pg_name"), value=pg or "")
     p2p: dict[tuple, list] = {}
     for tr, d, ops in zip(traces, drafts, per_rank_ops):
         for op in ops:

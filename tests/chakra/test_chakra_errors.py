@@ -151,3 +151,10 @@ def test_export_refuses_a_foreign_folder_and_stage_tp(tmp_path):
     p = subprocess.run([sys.executable, "-m", "heterosim", "export-chakra", str(ROOT / "scenarios" / "stage-tp.yaml"),
                         "--out", str(tmp_path / "stp")], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert p.returncode == 2 and "parallelism.stage_tp" in p.stderr and not (tmp_path / "stp").exists()
+
+
+def test_collective_without_counterpart(tmp_path):
+    extra = good_nodes() + [node(3, "COMM_COLL_NODE", deps=[2], comm_type=2, comm_size=64)]
+    msg = error_of(write(tmp_path / "et", [good_nodes(), extra]))
+    assert msg.startswith(f"{tmp_path / 'et' / 't.1.et'}: node[id=3].pg_name = '': collective number 2 on process "
+                          f"group world has no counterpart on rank 0")
