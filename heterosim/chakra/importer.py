@@ -42,7 +42,7 @@ from google.protobuf.message import DecodeError
 from heterosim.chakra import schema as S
 from heterosim.chakra.export import COMM_GROUP_FILE
 from heterosim.errors import ConfigError
-from heterosim.workload.ir import IR, Op, Program
+from heterosim.workload.ir import IR, PHASES, Op, Program
 
 CHAKRA_TO_COLLECTIVE = {"ALL_REDUCE": "allreduce", "REDUCE": "reduce", "ALL_GATHER": "allgather",
                         "BROADCAST": "broadcast", "ALL_TO_ALL": "alltoall", "REDUCE_SCATTER": "reducescatter",
@@ -271,6 +271,12 @@ def _shape(s: str):
     return tuple(v) if isinstance(v, list) else None
 
 
+def _opt_int(a: dict, name: str, default: int) -> int:
+    """A descriptive attribute HeteroSim writes (micro-batch, layer, chunk); another producer's may differ."""
+    v = a.get(name)
+    return v if isinstance(v, int) and not isinstance(v, bool) else default
+
+
 def _draft_rank(tr: RankTrace, world: int, retime: bool, cache: dict) -> _Draft:
     order = _topo_order(tr)
     attr_cache = cache.setdefault("attrs", {})
@@ -282,9 +288,10 @@ def _draft_rank(tr: RankTrace, world: int, retime: bool, cache: dict) -> _Draft:
         if a is None:
             a = attr_cache[tr.payloads[i]] = _attrs(n)
         deps = tuple(sorted({new_id[x] for x in list(n.data_deps) + list(n.ctrl_deps)}))
-        common = dict(id=k, name=n.name or f"node{n.id}", deps=deps, phase=str(a.get("phase") or "other"),
-                      microbatch=int(a.get("microbatch", -1)), layer=int(a.get("layer", -1)),
-                      chunk=int(a.get("chunk", 0)))
+        phase = a.get("phase")
+        common = dict(id=k, name=n.name or f"node{n.id}", deps=deps, phase=phase if phase in PHASES else "other",
+                      microbatch=_opt_int(a, "microbatch", -1), layer=_opt_int(a, "layer", -1),
+                      chunk=_opt_int(a, "chunk", 0))
         tname = _TYPE_NAME.get(n.type, str(n.type))
         if n.type == S.NODE_TYPES["COMP_NODE"]:
             d.ops.append(_compute_op(tr, n, a, common, retime, cache.setdefault("kernels", {})))
