@@ -93,12 +93,15 @@ def compile(scenario: Path, out_dir: Path = typer.Option(..., "--out", help="Dir
 
 @app.command("export-chakra")
 def export_chakra(scenario: Path, out_dir: Path = typer.Option(..., "--out", help="Folder for <name>.<rank>.et files"),
-                  set_: List[str] = typer.Option([], "--set", help="Override a field: path=value")) -> None:
+                  set_: List[str] = typer.Option([], "--set", help="Override a field: path=value"),
+                  stream_deps: str = typer.Option("ctrl", "--stream-deps",
+                                                  help="Stream order as ctrl_deps, or data_deps (ASTRA-sim's feeder "
+                                                       "reads only data_deps)")) -> None:
     """Write the scenario's workload as Chakra execution traces, one ET file per rank (ASTRA-sim's input)."""
     from heterosim.chakra import export_chakra as _export
 
     try:
-        res = _export(scenario, out_dir, overrides=set_)
+        res = _export(scenario, out_dir, overrides=set_, stream_deps=stream_deps)
     except UserError as err:
         _fail(err)
     out.print(f"Chakra ET: {res.ranks} ranks, {res.nodes} nodes, {res.process_groups} process groups "

@@ -25,15 +25,21 @@ class ExportResult:
 
 
 def export_chakra(scenario: Scenario | str | Path, out_dir: str | Path, *, overrides: list[str] | dict | None = None,
-                  measurements: str | None = None, work_budget: float | None = None) -> ExportResult:
+                  measurements: str | None = None, work_budget: float | None = None,
+                  stream_deps: str = "ctrl") -> ExportResult:
     """Compile the scenario (or take its recorded workload) and write one ET file per rank into ``out_dir``
     (``<scenario name>.<rank>.et`` + ``comm_group.json``), atomically and only into a folder HeteroSim may
-    replace (heterosim/results/writer.py)."""
+    replace (heterosim/results/writer.py). ``stream_deps``: ``ctrl`` (stream order as control dependencies)
+    or ``data`` (as data dependencies, for consumers such as ASTRA-sim whose feeder reads only those)."""
     from heterosim import api
     from heterosim.chakra.export import write_et_dir
     from heterosim.results.writer import atomic_dir, check_out_dir
 
     check_out_dir(out_dir)
+    if stream_deps not in ("ctrl", "data"):
+        from heterosim.errors import UserError
+
+        raise UserError("must be ctrl or data", field="--stream-deps", value=stream_deps)
     sc = api.with_overrides(scenario, overrides) if isinstance(scenario, Scenario) else api.load(scenario, overrides)
     if sc.model is not None and sc.parallelism.stage_tp is not None:
         from heterosim.errors import UserError
@@ -45,7 +51,7 @@ def export_chakra(scenario: Scenario | str | Path, out_dir: str | Path, *, overr
     api.check(prep, simulating=False)
     with atomic_dir(out_dir) as tmp:
         counts: dict[str, Any] = write_et_dir(prep.ir, prep.system, prep.compute, sc.training.precision, tmp,
-                                              sc.name)
+                                              sc.name, stream_deps)
     return ExportResult(Path(out_dir), **counts)
 
 

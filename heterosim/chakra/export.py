@@ -12,7 +12,9 @@ What each IR op becomes (attribute names and types as Chakra's feeder reads them
 * pipeline send/recv -> ``COMM_SEND_NODE``/``COMM_RECV_NODE`` with absolute ``comm_src``/``comm_dst`` ranks,
   ``comm_tag`` (CRC-32 of the IR tag, so both ends carry the same number) and the pipeline group's ``pg_name``;
 * ``data_deps`` = the IR's deps; ``ctrl_deps`` = the previous op of the same stream (the IR runs a stream's
-  ops in order; Chakra has no streams, so the order travels as control dependencies);
+  ops in order; Chakra has no streams, so the order travels as control dependencies; ``stream_deps="data"``
+  writes them as data dependencies for consumers that read only those, as Chakra's reference feeder,
+  src/feeder/et_feeder_node.cpp, does);
 * HeteroSim extras a consumer may ignore: ``stream``, ``phase``, ``microbatch``, ``layer``, ``chunk``,
   ``comm_kind``, ``op_class``; in the GlobalMetadata ``rank``, ``world_size``, ``pp_stage``, ``pg_dims``
   (``"<pg>=<dimension>"``), ``model_flops_per_iteration``, ``tokens_per_iteration``.
@@ -97,7 +99,7 @@ def _process_groups(ir) -> tuple[dict[tuple[str, int], str], dict[str, list[int]
 
 
 def rank_messages(ir, rank: int, durations: list[int], pg_names: dict, pg_dims: dict[str, str],
-                  cache: dict | None = None):
+                  cache: dict | None = None, stream_deps: str = "ctrl"):
     """The GlobalMetadata and the encoded Nodes of one rank's ET file. ``cache`` shares the bytes of nodes
     that come out the same on several ranks (same program, duration, group and peers)."""
     prog = ir.program_of(rank)
@@ -127,15 +129,16 @@ def rank_messages(ir, rank: int, durations: list[int], pg_names: dict, pg_dims: 
         key = (ir.rank_program[rank], op.id, durations[op.id], pg, src, dst)
         data = cache.get(key)
         if data is None:
-            data = cache[key] = _node(op, preds[op.id], durations[op.id], pg, src, dst).SerializeToString()
+            data = cache[key] = _node(op, preds[op.id], durations[op.id], pg, src, dst,
+                                      stream_deps).SerializeToString()
         nodes.append(data)
     return gm, nodes
 
 
-def _node(op, pred: int, duration_ns: int, pg: str | None, src: int, dst: int):
+def _node(op, pred: int, duration_ns: int, pg: str | None, src: int, dst: int, stream_deps: str = "ctrl"):
     node = S.Node(id=op.id, name=op.name, data_deps=list(op.deps))
     if pred >= 0 and pred not in op.deps:
-        node.ctrl_deps.append(pred)
+        (node.ctrl_deps if stream_deps == "ctrl" else node.data_deps).append(pred)
     attrs = [S.attr("is_cpu_op", False, "bool"), S.attr("stream", op.stream, "string"),
              S.attr("phase", op.phase, "string"), S.attr("microbatch", op.microbatch, "int64"),
              S.attr("layer", op.layer, "int64"), S.attr("chunk", op.chunk, "int64")]
@@ -165,14 +168,17 @@ def _node(op, pred: int, duration_ns: int, pg: str | None, src: int, dst: int):
     return node
 
 
-def write_et_dir(ir, system, compute, precision: str, tmp: Path, prefix: str) -> dict[str, Any]:
-    """Write ``<prefix>.<rank>.et`` for every rank and ``comm_group.json`` into ``tmp``; returns counts."""
+def write_et_dir(ir, system, compute, precision: str, tmp: Path, prefix: str,
+                 stream_deps: str = "ctrl") -> dict[str, Any]:
+    """Write ``<prefix>.<rank>.et`` for every rank and ``comm_group.json`` into ``tmp``; returns counts.
+    ``stream_deps``: the order of a stream as ``ctrl`` dependencies (the schema's meaning) or ``data``
+    dependencies (for consumers that read only those, as Chakra's reference feeder does)."""
     durations = _lane_durations(ir, system, compute, precision)
     pg_names, members, pg_dims = _process_groups(ir)
     nodes_total = 0
     cache: dict = {}
     for r in range(ir.world_size):
-        gm, nodes = rank_messages(ir, r, durations[r], pg_names, pg_dims, cache)
+        gm, nodes = rank_messages(ir, r, durations[r], pg_names, pg_dims, cache, stream_deps)
         with open(tmp / f"{prefix}.{r}{ET_SUFFIX}", "wb") as fh:
             S.write_message(fh, gm)
             for data in nodes:

@@ -115,3 +115,21 @@ def test_compute_model_retimes_a_foreign_flop_count(tmp_path):
     op = re_.ir.ops_of(0)[0]
     assert op.duration_ns == -1 and op.op_class == "gemm"
     assert rec.ir.ops_of(1)[1].duration_ns == re_.ir.ops_of(1)[1].duration_ns == 50_000  # no FLOPs: recorded
+
+
+def test_stream_order_as_data_deps_imports_the_same_programs(tmp_path):
+    """``stream_deps="data"`` (for ASTRA-sim's feeder) moves the stream order into data_deps: no ctrl_deps
+    are written, and the imported programs are the same."""
+    from heterosim.chakra import schema as S
+    from heterosim.chakra.importer import read_et_file
+
+    sc = api.load(QUICKSTART, ["training.global_batch_size=8", "model.num_layers=2"])
+    export_chakra(sc, tmp_path / "ctrl")
+    export_chakra(sc, tmp_path / "data", stream_deps="data")
+    nodes = read_et_file(tmp_path / "data" / "quickstart.0.et", 0).nodes
+    assert nodes and not any(n.ctrl_deps for n in nodes)
+    assert any(n.ctrl_deps for n in read_et_file(tmp_path / "ctrl" / "quickstart.0.et", 0).nodes)
+    a = api.prepare(replay_scenario(sc, tmp_path / "ctrl", "recorded")).ir
+    b = api.prepare(replay_scenario(sc, tmp_path / "data", "recorded")).ir
+    assert [[o.deps for o in p.ops] for p in a.programs] == [[o.deps for o in p.ops] for p in b.programs]
+    assert S.SCHEMA_VERSION == read_et_file(tmp_path / "data" / "quickstart.0.et", 0).meta["version"]
