@@ -104,9 +104,13 @@ def _prepare_recorded(scenario: Scenario, file: str | None, measurements: str | 
     if not folder.is_absolute() and file and not file.startswith("<"):
         folder = Path(file).parent / folder
     try:
+        from heterosim.hardware import get_device
+
         system = build_system(scenario.cluster, scenario.fabric, file=file)
-        ir = import_workload(folder, system, retime=wl.timing == "compute_model", file=file)
         compute = compute_model(scenario, measurements)
+        device, prec = get_device(system.gpus[0].device), scenario.training.precision
+        ir = import_workload(folder, system, retime=wl.timing == "compute_model", file=file,
+                             time_op=lambda op: compute.op_time_ns(op, device, prec))
     except UserError as err:
         raise err.with_file(file) if file else err
     return Prepared(scenario, system, ir, compute, file)

@@ -9,7 +9,8 @@ What each node becomes:
 * ``COMP_NODE``: a compute op that takes its recorded ``duration_micros`` (``timing: recorded``), or is
   re-timed by our compute model on the scenario's GPU (``timing: compute_model``) when it carries kernels
   (``kernel_*`` attributes, as HeteroSim exports) or ``num_ops``/``tensor_size`` (a roofline op of class
-  ``op_class``, default ``gemm``); without either it keeps its recorded duration. ``is_cpu_op: true``
+  ``op_class``, default ``layer``: the efficiencies fitted for a layer's mix of kernels); without either it
+  keeps its recorded duration. ``is_cpu_op: true``
   nodes run on their own ``cpu`` stream (next to the GPU's, not on it);
 * ``COMM_COLL_NODE``: a collective over the ranks of its ``pg_name`` (all ranks when it has none), timed by
   our comm planner and the network backend; ``REDUCE_SCATTER_BLOCK`` is a reduce-scatter (equal blocks);
@@ -41,7 +42,7 @@ from google.protobuf.message import DecodeError
 
 from heterosim.chakra import schema as S
 from heterosim.chakra.export import COMM_GROUP_FILE
-from heterosim.errors import ConfigError
+from heterosim.errors import ConfigError, UserError
 from heterosim.workload.ir import IR, PHASES, Op, Program
 
 CHAKRA_TO_COLLECTIVE = {"ALL_REDUCE": "allreduce", "REDUCE": "reduce", "ALL_GATHER": "allgather",
@@ -53,8 +54,6 @@ _ET_NAME = re.compile(r"^(?P<prefix>.+)\.(?P<rank>\d+)\.et$")
 _KINDS = ("tp", "cp", "pp", "dp", "ep")
 _NODE_FIELDS = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}
 """Node field numbers of the published schema (11 = storage info of newer versions, not read)."""
-MAX_FILE_BYTES = 2 * 2**30
-"""Refuse larger files before reading them (protobuf's own limit for one message is 2 GiB)."""
 
 
 class TraceError(ConfigError):
@@ -101,9 +100,6 @@ def read_et_file(path: Path, rank: int) -> RankTrace:
     """Decode one ET file: a GlobalMetadata, then Nodes (each length-prefixed)."""
     file = str(path)
     try:
-        size = path.stat().st_size
-        if size > MAX_FILE_BYTES:
-            raise TraceError(f"{size} bytes; at most {MAX_FILE_BYTES} are read", file=file, field="size")
         data = path.read_bytes()
     except OSError as exc:
         raise TraceError(f"cannot read ({exc.strerror})", file=file) from None
@@ -277,7 +273,7 @@ def _opt_int(a: dict, name: str, default: int) -> int:
     return v if isinstance(v, int) and not isinstance(v, bool) else default
 
 
-def _draft_rank(tr: RankTrace, world: int, retime: bool, cache: dict) -> _Draft:
+def _draft_rank(tr: RankTrace, world: int, retime: bool, cache: dict, time_op=None) -> _Draft:
     order = _topo_order(tr)
     attr_cache = cache.setdefault("attrs", {})
     new_id = {tr.nodes[i].id: k for k, i in enumerate(order)}
@@ -294,7 +290,10 @@ def _draft_rank(tr: RankTrace, world: int, retime: bool, cache: dict) -> _Draft:
                       chunk=_opt_int(a, "chunk", 0))
         tname = _TYPE_NAME.get(n.type, str(n.type))
         if n.type == S.NODE_TYPES["COMP_NODE"]:
-            d.ops.append(_compute_op(tr, n, a, common, retime, cache.setdefault("kernels", {})))
+            op = _compute_op(tr, n, a, common, retime, cache.setdefault("kernels", {}))
+            if op.duration_ns < 0 and time_op is not None:
+                _check_timeable(tr, n, op, time_op, cache.setdefault("timed", {}))
+            d.ops.append(op)
         elif n.type == S.NODE_TYPES["METADATA_NODE"]:
             d.ops.append(Op(kind="compute", stream=str(a.get("stream") or "compute"), duration_ns=0, **common))
         elif n.type == S.NODE_TYPES["COMM_COLL_NODE"]:
@@ -337,6 +336,22 @@ def _draft_rank(tr: RankTrace, world: int, retime: bool, cache: dict) -> _Draft:
                              f"COMM_RECV_NODE and METADATA_NODE are)", file=tr.file,
                              field=_node_field(n.id, "type"), value=n.type)
     return d
+
+
+def _check_timeable(tr: RankTrace, n, op: Op, time_op, memo: dict) -> None:
+    """Re-timed nodes: the compute model must understand their class and shapes (checked once per kind)."""
+    key = op.kernels or (op.op_class, op.flops, op.bytes, op.gemm_mnk)
+    if key in memo:
+        return
+    try:
+        time_op(op)
+    except (UserError, ValueError, TypeError, IndexError, KeyError) as exc:
+        cls_error = "op class" in str(exc)
+        fname = ("kernel_classes" if cls_error else "kernel_shapes") if op.kernels else \
+            ("op_class" if cls_error else "num_ops")
+        raise TraceError(f"the compute model cannot time it ({exc})".replace("\n", " "), file=tr.file,
+                         field=_node_field(n.id, fname), value=[k[0] for k in op.kernels] or op.op_class) from None
+    memo[key] = True
 
 
 def _compute_op(tr: RankTrace, n, a: dict, common: dict, retime: bool, kcache: dict) -> Op:
@@ -387,7 +402,9 @@ def _cost_op(a: dict, op_class: str, stream: str, recorded: int, retime: bool, c
     nbytes = a.get("tensor_size")
     has_cost = isinstance(flops, int) and not isinstance(flops, bool) and flops > 0
     if has_cost:
-        fields = dict(op_class=op_class or "gemm", flops=float(flops),
+        # a node of unknown kind: the roofline with the efficiencies fitted for a whole layer's mix of kernels
+        # (heterosim/hardware/efficiency.yaml, class ``layer``)
+        fields = dict(op_class=op_class or "layer", flops=float(flops),
                       bytes=float(nbytes) if isinstance(nbytes, int) and not isinstance(nbytes, bool) else 0.0)
         return Op(kind="compute", stream=stream, duration_ns=-1 if retime else recorded, **fields, **common)
     return Op(kind="compute", stream=stream, duration_ns=recorded, op_class=op_class, **common)
@@ -595,8 +612,10 @@ def _check_matching(traces, drafts, per_rank_ops, ir: IR) -> None:
                              value=c.peer)
 
 
-def import_workload(folder: Path, system, *, retime: bool, file: str | None, field: str = "workload.chakra") -> IR:
-    """The IR of a folder of ET files, for this cluster (one file per GPU)."""
+def import_workload(folder: Path, system, *, retime: bool, file: str | None, field: str = "workload.chakra",
+                    time_op=None) -> IR:
+    """The IR of a folder of ET files, for this cluster (one file per GPU). ``time_op(op)``: the compute model
+    on one of the cluster's GPUs, to check re-timed nodes before simulating."""
     paths = list_et_files(folder, file, field)
     world = system.num_gpus
     if len(paths) != world:
@@ -604,7 +623,7 @@ def import_workload(folder: Path, system, *, retime: bool, file: str | None, fie
                           value=str(folder))
     traces = [read_et_file(p, r) for r, p in enumerate(paths)]
     cache: dict = {}
-    drafts = [_draft_rank(tr, world, retime, cache) for tr in traces]
+    drafts = [_draft_rank(tr, world, retime, cache, time_op) for tr in traces]
     comm_groups = _read_comm_groups(folder, world)
     ir = build_ir(traces, drafts, comm_groups, [g.node for g in system.gpus])
     flops = sum(op.flops for d in drafts for op in d.ops)

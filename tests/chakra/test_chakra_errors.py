@@ -158,3 +158,17 @@ def test_collective_without_counterpart(tmp_path):
     msg = error_of(write(tmp_path / "et", [good_nodes(), extra]))
     assert msg.startswith(f"{tmp_path / 'et' / 't.1.et'}: node[id=3].pg_name = '': collective number 2 on process "
                           f"group world has no counterpart on rank 0")
+
+
+def test_retimed_node_the_compute_model_cannot_time(tmp_path):
+    bad = [node(1, "COMP_NODE", dur=10, num_ops=10**9, op_class="quantum"),
+           node(2, "COMM_COLL_NODE", deps=[1], comm_type=0, comm_size=1 << 20)]
+    folder = write(tmp_path / "et", [good_nodes(), bad])
+    d = scenario_dict(folder)
+    d["workload"]["timing"] = "compute_model"
+    with pytest.raises(UserError) as exc:
+        api.prepare(scenario_from_dict(d))
+    assert str(exc.value).startswith(f"{folder / 't.1.et'}: node[id=1].op_class = 'quantum': the compute model "
+                                     f"cannot time it")
+    d["workload"]["timing"] = "recorded"  # recorded durations need no compute model
+    assert api.prepare(scenario_from_dict(d)).ir.ops_of(1)[0].duration_ns == 10_000
