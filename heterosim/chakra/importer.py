@@ -36,7 +36,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from google.protobuf.message import DecodeError
 
@@ -60,14 +60,25 @@ class TraceError(ConfigError):
     """A Chakra ET file that cannot be replayed."""
 
 
+class NodeInfo(NamedTuple):
+    """What HeteroSim reads of one Node (decoded once per distinct encoding, shared by ranks)."""
+
+    id: int
+    name: str
+    type: int
+    ctrl_deps: tuple[int, ...]
+    data_deps: tuple[int, ...]
+    duration_micros: int
+    attrs: dict[str, Any]
+
+
 @dataclass
 class RankTrace:
     rank: int
     file: str
     meta: dict[str, Any]
-    nodes: list  # S.Node in file order
-    payloads: list[bytes] = field(default_factory=list)
-    """Each node's encoded bytes: ranks doing the same work repeat them, so attributes are decoded once."""
+    nodes: list[NodeInfo]
+    """In file order; ranks doing the same work repeat nodes byte for byte, and share one NodeInfo."""
 
 
 @dataclass
@@ -81,6 +92,8 @@ class _Comm:
     pg: str | None
     peer: int = -1
     ctag: int = 0
+    me: int = -1
+    """For a send or receive: the end that must be this file's rank (comm_src of a send, comm_dst of a receive)."""
 
 
 def _unknown_fields(msg) -> list[tuple[int, int]]:
@@ -96,9 +109,11 @@ def _node_field(node_id, fname: str) -> str:
     return f"node[id={node_id}].{fname}"
 
 
-def read_et_file(path: Path, rank: int) -> RankTrace:
-    """Decode one ET file: a GlobalMetadata, then Nodes (each length-prefixed)."""
+def read_et_file(path: Path, rank: int, decoded: dict | None = None) -> RankTrace:
+    """Decode one ET file: a GlobalMetadata, then Nodes (each length-prefixed). ``decoded`` maps node
+    encodings already seen (in other ranks' files) to their NodeInfo."""
     file = str(path)
+    decoded = {} if decoded is None else decoded
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -126,19 +141,23 @@ def read_et_file(path: Path, rank: int) -> RankTrace:
                          field="GlobalMetadata")
     meta = {a.name: S.attr_value(a) for a in gm.attr}
     meta["version"] = gm.version
-    nodes = []
+    nodes: list[NodeInfo] = []
     for i, (off, payload) in enumerate(frames[1:], start=1):
-        node = S.Node()
-        try:
-            node.ParseFromString(payload)
-        except DecodeError:
-            node = None
-        bad = node is None or any(num in _NODE_FIELDS and num != 11 for num, _ in _unknown_fields(node))
-        if bad:
-            raise TraceError(f"wrong message at byte {off}: message {i} is not a Chakra Node", file=file,
-                             field=f"node[after id={nodes[-1].id}]" if nodes else "node[first]")
-        nodes.append(node)
-    return RankTrace(rank, file, meta, nodes, [p for _, p in frames[1:]])
+        info = decoded.get(payload)
+        if info is None:
+            node = S.Node()
+            try:
+                node.ParseFromString(payload)
+            except DecodeError:
+                node = None
+            if node is None or any(num in _NODE_FIELDS and num != 11 for num, _ in _unknown_fields(node)):
+                raise TraceError(f"wrong message at byte {off}: message {i} is not a Chakra Node", file=file,
+                                 field=f"node[after id={nodes[-1].id}]" if nodes else "node[first]")
+            info = decoded[payload] = NodeInfo(node.id, node.name, node.type, tuple(node.ctrl_deps),
+                                               tuple(node.data_deps), node.duration_micros,
+                                               {a.name: S.attr_value(a) for a in node.attr})
+        nodes.append(info)
+    return RankTrace(rank, file, meta, nodes)
 
 
 def _last_id(frames) -> str:
@@ -178,10 +197,6 @@ def list_et_files(folder: Path, file: str | None, field: str) -> list[Path]:
 
 
 # --------------------------------------------------------------- per file
-def _attrs(node) -> dict[str, Any]:
-    return {a.name: S.attr_value(a) for a in node.attr}
-
-
 def _topo_order(tr: RankTrace) -> list[int]:
     """Node indices in dependency order (ties by file position); errors on duplicates, dangling deps, cycles."""
     index: dict[int, int] = {}
@@ -258,6 +273,8 @@ class _Draft:
 
     ops: list[Op] = field(default_factory=list)
     comms: dict[int, _Comm] = field(default_factory=dict)  # op id -> comm
+    content: list[int] = field(default_factory=list)
+    """Per op: the id of its fields apart from id, deps and process group (program sharing compares these)."""
 
 
 def _shape(s: str):
@@ -275,67 +292,91 @@ def _opt_int(a: dict, name: str, default: int) -> int:
 
 def _draft_rank(tr: RankTrace, world: int, retime: bool, cache: dict, time_op=None) -> _Draft:
     order = _topo_order(tr)
-    attr_cache = cache.setdefault("attrs", {})
+    templates = cache.setdefault("templates", {})
     new_id = {tr.nodes[i].id: k for k, i in enumerate(order)}
     d = _Draft()
     for k, i in enumerate(order):
         n = tr.nodes[i]
-        a = attr_cache.get(tr.payloads[i])
-        if a is None:
-            a = attr_cache[tr.payloads[i]] = _attrs(n)
-        deps = tuple(sorted({new_id[x] for x in list(n.data_deps) + list(n.ctrl_deps)}))
-        phase = a.get("phase")
-        common = dict(id=k, name=n.name or f"node{n.id}", deps=deps, phase=phase if phase in PHASES else "other",
-                      microbatch=_opt_int(a, "microbatch", -1), layer=_opt_int(a, "layer", -1),
-                      chunk=_opt_int(a, "chunk", 0))
-        tname = _TYPE_NAME.get(n.type, str(n.type))
-        if n.type == S.NODE_TYPES["COMP_NODE"]:
-            op = _compute_op(tr, n, a, common, retime, cache.setdefault("kernels", {}))
-            if op.duration_ns < 0 and time_op is not None:
-                _check_timeable(tr, n, op, time_op, cache.setdefault("timed", {}))
-            d.ops.append(op)
-        elif n.type == S.NODE_TYPES["METADATA_NODE"]:
-            d.ops.append(Op(kind="compute", stream=str(a.get("stream") or "compute"), duration_ns=0, **common))
-        elif n.type == S.NODE_TYPES["COMM_COLL_NODE"]:
-            ct = _int_attr(tr, n, a, "comm_type", -2**63, 2**63 - 1)
-            cname = _COLL_NAME.get(ct)
-            if cname not in CHAKRA_TO_COLLECTIVE:
-                known = ", ".join(f"{v} ({k})" for k, v in S.COLLECTIVE_TYPES.items() if k in CHAKRA_TO_COLLECTIVE)
-                why = f"{cname} is not modelled" if cname else "unknown collective"
-                raise TraceError(f"{why}; supported: {known}", file=tr.file, field=_node_field(n.id, "comm_type"),
-                                 value=ct)
-            size = _int_attr(tr, n, a, "comm_size", 0, 2**62)
-            pg = a.get("pg_name")
-            pg = str(pg) if pg not in (None, "") else None
-            coll = CHAKRA_TO_COLLECTIVE[cname]
-            d.comms[k] = _Comm(n.id, "coll", coll, size, pg)
-            d.ops.append(Op(kind="comm", stream=str(a.get("stream") or f"pg:{pg or 'world'}"), collective=coll,
-                            size_bytes=size, comm_kind=str(a.get("comm_kind") or ""), **common))
-        elif n.type in (S.NODE_TYPES["COMM_SEND_NODE"], S.NODE_TYPES["COMM_RECV_NODE"]):
-            send = n.type == S.NODE_TYPES["COMM_SEND_NODE"]
-            src = _int_attr(tr, n, a, "comm_src", 0, world - 1)
-            dst = _int_attr(tr, n, a, "comm_dst", 0, world - 1)
-            me, peer, fpeer = (src, dst, "comm_dst") if send else (dst, src, "comm_src")
-            if me != tr.rank:
-                raise TraceError(f"this file is rank {tr.rank}'s; a {'send' if send else 'receive'} here must "
-                                 f"have it as {'comm_src' if send else 'comm_dst'}", file=tr.file,
-                                 field=_node_field(n.id, "comm_src" if send else "comm_dst"), value=me)
-            if peer == tr.rank:
-                raise TraceError("a rank cannot send to itself", file=tr.file, field=_node_field(n.id, fpeer),
-                                 value=peer)
-            size = _int_attr(tr, n, a, "comm_size", 0, 2**62)
-            ctag = _int_attr(tr, n, a, "comm_tag", -2**31, 2**31 - 1, required=False) or 0
-            pg = a.get("pg_name")
-            pg = str(pg) if pg not in (None, "") else None
-            kind = "send" if send else "recv"
-            d.comms[k] = _Comm(n.id, kind, kind, size, pg, peer, ctag)
-            d.ops.append(Op(kind="comm", stream=str(a.get("stream") or f"{kind}:{peer}"), collective=kind,
-                            size_bytes=size, comm_kind=str(a.get("comm_kind") or "pp"), **common))
-        else:
-            raise TraceError(f"node type {tname} is not modelled (COMP_NODE, COMM_COLL_NODE, COMM_SEND_NODE, "
-                             f"COMM_RECV_NODE and METADATA_NODE are)", file=tr.file,
-                             field=_node_field(n.id, "type"), value=n.type)
+        tmpl = templates.get(id(n))  # NodeInfos are shared and live as long as the decode cache
+        if tmpl is None:
+            tmpl = templates[id(n)] = _template(tr, n, world, retime, cache, time_op)
+        kw, comm, cid = tmpl
+        if comm is not None and comm.kind != "coll":
+            _check_p2p(tr, comm)
+        deps = tuple(sorted({new_id[x] for x in n.data_deps + n.ctrl_deps}))
+        d.ops.append(Op(id=k, deps=deps, **kw))
+        d.content.append(cid)
+        if comm is not None:
+            d.comms[k] = comm
     return d
+
+
+def _template(tr: RankTrace, n: NodeInfo, world: int, retime: bool, cache: dict, time_op):
+    """(Op fields but id and deps, the comm node or None, a content id): once per distinct node. The content
+    id leaves out the process-group name, so ranks of parallel groups can share a program."""
+    a = n.attrs
+    phase = a.get("phase")
+    common = dict(name=n.name or f"node{n.id}", phase=phase if phase in PHASES else "other",
+                  microbatch=_opt_int(a, "microbatch", -1), layer=_opt_int(a, "layer", -1),
+                  chunk=_opt_int(a, "chunk", 0))
+    tname = _TYPE_NAME.get(n.type, str(n.type))
+    comm = None
+    if n.type == S.NODE_TYPES["COMP_NODE"]:
+        op = _compute_op(tr, n, a, dict(id=0, **common), retime, cache.setdefault("kernels", {}))
+        if op.duration_ns < 0 and time_op is not None:
+            _check_timeable(tr, n, op, time_op, cache.setdefault("timed", {}))
+        kw = {f: getattr(op, f) for f in ("kind", "stream", "op_class", "flops", "bytes", "gemm_mnk", "kernels",
+                                          "duration_ns")}
+    elif n.type == S.NODE_TYPES["METADATA_NODE"]:
+        kw = dict(kind="compute", stream=str(a.get("stream") or "compute"), duration_ns=0)
+    elif n.type == S.NODE_TYPES["COMM_COLL_NODE"]:
+        ct = _int_attr(tr, n, a, "comm_type", -2**63, 2**63 - 1)
+        cname = _COLL_NAME.get(ct)
+        if cname not in CHAKRA_TO_COLLECTIVE:
+            known = ", ".join(f"{v} ({k})" for k, v in S.COLLECTIVE_TYPES.items() if k in CHAKRA_TO_COLLECTIVE)
+            why = f"{cname} is not modelled" if cname else "unknown collective"
+            raise TraceError(f"{why}; supported: {known}", file=tr.file, field=_node_field(n.id, "comm_type"),
+                             value=ct)
+        size = _int_attr(tr, n, a, "comm_size", 0, 2**62)
+        pg = a.get("pg_name")
+        pg = str(pg) if pg not in (None, "") else None
+        coll = CHAKRA_TO_COLLECTIVE[cname]
+        comm = _Comm(n.id, "coll", coll, size, pg)
+        kw = dict(kind="comm", stream=str(a.get("stream") or f"pg:{pg or 'world'}"), collective=coll,
+                  size_bytes=size, comm_kind=str(a.get("comm_kind") or ""))
+    elif n.type in (S.NODE_TYPES["COMM_SEND_NODE"], S.NODE_TYPES["COMM_RECV_NODE"]):
+        send = n.type == S.NODE_TYPES["COMM_SEND_NODE"]
+        src = _int_attr(tr, n, a, "comm_src", 0, world - 1)
+        dst = _int_attr(tr, n, a, "comm_dst", 0, world - 1)
+        size = _int_attr(tr, n, a, "comm_size", 0, 2**62)
+        ctag = _int_attr(tr, n, a, "comm_tag", -2**31, 2**31 - 1, required=False) or 0
+        pg = a.get("pg_name")
+        pg = str(pg) if pg not in (None, "") else None
+        kind = "send" if send else "recv"
+        peer = dst if send else src
+        comm = _Comm(n.id, kind, kind, size, pg, peer, ctag, src if send else dst)
+        kw = dict(kind="comm", stream=str(a.get("stream") or f"{kind}:{peer}"), collective=kind, size_bytes=size,
+                  comm_kind=str(a.get("comm_kind") or "pp"))
+    else:
+        raise TraceError(f"node type {tname} is not modelled (COMP_NODE, COMM_COLL_NODE, COMM_SEND_NODE, "
+                         f"COMM_RECV_NODE and METADATA_NODE are)", file=tr.file,
+                         field=_node_field(n.id, "type"), value=n.type)
+    kw.update(common)
+    content = (tuple(sorted((k, v) for k, v in kw.items() if k != "kernels")), id(kw.get("kernels")))
+    cids = cache.setdefault("content", {})
+    cid = cids.setdefault(content, len(cids))
+    return kw, comm, cid
+
+
+def _check_p2p(tr: RankTrace, c: "_Comm") -> None:
+    send = c.kind == "send"
+    if c.me != tr.rank:
+        raise TraceError(f"this file is rank {tr.rank}'s; a {'send' if send else 'receive'} here must have it as "
+                         f"{'comm_src' if send else 'comm_dst'}", file=tr.file,
+                         field=_node_field(c.node_id, "comm_src" if send else "comm_dst"), value=c.me)
+    if c.peer == tr.rank:
+        raise TraceError("a rank cannot send to itself", file=tr.file,
+                         field=_node_field(c.node_id, "comm_dst" if send else "comm_src"), value=c.peer)
 
 
 def _check_timeable(tr: RankTrace, n, op: Op, time_op, memo: dict) -> None:
@@ -528,9 +569,10 @@ def build_ir(traces: list[RankTrace], drafts: list[_Draft], comm_groups: dict | 
     _check_matching(traces, drafts, per_rank_ops, ir)
     # ranks with identical programs share one (tensor-parallel ranks must, to run as one lane)
     progs: dict[tuple, int] = {}
-    for tr, ops in zip(traces, per_rank_ops):
-        stage = int(tr.meta.get("pp_stage") or 0)
-        key = (stage, tuple(_op_key(o) for o in ops))
+    for tr, d, ops in zip(traces, drafts, per_rank_ops):
+        stage = tr.meta.get("pp_stage")
+        stage = stage if isinstance(stage, int) and not isinstance(stage, bool) else 0
+        key = (stage, tuple((c, o.deps, o.group, o.tag, o.peer_offset) for c, o in zip(d.content, ops)))
         pid = progs.get(key)
         if pid is None:
             pid = progs[key] = len(ir.programs)
@@ -547,12 +589,6 @@ def build_ir(traces: list[RankTrace], drafts: list[_Draft], comm_groups: dict | 
                     op.group = "tp_group"
     ir.reindex_groups()
     return ir
-
-
-def _op_key(o: Op) -> tuple:
-    return (o.kind, o.name, o.phase, o.deps, o.stream, o.microbatch, o.layer, o.chunk, o.op_class, o.flops, o.bytes,
-            o.gemm_mnk, o.kernels, o.collective, o.group, o.size_bytes, o.peer_offset, o.tag, o.comm_kind,
-            o.duration_ns)
 
 
 def _first_use(traces, drafts, pg):
@@ -621,8 +657,9 @@ def import_workload(folder: Path, system, *, retime: bool, file: str | None, fie
     if len(paths) != world:
         raise ConfigError(f"{len(paths)} ET files (ranks) but the cluster has {world} GPUs", file=file, field=field,
                           value=str(folder))
-    traces = [read_et_file(p, r) for r, p in enumerate(paths)]
-    cache: dict = {}
+    decoded: dict = {}
+    traces = [read_et_file(p, r, decoded) for r, p in enumerate(paths)]
+    cache: dict = {"decoded": decoded}  # keeps the shared NodeInfos alive while templates are keyed by id
     drafts = [_draft_rank(tr, world, retime, cache, time_op) for tr in traces]
     comm_groups = _read_comm_groups(folder, world)
     ir = build_ir(traces, drafts, comm_groups, [g.node for g in system.gpus])

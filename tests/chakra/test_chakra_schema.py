@@ -104,8 +104,8 @@ def write_golden(folder: Path) -> Path:
 def test_golden_file_decodes_to_the_expected_nodes(tmp_path):
     tr = read_et_file(write_golden(tmp_path) / "golden.0.et", 0)
     assert tr.meta["version"] == "0.0.4"
-    got = [(n.id, n.name, n.type, list(n.ctrl_deps), list(n.data_deps), n.duration_micros,
-            {a.name: S.attr_value(a) for a in n.attr}) for n in tr.nodes]
+    got = [(n.id, n.name, n.type, list(n.ctrl_deps), list(n.data_deps), n.duration_micros, n.attrs)
+           for n in tr.nodes]
     assert got == [
         (10, "fwd_gemm", 4, [], [], 120, {"is_cpu_op": False, "num_ops": 2 * 4096 ** 3,
                                           "tensor_size": 3 * 2 * 4096 ** 2}),
