@@ -635,17 +635,17 @@ def _check_matching(traces, drafts, per_rank_ops, ir: IR) -> None:
             c = d.comms.get(op.id)
             if c is not None and c.kind != "coll":
                 a, b = (tr.rank, c.peer) if c.kind == "send" else (c.peer, tr.rank)
-                p2p.setdefault((a, b, c.kind), []).append((tr, c))
-    for (a, b, kind), items in p2p.items():
+                p2p.setdefault((a, b, c.ctag, c.kind), []).append((tr, c))
+    for (a, b, ctag, kind), items in p2p.items():
         other = "recv" if kind == "send" else "send"
-        n_other = len(p2p.get((a, b, other), []))
+        n_other = len(p2p.get((a, b, ctag, other), []))
         if len(items) > n_other:
             tr, c = items[n_other]
             fname = "comm_dst" if kind == "send" else "comm_src"
             raise TraceError(f"{'send' if kind == 'send' else 'receive'} number {n_other + 1} from rank {a} to rank "
-                             f"{b} has no matching {'receive' if kind == 'send' else 'send'} in rank "
-                             f"{b if kind == 'send' else a}'s file", file=tr.file, field=_node_field(c.node_id, fname),
-                             value=c.peer)
+                             f"{b} with comm_tag {ctag} has no matching {'receive' if kind == 'send' else 'send'} in "
+                             f"rank {b if kind == 'send' else a}'s file", file=tr.file,
+                             field=_node_field(c.node_id, fname), value=c.peer)
 
 
 def import_workload(folder: Path, system, *, retime: bool, file: str | None, field: str = "workload.chakra",

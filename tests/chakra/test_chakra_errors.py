@@ -172,3 +172,11 @@ def test_retimed_node_the_compute_model_cannot_time(tmp_path):
                                      f"cannot time it")
     d["workload"]["timing"] = "recorded"  # recorded durations need no compute model
     assert api.prepare(scenario_from_dict(d)).ir.ops_of(1)[0].duration_ns == 10_000
+
+
+def test_send_and_receive_with_different_tags(tmp_path):
+    send = [node(1, "COMM_SEND_NODE", comm_src=0, comm_dst=1, comm_size=64, comm_tag=3)]
+    recv = [node(1, "COMM_RECV_NODE", comm_src=0, comm_dst=1, comm_size=64, comm_tag=4)]
+    msg = error_of(write(tmp_path / "et", [send, recv]))
+    assert msg.startswith(f"{tmp_path / 'et' / 't.0.et'}: node[id=1].comm_dst = 1: send number 1 from rank 0 to "
+                          f"rank 1 with comm_tag 3 has no matching receive")
