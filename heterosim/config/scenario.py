@@ -2,7 +2,8 @@
 
 ``model`` may be a zoo name (``model: gpt3-175b``), an inline model, or
 ``{hf_config: path/config.json}``; ``system`` may be inline (cluster + fabric) or
-``{file: topologies/x.yaml}``. Paths are relative to the scenario file.
+``{file: topologies/x.yaml}``. Paths are relative to the scenario file. Instead of ``model`` and
+``parallelism``, ``workload: {chakra: DIR}`` replays recorded Chakra execution traces (heterosim/chakra).
 """
 from __future__ import annotations
 
