@@ -133,3 +133,23 @@ def test_stream_order_as_data_deps_imports_the_same_programs(tmp_path):
     b = api.prepare(replay_scenario(sc, tmp_path / "data", "recorded")).ir
     assert [[o.deps for o in p.ops] for p in a.programs] == [[o.deps for o in p.ops] for p in b.programs]
     assert S.SCHEMA_VERSION == read_et_file(tmp_path / "data" / "quickstart.0.et", 0).meta["version"]
+
+
+def test_exported_durations_carry_a_stragglers_slowdown(tmp_path):
+    """A GPU 1.5x slower slows its whole TP group (lock-step): the group's compute nodes record 1.5x the time
+    of the same nodes elsewhere, and a replay of the recorded times matches the original within rounding."""
+    from heterosim.chakra.importer import read_et_file
+
+    sc = api.load(QUICKSTART, ["training.global_batch_size=8", "model.num_layers=2",
+                               "cluster.stragglers=[{gpu: h100-0/gpu1, slowdown: 1.5}]"])
+    prep = api.prepare(sc)
+    assert prep.system.gpus[1].slowdown == 1.5 and prep.ir.group_of(0, "tp") == (0, 1)
+    export_chakra(sc, tmp_path / "et")
+    slow = read_et_file(tmp_path / "et" / "quickstart.0.et", 0).nodes   # rank 0 shares rank 1's TP group
+    fast = read_et_file(tmp_path / "et" / "quickstart.2.et", 2).nodes
+    pairs = [(a.duration_micros, b.duration_micros) for a, b in zip(slow, fast) if a.type == 4 and b.duration_micros > 100]
+    assert pairs and all(abs(a - 1.5 * b) <= 0.5 + 1.5 * 0.5 for a, b in pairs)  # each side rounded to 1 us
+    want = api.simulate(prep, record_messages=False).summary["iteration_time_ns"]
+    got = api.simulate(api.prepare(replay_scenario(sc, tmp_path / "et", "recorded")),
+                       record_messages=False).summary["iteration_time_ns"]
+    assert abs(got - want) <= rounding_bound_ns(prep.ir)
