@@ -153,3 +153,18 @@ def test_exported_durations_carry_a_stragglers_slowdown(tmp_path):
     got = api.simulate(api.prepare(replay_scenario(sc, tmp_path / "et", "recorded")),
                        record_messages=False).summary["iteration_time_ns"]
     assert abs(got - want) <= rounding_bound_ns(prep.ir)
+
+
+def test_retimed_on_another_device_equals_compiling_for_it(tmp_path):
+    """Traces exported on H100 nodes, replayed on DGX A100 nodes with ``timing: compute_model``, give exactly
+    what compiling the same scenario for the A100 nodes gives (the kernels, not the times, travel); with
+    recorded times the replay keeps the H100 compute and so is faster than the A100 original."""
+    small = ["training.global_batch_size=8", "model.num_layers=2"]
+    h100 = api.load(QUICKSTART, small)
+    a100 = api.load(QUICKSTART, small + ["cluster.groups[0].node_type=dgx-a100"])
+    want = api.simulate(api.prepare(a100), record_messages=False).summary["iteration_time_ns"]
+    export_chakra(h100, tmp_path / "et")
+    got = {t: api.simulate(api.prepare(replay_scenario(a100, tmp_path / "et", t)),
+                           record_messages=False).summary["iteration_time_ns"] for t in ("compute_model", "recorded")}
+    assert got["compute_model"] == want
+    assert got["recorded"] < want
