@@ -190,3 +190,17 @@ def test_cpu_ops_run_beside_the_gpu_stream_and_metadata_nodes_take_no_time(tmp_p
     prep = api.prepare(scenario_from_dict(scenario_dict(write(tmp_path / "et", [nodes, nodes]))))
     assert [o.stream for o in prep.ir.ops_of(0)] == ["cpu", "compute", "compute", "compute"]
     assert api.simulate(prep, record_messages=False).summary["iteration_time_ns"] == 100_000
+
+
+def test_comm_group_file_checked(tmp_path):
+    coll = [node(1, "COMM_COLL_NODE", comm_type=0, comm_size=64, pg_name="7")]
+    folder = write(tmp_path / "et", [coll, coll])
+    (folder / "comm_group.json").write_text('{"7": [0, 5]}')
+    assert error_of(folder) == f"{folder / 'comm_group.json'}: 7 = [0, 5]: must be a non-empty list of distinct " \
+                               f"ranks in [0, 1]"
+    (folder / "comm_group.json").write_text('{"3": [0, 1]}')
+    assert error_of(folder) == f"{folder / 't.0.et'}: node[id=1].pg_name = '7': process group 7 is not in " \
+                               f"comm_group.json"
+    (folder / "comm_group.json").write_text('{"7": [0, 1]}')
+    prep = api.prepare(scenario_from_dict(scenario_dict(folder)))
+    assert prep.ir.groups["pg_7"] == [(0, 1)] and prep.ir.ops_of(0)[0].group == "pg_7"
