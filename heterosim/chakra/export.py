@@ -98,10 +98,33 @@ def _process_groups(ir) -> tuple[dict[tuple[str, int], str], dict[str, list[int]
     return names, members, dims
 
 
+def _lane_p2p(ir, rank: int, op, tp_of: dict, tag_size: dict) -> list[tuple[int, int, int]] | None:
+    """The transfers of a pipeline send/recv that involve ``rank`` when the two TP groups differ in size
+    (``parallelism.stage_tp``: the coordinator re-shards, heterosim/sim/coordinator.py reshard_transfers);
+    None when the groups are alike (rank i sends to rank i of the peer group)."""
+    me = tp_of.get(rank, (rank,))
+    other = tp_of.get(ir.peer_of(me[0], op.peer_offset))
+    other = other if other is not None else (ir.peer_of(me[0], op.peer_offset),)
+    if len(me) == len(other):
+        return None
+    from heterosim.sim.coordinator import reshard_transfers
+
+    peer_kind = "recv" if op.collective == "send" else "send"
+    peer_size = tag_size.get((ir.rank_program[other[0]], peer_kind, op.tag), op.size_bytes)
+    if op.collective == "send":
+        return [x for x in reshard_transfers(me, op.size_bytes, other, peer_size) if x[0] == rank]
+    return [x for x in reshard_transfers(other, peer_size, me, op.size_bytes) if x[1] == rank]
+
+
 def rank_messages(ir, rank: int, durations: list[int], pg_names: dict, pg_dims: dict[str, str],
-                  cache: dict | None = None, stream_deps: str = "ctrl"):
+                  cache: dict | None = None, stream_deps: str = "ctrl", tp_of: dict | None = None,
+                  tag_size: dict | None = None):
     """The GlobalMetadata and the encoded Nodes of one rank's ET file. ``cache`` shares the bytes of nodes
-    that come out the same on several ranks (same program, duration, group and peers)."""
+    that come out the same on several ranks (same program, duration, group and peers).
+
+    A pipeline send/recv between TP groups of different size becomes one node per transfer this rank
+    takes part in (or a zero-time METADATA_NODE when it takes part in none); all of them carry ``ir_op``,
+    ``ir_collective``, ``ir_peer_offset`` and ``ir_size`` so HeteroSim's importer merges them back."""
     prog = ir.program_of(rank)
     meta = ir.meta
     gm = S.GlobalMetadata(version=S.SCHEMA_VERSION, attr=[
@@ -114,31 +137,58 @@ def rank_messages(ir, rank: int, durations: list[int], pg_names: dict, pg_dims: 
         S.attr("tokens_per_iteration", int(meta.get("tokens_per_iteration", 0)), "int64"),
     ])
     cache = {} if cache is None else cache
+    tp_of = tp_of or {}
+    tag_size = tag_size or {}
+    # node ids of every op: its own id, plus new ids for the extra transfers of a re-sharded send/recv
+    lane_xfers: dict[int, list] = {}
+    ids: list[tuple[int, ...]] = []
+    next_id = len(prog.ops)
+    for op in prog.ops:
+        x = _lane_p2p(ir, rank, op, tp_of, tag_size) if op.collective in ("send", "recv") and tp_of else None
+        if x is not None:
+            lane_xfers[op.id] = x
+            ids.append((op.id,) + tuple(range(next_id, next_id + max(0, len(x) - 1))))
+            next_id += max(0, len(x) - 1)
+        else:
+            ids.append((op.id,))
     nodes = []
     preds = _stream_preds(prog.ops)
     for op in prog.ops:
-        src = dst = -1
+        data = tuple(i for d in op.deps for i in ids[d])
+        ctrl = ids[preds[op.id]] if preds[op.id] >= 0 and preds[op.id] not in op.deps else ()
+        if stream_deps != "ctrl":
+            data, ctrl = data + ctrl, ()
         pg = None
         if op.kind == "comm":
-            if op.collective in ("send", "recv"):
-                peer = ir.peer_of(rank, op.peer_offset)
-                src, dst = (rank, peer) if op.collective == "send" else (peer, rank)
-                pg = pg_names[("pp", ir.group_id(rank, "pp"))]
-            else:
-                pg = pg_names[(op.group, ir.group_id(rank, op.group))]
-        key = (ir.rank_program[rank], op.id, durations[op.id], pg, src, dst)
-        data = cache.get(key)
-        if data is None:
-            data = cache[key] = _node(op, preds[op.id], durations[op.id], pg, src, dst,
-                                      stream_deps).SerializeToString()
-        nodes.append(data)
+            dim = "pp" if op.collective in ("send", "recv") else op.group
+            pg = pg_names[(dim, ir.group_id(rank, dim))]
+        if op.id in lane_xfers:
+            xs = lane_xfers[op.id] or [None]
+            for nid, x in zip(ids[op.id], xs):
+                node = _node(op, durations[op.id], pg, x[0] if x else -1, x[1] if x else -1, data, ctrl,
+                             size=x[2] if x else None, node_id=nid)
+                node.attr.extend([S.attr("ir_op", op.id, "int64"), S.attr("ir_collective", op.collective, "string"),
+                                  S.attr("ir_peer_offset", op.peer_offset, "int64"),
+                                  S.attr("ir_size", op.size_bytes, "int64")])
+                nodes.append(node.SerializeToString())
+            continue
+        src = dst = -1
+        if op.collective in ("send", "recv"):
+            peer = ir.peer_of(rank, op.peer_offset)
+            src, dst = (rank, peer) if op.collective == "send" else (peer, rank)
+        key = (ir.rank_program[rank], op.id, durations[op.id], pg, src, dst, data, ctrl)
+        enc = cache.get(key)
+        if enc is None:
+            enc = cache[key] = _node(op, durations[op.id], pg, src, dst, data, ctrl).SerializeToString()
+        nodes.append(enc)
     return gm, nodes
 
 
-def _node(op, pred: int, duration_ns: int, pg: str | None, src: int, dst: int, stream_deps: str = "ctrl"):
-    node = S.Node(id=op.id, name=op.name, data_deps=list(op.deps))
-    if pred >= 0 and pred not in op.deps:
-        (node.ctrl_deps if stream_deps == "ctrl" else node.data_deps).append(pred)
+def _node(op, duration_ns: int, pg: str | None, src: int, dst: int, data_deps: tuple, ctrl_deps: tuple,
+          size: int | None = None, node_id: int | None = None):
+    """One Node; ``src < 0`` on a send/recv: this rank moves none of a re-sharded message (METADATA_NODE)."""
+    node = S.Node(id=op.id if node_id is None else node_id, name=op.name, data_deps=list(data_deps),
+                  ctrl_deps=list(ctrl_deps))
     attrs = [S.attr("is_cpu_op", False, "bool"), S.attr("stream", op.stream, "string"),
              S.attr("phase", op.phase, "string"), S.attr("microbatch", op.microbatch, "int64"),
              S.attr("layer", op.layer, "int64"), S.attr("chunk", op.chunk, "int64")]
@@ -155,9 +205,12 @@ def _node(op, pred: int, duration_ns: int, pg: str | None, src: int, dst: int, s
                   S.attr("kernel_shapes", ["" if k[3] is None else json.dumps(list(k[3])) for k in ks],
                          "string_list")]
     else:
-        attrs += [S.attr("comm_size", int(op.size_bytes), "int64"), S.attr("comm_kind", op.comm_kind, "string"),
-                  S.attr("pg_name", pg, "string")]
-        if op.collective in ("send", "recv"):
+        attrs += [S.attr("comm_size", int(op.size_bytes if size is None else size), "int64"),
+                  S.attr("comm_kind", op.comm_kind, "string"), S.attr("pg_name", pg, "string")]
+        if op.collective in ("send", "recv") and src < 0:
+            node.type = S.NODE_TYPES["METADATA_NODE"]
+            attrs.append(S.attr("comm_tag", p2p_tag(op.tag), "int32"))
+        elif op.collective in ("send", "recv"):
             node.type = S.NODE_TYPES["COMM_SEND_NODE" if op.collective == "send" else "COMM_RECV_NODE"]
             attrs += [S.attr("comm_src", src, "int32"), S.attr("comm_dst", dst, "int32"),
                       S.attr("comm_tag", p2p_tag(op.tag), "int32")]
@@ -177,8 +230,13 @@ def write_et_dir(ir, system, compute, precision: str, tmp: Path, prefix: str,
     pg_names, members, pg_dims = _process_groups(ir)
     nodes_total = 0
     cache: dict = {}
+    tp_of = {r: g for g in ir.groups.get("tp", []) for r in g}
+    uneven = len({len(g) for g in ir.groups.get("tp", [])}) > 1
+    tag_size = {(p.id, op.collective, op.tag): op.size_bytes for p in ir.programs for op in p.ops
+                if op.collective in ("send", "recv")} if uneven else {}
     for r in range(ir.world_size):
-        gm, nodes = rank_messages(ir, r, durations[r], pg_names, pg_dims, cache, stream_deps)
+        gm, nodes = rank_messages(ir, r, durations[r], pg_names, pg_dims, cache, stream_deps,
+                                  tp_of if uneven else None, tag_size)
         with open(tmp / f"{prefix}.{r}{ET_SUFFIX}", "wb") as fh:
             S.write_message(fh, gm)
             for data in nodes:
