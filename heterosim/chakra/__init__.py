@@ -41,12 +41,6 @@ def export_chakra(scenario: Scenario | str | Path, out_dir: str | Path, *, overr
 
         raise UserError("must be ctrl or data", field="--stream-deps", value=stream_deps)
     sc = api.with_overrides(scenario, overrides) if isinstance(scenario, Scenario) else api.load(scenario, overrides)
-    if sc.model is not None and sc.parallelism.stage_tp is not None:
-        from heterosim.errors import UserError
-
-        raise UserError("stages of different TP degree re-shard pipeline sends between unequal TP groups; "
-                        "export-chakra does not write those transfers yet", file=getattr(sc, "_source_file", None),
-                        field="parallelism.stage_tp", value=sc.parallelism.stage_tp)
     prep = api.prepare(sc, measurements=measurements, work_budget=work_budget)
     api.check(prep, simulating=False)
     with atomic_dir(out_dir) as tmp:

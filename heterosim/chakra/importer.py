@@ -94,6 +94,9 @@ class _Comm:
     ctag: int = 0
     me: int = -1
     """For a send or receive: the end that must be this file's rank (comm_src of a send, comm_dst of a receive)."""
+    lane_op: int = -1
+    """kind ``lane``: the IR op this node is a piece of (``ir_op``: a pipeline send/recv between TP groups of
+    different size, written by HeteroSim as one node per transfer); its pieces become that one op again."""
 
 
 def _unknown_fields(msg) -> list[tuple[int, int]]:
@@ -301,14 +304,42 @@ def _draft_rank(tr: RankTrace, world: int, retime: bool, cache: dict, time_op=No
         if tmpl is None:
             tmpl = templates[id(n)] = _template(tr, n, world, retime, cache, time_op)
         kw, comm, cid = tmpl
-        if comm is not None and comm.kind != "coll":
+        if comm is not None and comm.kind in ("send", "recv"):
             _check_p2p(tr, comm)
         deps = tuple(sorted({new_id[x] for x in n.data_deps + n.ctrl_deps}))
         d.ops.append(Op(id=k, deps=deps, **kw))
         d.content.append(cid)
         if comm is not None:
             d.comms[k] = comm
+    if any(c.kind == "lane" for c in d.comms.values()):
+        _merge_lane_pieces(d)
     return d
+
+
+def _merge_lane_pieces(d: _Draft) -> None:
+    """Pieces of one re-sharded pipeline send/recv (same ``ir_op``) become one op again, at the first piece;
+    the others' dependents wait on it."""
+    first: dict[int, int] = {}
+    alias: dict[int, int] = {}
+    for k, c in sorted(d.comms.items()):
+        if c.kind == "lane":
+            rep = first.setdefault(c.lane_op, k)
+            if rep != k:
+                alias[k] = rep
+                d.ops[rep].deps = tuple(sorted(set(d.ops[rep].deps) | set(d.ops[k].deps)))
+    keep = [k for k in range(len(d.ops)) if k not in alias]
+    pos = {k: j for j, k in enumerate(keep)}
+    for k, rep in alias.items():
+        pos[k] = pos[rep]
+    ops, content, comms = [], [], {}
+    for j, k in enumerate(keep):
+        op = d.ops[k]
+        op.id, op.deps = j, tuple(sorted({pos[x] for x in op.deps} - {j}))
+        ops.append(op)
+        content.append(d.content[k])
+        if k in d.comms:
+            comms[j] = d.comms[k]
+    d.ops, d.content, d.comms = ops, content, comms
 
 
 def _template(tr: RankTrace, n: NodeInfo, world: int, retime: bool, cache: dict, time_op):
@@ -361,6 +392,20 @@ def _template(tr: RankTrace, n: NodeInfo, world: int, retime: bool, cache: dict,
         raise TraceError(f"node type {tname} is not modelled (COMP_NODE, COMM_COLL_NODE, COMM_SEND_NODE, "
                          f"COMM_RECV_NODE and METADATA_NODE are)", file=tr.file,
                          field=_node_field(n.id, "type"), value=n.type)
+    if "ir_op" in a:  # a piece of a re-sharded pipeline send/recv (HeteroSim's export): the IR op it belongs to
+        lane = {f: _int_attr(tr, n, a, f, lo, 2**62) for f, lo in (("ir_op", 0), ("ir_peer_offset", -2**31),
+                                                                       ("ir_size", 0))}
+        coll = a.get("ir_collective")
+        if coll not in ("send", "recv"):
+            raise TraceError("must be send or recv", file=tr.file, field=_node_field(n.id, "ir_collective"),
+                             value=coll)
+        pg = a.get("pg_name")
+        pg = str(pg) if pg not in (None, "") else None
+        ctag = _int_attr(tr, n, a, "comm_tag", -2**31, 2**31 - 1, required=False) or 0
+        comm = _Comm(n.id, "lane", coll, lane["ir_size"], pg, ctag=ctag, lane_op=lane["ir_op"])
+        kw = dict(kind="comm", stream=str(a.get("stream") or f"{coll}:lane"), collective=coll,
+                  size_bytes=lane["ir_size"], peer_offset=lane["ir_peer_offset"],
+                  comm_kind=str(a.get("comm_kind") or "pp"))
     kw.update(common)
     content = (tuple(sorted((k, v) for k, v in kw.items() if k != "kernels")), id(kw.get("kernels")))
     cids = cache.setdefault("content", {})
@@ -517,16 +562,29 @@ def build_ir(traces: list[RankTrace], drafts: list[_Draft], comm_groups: dict | 
     for pg, ranks in members.items():
         dim = "world" if pg == "" else pg_dim.get(pg, f"pg_{re.sub(r'[^A-Za-z0-9_]', '_', pg)}")
         dim_of[pg] = dim
-        groups.setdefault(dim, []).append(tuple(sorted(ranks)))
+        # a declared group keeps its order (ring order and pipeline offsets follow it); an inferred one is sorted
+        order = comm_groups[pg] if comm_groups is not None and pg in comm_groups else tuple(sorted(ranks))
+        groups.setdefault(dim, []).append(tuple(order))
     # pipeline peers: within the exported pipeline groups when the trace names them and every peer is in its
     # sender's group, else within one world-wide group (a peer offset is then the rank difference)
-    p2p = [(tr.rank, c.peer, c.pg) for tr, d in zip(traces, drafts) for c in d.comms.values() if c.kind != "coll"]
-    if p2p:
+    p2p = [(tr.rank, c.peer, c.pg) for tr, d in zip(traces, drafts) for c in d.comms.values()
+           if c.kind in ("send", "recv")]
+    lane = [(tr, c) for tr, d in zip(traces, drafts) for c in d.comms.values() if c.kind == "lane"]
+    if lane:  # re-sharded sends name their peer by offset in the exported pipeline groups: those are needed
+        for tr, c in lane:
+            if comm_groups is None or c.pg not in comm_groups or pg_dim.get(c.pg) != "pp" or \
+                    tr.rank not in comm_groups[c.pg]:
+                raise TraceError(f"a re-sharded pipeline transfer needs its pipeline group (pg_dims '<pg>=pp' and "
+                                 f"{COMM_GROUP_FILE} listing this rank)", file=tr.file,
+                                 field=_node_field(c.node_id, "pg_name"), value=c.pg)
+        groups["pp"] = sorted({tuple(comm_groups[c.pg]) for _, c in lane}
+                              | {tuple(comm_groups[pg]) for _, _, pg in p2p if pg in comm_groups})
+    elif p2p:
         world_pp = [tuple(range(world))]
         groups["pp"] = world_pp
         if comm_groups is not None and all(pg and pg_dim.get(pg) == "pp" and pg in comm_groups and
                                            me in comm_groups[pg] and peer in comm_groups[pg] for me, peer, pg in p2p):
-            pp_groups = sorted({tuple(sorted(comm_groups[pg])) for _, _, pg in p2p})
+            pp_groups = sorted({tuple(comm_groups[pg]) for _, _, pg in p2p})
             if len({r for g in pp_groups for r in g}) == sum(len(g) for g in pp_groups):  # disjoint
                 groups["pp"] = pp_groups
     for dim, gs in groups.items():
@@ -554,6 +612,10 @@ def build_ir(traces: list[RankTrace], drafts: list[_Draft], comm_groups: dict | 
                     op.group, op.tag = dim, f"{dim}#{k}"
                     if not op.comm_kind:
                         op.comm_kind = dim if dim in _KINDS else "dp"  # breakdown buckets: other groups count as DP
+                elif c.kind == "lane":
+                    key = ("lane", c.collective, op.peer_offset, c.ctag)
+                    k = count[key] = count.get(key, -1) + 1
+                    op.tag = f"p2p:{c.ctag}#{k}"
                 else:
                     g = ir.group_of(tr.rank, "pp")
                     if c.peer not in g:
@@ -633,7 +695,7 @@ def _check_matching(traces, drafts, per_rank_ops, ir: IR) -> None:
     for tr, d, ops in zip(traces, drafts, per_rank_ops):
         for op in ops:
             c = d.comms.get(op.id)
-            if c is not None and c.kind != "coll":
+            if c is not None and c.kind in ("send", "recv"):
                 a, b = (tr.rank, c.peer) if c.kind == "send" else (c.peer, tr.rank)
                 p2p.setdefault((a, b, c.ctag, c.kind), []).append((tr, c))
     for (a, b, ctag, kind), items in p2p.items():

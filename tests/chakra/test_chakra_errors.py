@@ -140,7 +140,7 @@ def test_cli_exit_2_one_line_nothing_written(tmp_path):
     assert not out.exists() and sorted(x.name for x in tmp_path.iterdir()) == ["et", "s.yaml"]
 
 
-def test_export_refuses_a_foreign_folder_and_stage_tp(tmp_path):
+def test_export_refuses_a_foreign_folder(tmp_path):
     foreign = tmp_path / "mine"
     foreign.mkdir()
     (foreign / "notes.txt").write_text("keep me")
@@ -148,9 +148,6 @@ def test_export_refuses_a_foreign_folder_and_stage_tp(tmp_path):
                         "--out", str(foreign)], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "--out" in p.stderr
     assert [x.name for x in foreign.iterdir()] == ["notes.txt"]
-    p = subprocess.run([sys.executable, "-m", "heterosim", "export-chakra", str(ROOT / "scenarios" / "stage-tp.yaml"),
-                        "--out", str(tmp_path / "stp")], capture_output=True, text=True, cwd=ROOT, timeout=120)
-    assert p.returncode == 2 and "parallelism.stage_tp" in p.stderr and not (tmp_path / "stp").exists()
 
 
 def test_collective_without_counterpart(tmp_path):
