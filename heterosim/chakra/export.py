@@ -11,6 +11,7 @@ What each IR op becomes (attribute names and types as Chakra's feeder reads them
 * collective -> ``COMM_COLL_NODE`` (``comm_type``, ``comm_size`` in nccl-tests convention, ``pg_name``);
 * pipeline send/recv -> ``COMM_SEND_NODE``/``COMM_RECV_NODE`` with absolute ``comm_src``/``comm_dst`` ranks,
   ``comm_tag`` (CRC-32 of the IR tag, so both ends carry the same number) and the pipeline group's ``pg_name``;
+  between TP groups of different size (``stage_tp``), one node per re-shard transfer (see rank_messages);
 * ``data_deps`` = the IR's deps; ``ctrl_deps`` = the previous op of the same stream (the IR runs a stream's
   ops in order; Chakra has no streams, so the order travels as control dependencies; ``stream_deps="data"``
   writes them as data dependencies for consumers that read only those, as Chakra's reference feeder,
