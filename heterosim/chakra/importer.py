@@ -16,7 +16,9 @@ What each node becomes:
   our comm planner and the network backend; ``REDUCE_SCATTER_BLOCK`` is a reduce-scatter (equal blocks);
   ``GATHER``, ``SCATTER`` and ``BARRIER`` are not modelled and are refused;
 * ``COMM_SEND_NODE``/``COMM_RECV_NODE``: a point-to-point transfer between ``comm_src`` and ``comm_dst``;
-* ``METADATA_NODE``: a zero-time marker (dependencies pass through it).
+* ``METADATA_NODE``: a zero-time marker (dependencies pass through it);
+* nodes tagged ``ir_op`` (HeteroSim's export of a pipeline send between TP groups of different size): the
+  pieces of one op are merged back into it, so the coordinator re-shards the message as it did originally.
 
 Order: nodes run when their ``data_deps`` and ``ctrl_deps`` are done; ops of one stream run one at a time
 in dependency order (a topological order, ties by position in the file). The stream is the node's
