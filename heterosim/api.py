@@ -71,6 +71,8 @@ def prepare(scenario: Scenario, *, measurements: str | None = None, work_budget:
     from topologies.build import cluster_gpus
 
     file = getattr(scenario, "_source_file", None)
+    if scenario.workload is not None:
+        return _prepare_recorded(scenario, file, measurements)
     try:
         world = cluster_gpus(scenario.cluster, file)
         plan = resolve_plan(scenario, world, file)
@@ -87,6 +89,28 @@ def prepare(scenario: Scenario, *, measurements: str | None = None, work_budget:
 
             check_tp_in_nodes(ir.groups["tp"], [g.node for g in system.gpus], scenario.parallelism.stage_tp, file)
         compute = compute_model(scenario, measurements)
+    except UserError as err:
+        raise err.with_file(file) if file else err
+    return Prepared(scenario, system, ir, compute, file)
+
+
+def _prepare_recorded(scenario: Scenario, file: str | None, measurements: str | None) -> Prepared:
+    """A scenario whose workload is a folder of Chakra ET files (``workload.chakra``, relative to the file)."""
+    from heterosim.chakra.importer import import_workload
+    from topologies import build_system
+
+    wl = scenario.workload
+    folder = Path(wl.chakra).expanduser()
+    if not folder.is_absolute() and file and not file.startswith("<"):
+        folder = Path(file).parent / folder
+    try:
+        from heterosim.hardware import get_device
+
+        system = build_system(scenario.cluster, scenario.fabric, file=file)
+        compute = compute_model(scenario, measurements)
+        device, prec = get_device(system.gpus[0].device), scenario.training.precision
+        ir = import_workload(folder, system, retime=wl.timing == "compute_model", file=file,
+                             time_op=lambda op: compute.op_time_ns(op, device, prec))
     except UserError as err:
         raise err.with_file(file) if file else err
     return Prepared(scenario, system, ir, compute, file)

@@ -49,8 +49,9 @@ def validate(scenario: Path = typer.Argument(..., help="Scenario YAML"),
         _fail(err)
     mem = prep.ir.meta.get("memory_bytes") or []
     peak = max(mem) / 2**30 if mem else 0.0
+    memory = f"peak memory {peak:.1f} GiB/GPU" if mem else "memory not modelled (recorded trace)"
     out.print(f"[green]ok[/]: {scenario} — {prep.system.num_gpus} GPUs, {len(prep.ir.programs)} programs, "
-              f"peak memory {peak:.1f} GiB/GPU, work {est.units:.3g} units", soft_wrap=True, highlight=False)
+              f"{memory}, work {est.units:.3g} units", soft_wrap=True, highlight=False)
     breakdown = prep.ir.meta.get("memory_breakdown") or {}
     if breakdown:  # per stage (and micro-batch count), GiB
         cols = list(next(iter(breakdown.values())))
@@ -88,6 +89,23 @@ def compile(scenario: Path, out_dir: Path = typer.Option(..., "--out", help="Dir
         _fail(err)
     out.print(f"IR v{ir.version}: {ir.world_size} ranks, {len(ir.programs)} programs, "
               f"{sum(summary['ops_per_rank'])} ops, {summary['total_flops']:.3e} FLOPs -> {out_dir}")
+
+
+@app.command("export-chakra")
+def export_chakra(scenario: Path, out_dir: Path = typer.Option(..., "--out", help="Folder for <name>.<rank>.et files"),
+                  set_: List[str] = typer.Option([], "--set", help="Override a field: path=value"),
+                  stream_deps: str = typer.Option("ctrl", "--stream-deps",
+                                                  help="Stream order as ctrl_deps, or data_deps (ASTRA-sim's feeder "
+                                                       "reads only data_deps)")) -> None:
+    """Write the scenario's workload as Chakra execution traces, one ET file per rank (ASTRA-sim's input)."""
+    from heterosim.chakra import export_chakra as _export
+
+    try:
+        res = _export(scenario, out_dir, overrides=set_, stream_deps=stream_deps)
+    except UserError as err:
+        _fail(err)
+    out.print(f"Chakra ET: {res.ranks} ranks, {res.nodes} nodes, {res.process_groups} process groups "
+              f"(comm_group.json) -> {out_dir}")
 
 
 @app.command()

@@ -2,7 +2,8 @@
 
 ``model`` may be a zoo name (``model: gpt3-175b``), an inline model, or
 ``{hf_config: path/config.json}``; ``system`` may be inline (cluster + fabric) or
-``{file: topologies/x.yaml}``. Paths are relative to the scenario file.
+``{file: topologies/x.yaml}``. Paths are relative to the scenario file. Instead of ``model`` and
+``parallelism``, ``workload: {chakra: DIR}`` replays recorded Chakra execution traces (heterosim/chakra).
 """
 from __future__ import annotations
 
@@ -66,11 +67,23 @@ class CommConfig(Strict):
         return v
 
 
+class WorkloadConfig(Strict):
+    """A workload recorded elsewhere, instead of ``model`` + ``parallelism`` (heterosim/chakra/importer.py)."""
+
+    chakra: str = Field(min_length=1)
+    """Folder of Chakra ET files ``<prefix>.<rank>.et``, one per GPU (relative to the scenario file)."""
+    timing: Literal["recorded", "compute_model"] = "recorded"
+    """recorded: compute nodes take their ``duration_micros``; compute_model: nodes that carry FLOPs/shape
+    attributes are re-timed by our compute model on the scenario's GPUs (the others keep their duration)."""
+
+
 class Scenario(Strict):
     name: str = Field("scenario", pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*$", max_length=200)
     """Also the default results folder (``results/<name>``): no path separators."""
     description: str = ""
-    model: ModelConfig
+    model: ModelConfig | None = None
+    """The model to compile; required unless ``workload`` gives a recorded workload."""
+    workload: WorkloadConfig | None = None
     parallelism: ParallelConfig = ParallelConfig()
     training: TrainingConfig
     cluster: ClusterConfig
@@ -85,6 +98,16 @@ class Scenario(Strict):
 
     @model_validator(mode="after")
     def _seq_fits_model(self):
+        if self.workload is not None:
+            if self.model is not None:
+                raise ValueError("give either model (+ parallelism) or workload (a recorded trace), not both")
+            if self.parallelism != ParallelConfig():
+                raise ValueError("a recorded workload (workload.chakra) brings its own parallelism; remove "
+                                 "parallelism")
+            return self
+        if self.model is None:
+            raise ValueError("model is required (a zoo name, an inline model, {hf_config: ...}), or workload: "
+                             "{chakra: DIR}")
         if self.training.seq_length > self.model.max_seq_length:
             raise ValueError(f"training.seq_length ({self.training.seq_length}) exceeds the model's "
                              f"max_seq_length ({self.model.max_seq_length})")

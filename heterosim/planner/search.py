@@ -436,6 +436,10 @@ def plan_report(scenario, *, top_k: int = 5, backend: str = "flow", max_candidat
     """Search, then simulate the best ``simulate`` (default ``top_k``; 0 = estimates only) and the naive plan.
 
     ``backend``: network backend of the simulations (``flow`` or ``ns3``)."""
+    if getattr(scenario, "workload", None) is not None:  # a replayed trace brings its own plan
+        raise UserError("a recorded workload has a fixed parallel plan; plan search needs model + parallelism",
+                        file=getattr(scenario, "_source_file", None), field="workload.chakra",
+                        value=scenario.workload.chakra)
     n_sim = top_k if simulate is None else simulate
     if n_sim > 0:
         from netbackend.registry import backend_class

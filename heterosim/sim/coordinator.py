@@ -365,7 +365,9 @@ class Coordinator:
         device = get_device(lane.device) if self.compute is not None else None
         table = []
         for op in self.programs[lane.program].ops:
-            if op.kind == "compute":
+            if op.kind == "compute" and op.duration_ns >= 0:  # recorded (imported trace): as measured
+                table.append(op.duration_ns)
+            elif op.kind == "compute":
                 table.append(int(round(self.compute.op_time_ns(op, device, self.precision) * lane.slowdown)))
             elif op.group == "tp" and op.collective not in ("send", "recv"):
                 table.append(self._intra_collective_ns(op.collective, lane.ranks, op.size_bytes))

@@ -66,6 +66,9 @@ class Op:
     tag: str = ""
     comm_kind: str = ""
     """Which parallelism the traffic belongs to (tp, cp, pp, dp, ep) for breakdowns."""
+    duration_ns: int = -1
+    """A compute op's recorded time (an imported trace, heterosim/chakra): used as is, on any device;
+    -1 = timed by the compute model."""
 
     @property
     def is_comm(self) -> bool:
