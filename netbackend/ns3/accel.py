@@ -236,6 +236,10 @@ class AcceleratedNs3Backend(NetworkBackend):
         self._size: dict[int, int] = {}
         self._fct: dict[int, tuple[int, int]] = {}
         self._dirty: set[Any] = set()
+        self._route_cache: dict[tuple, list[int]] = {}
+        self._path_cache: dict[tuple, tuple[bool, float]] = {}
+        self._shape_cache: dict[tuple, tuple[float, float]] = {}
+        """(size, step, path) -> (wire bytes, tail ns): training repeats a few message shapes."""
         self._batch: dict[str, list] = {}
         """NIC -> connection keys of the messages starting at this instant (see _fits)."""
         self._recheck: set[str] = set()
@@ -413,7 +417,23 @@ class AcceleratedNs3Backend(NetworkBackend):
     def _ports(self, msg: Message) -> list[int]:
         if msg.src == msg.dst:
             return []
-        return list(self._router.route(msg.src, msg.dst, msg.flow_key)[1])
+        k = (msg.src, msg.dst, msg.flow_key)
+        ports = self._route_cache.get(k)
+        if ports is None:
+            ports = self._route_cache[k] = list(self._router.route(msg.src, msg.dst, msg.flow_key)[1])
+        return ports
+
+    def _path(self, ports: list[int]) -> tuple[bool, float]:
+        """(a port slower than the NIC on the path, unloaded RTT in ns) of a path, cached."""
+        k = tuple(ports)
+        v = self._path_cache.get(k)
+        if v is None:
+            r = self._router
+            r0 = r.link_rate_gbps[ports[0]]
+            slower = any(r.link_rate_gbps[p] < r0 for p in ports[1:])
+            rtt_ns = 2 * sum(self._delay_ns(p) + (self._mtu + self._hdr) * 8 / r.link_rate_gbps[p] for p in ports)
+            v = self._path_cache[k] = (slower, rtt_ns)
+        return v
 
     def _why_not(self, msg: Message, ports: list[int]) -> str | None:
         """None if ``msg`` may join its NIC's closed-form partition, else the reason."""
@@ -427,13 +447,11 @@ class AcceleratedNs3Backend(NetworkBackend):
             self._states[msg.id] = state
         if msg.connection >= 0 and not self._per_message_qp and self._qps_per_conn > 1:
             return "several QPs per connection"
-        r = self._router
-        r0 = r.link_rate_gbps[ports[0]]
-        if any(r.link_rate_gbps[p] < r0 for p in ports[1:]):
+        slower, rtt_ns = self._path(ports)
+        if slower:
             return "a port slower than the NIC"
         if msg.step_bytes > 0 and msg.size_bytes > msg.step_bytes:
-            rtt_ns = 2 * sum(self._delay_ns(p) + (self._mtu + self._hdr) * 8 / r.link_rate_gbps[p] for p in ports)
-            if self._max_steps * msg.step_bytes < 2 * rtt_ns * r0 / 8:
+            if self._max_steps * msg.step_bytes < 2 * rtt_ns * self._router.link_rate_gbps[ports[0]] / 8:
                 return "step credits would throttle"
         own = ("g", msg.src)
         shared = False
@@ -568,8 +586,14 @@ class AcceleratedNs3Backend(NetworkBackend):
             self.counts["partitions_closed_form"] += 1
         else:
             g.advance_to(float(t))
-        wire, last, prev = self._wire(msg.size_bytes, msg.step_bytes)
-        flow = _Flow(msg, ports, float(wire), float(wire), self._tail_ns(ports, last, prev))
+        ck = (msg.size_bytes, msg.step_bytes, tuple(ports))
+        shape = self._shape_cache.get(ck)
+        if shape is None:
+            if len(self._shape_cache) > 100_000:  # random sizes (traffic studies): no reuse
+                self._shape_cache.clear()
+            wire, last, prev = self._wire(msg.size_bytes, msg.step_bytes)
+            shape = self._shape_cache[ck] = (float(wire), self._tail_ns(ports, last, prev))
+        flow = _Flow(msg, ports, shape[0], shape[0], shape[1])
         self._max_tail_ns = max(self._max_tail_ns, flow.tail_ns)
         key = self._conn_key(msg)
         state = self._states.pop(msg.id, None)
