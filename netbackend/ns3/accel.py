@@ -141,8 +141,6 @@ class _Group:
     """QPs still below line rate after a congestion episode, with their DCQCN trajectory."""
     shares: dict[Any, float] | None = None
     """Per-QP wire rate (bytes/ns) when some QP is capped; None: an equal share each."""
-    loads: dict[int, float] = field(default_factory=dict)
-    """Wire rate (bytes/ns) this partition puts on each port past its NIC (head flows)."""
 
     def active(self) -> int:
         return len(self.qps)  # a QP's deque is removed the moment it empties
@@ -243,8 +241,8 @@ class AcceleratedNs3Backend(NetworkBackend):
         self._batch: dict[str, list] = {}
         """NIC -> connection keys of the messages starting at this instant (see _fits)."""
         self._recheck: set[str] = set()
-        self._load: dict[int, float] = {}
-        """Port -> wire rate (bytes/ns) of the closed-form flows crossing it past their NIC."""
+        self._shared: dict[int, int] = {}
+        """Port -> number of closed-form partitions (NICs) crossing it, where more than one."""
         """Connections whose QPs may have been slowed by DCQCN (a mark on their path in ns-3)."""
         self._states: dict[int, list[_Trajectory]] = {}
         """Message id -> DCQCN trajectories of its dirty connection, read by _why_not for _join."""
@@ -349,7 +347,7 @@ class AcceleratedNs3Backend(NetworkBackend):
                 recheck, self._recheck = self._recheck, set()
                 for src in sorted(recheck):
                     if src in self._groups:
-                        self._check_capacity(list(self._groups[src].loads))
+                        self._check_capacity(self._shared_ports(self._groups[src]))
             if until_ns is not None and limit >= until_ns and not (self._events and self._events[0][0] <= limit):
                 return []
 
@@ -493,10 +491,25 @@ class AcceleratedNs3Backend(NetworkBackend):
                     new[p] = new.get(p, 0.0) + shares[k]
         for p in ports[1:]:
             new[p] = new.get(p, 0.0) + shares[key]
-        old = g.loads if g is not None else {}
         rate = self._router.link_rate_gbps
-        return all(self._load.get(p, 0.0) - old.get(p, 0.0) + v <= rate[p] / 8.0 * (1 + 1e-9)
-                   for p, v in new.items())
+        return all(self._port_load(p, skip=msg.src) + v <= rate[p] / 8.0 * (1 + 1e-9) for p, v in new.items())
+
+    def _port_load(self, p: int, skip: str | None = None) -> float:
+        """Wire rate (bytes/ns) the closed-form partitions (but ``skip``'s) put on port ``p``."""
+        load = 0.0
+        for o in self._owners.get(p, ()):
+            if o[0] == "g" and o[1] != skip:
+                g = self._groups[o[1]]
+                rates = g.rates()
+                for key, q in g.qps.items():
+                    if p in q[0].ports:
+                        load += rates[key]
+        return load
+
+    def _shared_ports(self, g: _Group) -> list[int]:
+        if not self._shared:
+            return []
+        return sorted({p for q in g.qps.values() for p in q[0].ports if p in self._shared})
 
     def _conn_state(self, msg: Message) -> list[_Trajectory] | None:
         """The DCQCN trajectories of a dirty connection's QPs read from ns-3, or None when they
@@ -609,7 +622,11 @@ class AcceleratedNs3Backend(NetworkBackend):
         by_src[msg.src] = by_src.get(msg.src, 0) + 1
         for p in ports:
             own = self._owners.setdefault(p, {})
-            own[("g", msg.src)] = own.get(("g", msg.src), 0) + 1
+            if ("g", msg.src) in own:
+                own[("g", msg.src)] += 1
+            else:
+                own[("g", msg.src)] = 1
+                self._count_sharing(p, own)
         self.counts["messages_closed_form"] += 1
         self._rerate(g, float(t))
 
@@ -633,40 +650,22 @@ class AcceleratedNs3Backend(NetworkBackend):
                 self._dirty.discard(key)
                 self.counts["connections_recovered"] += 1
         g.allocate()
-        self._set_loads(g)
         self._reschedule(g)
         if self._batch:
             self._recheck.add(g.src)  # after the whole batch has joined
         else:
-            self._check_capacity(list(g.loads))
+            self._check_capacity(self._shared_ports(g))
 
     def _check_capacity(self, ports) -> None:
         """Hand back the partitions on ports loaded past their rate (a rate rose: a flow left its
         NIC, a DCQCN timer fired): they would queue and mark."""
         rate = self._router.link_rate_gbps
-        over = [p for p in ports if self._load.get(p, 0.0) > rate[p] / 8.0 * (1 + 1e-9)]
+        over = [p for p in ports if self._port_load(p) > rate[p] / 8.0 * (1 + 1e-9)]
         if over:
             for src in sorted({o[1] for p in over for o in self._owners.get(p, ()) if o[0] == "g"}):
                 if src in self._groups:
                     self._hand_back(src, self._now)
             self.counts["handbacks_over_capacity"] += 1
-
-    def _clear_loads(self, g: _Group) -> None:
-        for p, v in g.loads.items():
-            left = self._load[p] - v
-            if left <= 1e-12:
-                del self._load[p]
-            else:
-                self._load[p] = left
-        g.loads = {}
-
-    def _set_loads(self, g: _Group) -> None:
-        self._clear_loads(g)
-        for key, r in g.rates().items():
-            for p in g.qps[key][0].ports[1:]:
-                g.loads[p] = g.loads.get(p, 0.0) + r
-        for p, v in g.loads.items():
-            self._load[p] = self._load.get(p, 0.0) + v
 
     def _bump(self, msg: Message, delta: int, t: float) -> None:
         """Count active messages per sending and receiving NIC; re-rate the groups it affects."""
@@ -707,6 +706,15 @@ class AcceleratedNs3Backend(NetworkBackend):
                 del own[owner]
                 if not own:
                     del self._owners[p]
+                if owner[0] == "g":
+                    self._count_sharing(p, own)
+
+    def _count_sharing(self, p: int, own: dict) -> None:
+        n = sum(1 for o in own if o[0] == "g")
+        if n > 1:
+            self._shared[p] = n
+        else:
+            self._shared.pop(p, None)
 
     def _departures(self, g: _Group, t: float) -> None:
         """The head flows whose last byte left the NIC at ``t``: schedule their delivery."""
@@ -754,7 +762,6 @@ class AcceleratedNs3Backend(NetworkBackend):
         """Post the unsent bytes of every closed-form flow of ``src`` to ns-3 at ``t``."""
         g = self._groups.pop(src)
         self._live.discard(src)
-        self._clear_loads(g)
         g.advance_to(float(t))
         self.counts["handbacks"] += 1
         for q in g.qps.values():
