@@ -297,6 +297,13 @@ class Ns3Backend(NetworkBackend):
     def pending(self) -> int:
         return len(self._pending)
 
+    def forget(self, msg_id: int) -> None:
+        """A message the accelerated wrapper took out of ns-3 whole (RdmaNic::TrimMessage status 2):
+        it will never complete here."""
+        self._pending.discard(msg_id)
+        self._start.pop(msg_id, None)
+        self._size.pop(msg_id, None)
+
     def message_rx_bytes(self, msg: Message) -> int:
         """Bytes of an in-progress message delivered so far (needs track_message_bytes)."""
         if msg.id in self._fct:

@@ -68,6 +68,14 @@ class _Flow:
     wire_left: float
     tail_ns: float
     """Last packet's time from leaving the NIC to being delivered."""
+    payload: int = -1
+    """Payload bytes it carries in closed form (-1: the whole message)."""
+    lead_wire: float = 0.0
+    """Wire bytes ns-3 still sends for it first (a migrated message's kept work request)."""
+
+    @property
+    def bytes(self) -> int:
+        return self.msg.size_bytes if self.payload < 0 else self.payload
 
 
 @dataclass
@@ -241,6 +249,15 @@ class AcceleratedNs3Backend(NetworkBackend):
         self._batch: dict[str, list] = {}
         """NIC -> connection keys of the messages starting at this instant (see _fits)."""
         self._recheck: set[str] = set()
+        self._by_src: dict[str, list[int]] = {}
+        """NIC -> its packet-level (inner) messages in posting order."""
+        self._migrated: set[int] = set()
+        """Inner messages whose tail went to closed form (ns-3 finishes their kept request)."""
+        self._parts: dict[int, int] = {}
+        """Message id -> pieces still to deliver, for a message split between ns-3 and closed form."""
+        self._candidates: set[str] = set()
+        self._queue_at = -1
+        self._queue_vec: list[float] = []
         self._shared: dict[int, int] = {}
         """Port -> number of closed-form partitions (NICs) crossing it, where more than one."""
         """Connections whose QPs may have been slowed by DCQCN (a mark on their path in ns-3)."""
@@ -263,7 +280,7 @@ class AcceleratedNs3Backend(NetworkBackend):
                        "bytes_replayed": 0, "messages_closed_form": 0, "messages_packet_level": 0,
                        "partitions_closed_form": 0, "handbacks": 0, "flows_handed_back": 0, "memo_hits": 0,
                        "connections_recovered": 0, "messages_rate_limited": 0,
-                       "handbacks_over_capacity": 0,
+                       "handbacks_over_capacity": 0, "migrations": 0, "bytes_migrated": 0,
                        "not_qualified": {}}
         self._wall = 0.0
 
@@ -320,6 +337,8 @@ class AcceleratedNs3Backend(NetworkBackend):
                     tc = done[0].finish_ns
                     self._now = max(self._now, tc)
                     out = [c for c in (self._inner_done(c.id, c.finish_ns) for c in done) if c is not None]
+                    if self._candidates:
+                        self._migrate_candidates()
                     out += self._pop_local_done(tc)
                     if out:
                         return out
@@ -362,7 +381,9 @@ class AcceleratedNs3Backend(NetworkBackend):
                 if g is not None and g.version == version:
                     self._departures(g, when)
             else:  # "done": a closed-form message delivered (reported at the whole ns t >= when)
-                out.append(self._complete(what, t))
+                c = self._part_done(what, t)
+                if c is not None:
+                    out.append(c)
         return out
 
     # ------------------------------------------------------- early hand-back
@@ -511,7 +532,7 @@ class AcceleratedNs3Backend(NetworkBackend):
             return []
         return sorted({p for q in g.qps.values() for p in q[0].ports if p in self._shared})
 
-    def _conn_state(self, msg: Message) -> list[_Trajectory] | None:
+    def _conn_state(self, msg: Message, busy_ok: bool = False) -> list[_Trajectory] | None:
         """The DCQCN trajectories of a dirty connection's QPs read from ns-3, or None when they
         cannot be followed in closed form (data or a cut check outstanding there, or a byte
         counter, which would need the bytes the QP sends, with a rate below line)."""
@@ -520,7 +541,7 @@ class AcceleratedNs3Backend(NetworkBackend):
             return None if key[0] == "m" else []
         self._bring_inner_to(self._now)
         hi = self.inner._host_index
-        v = [float(x) for x in self.inner._sim.ConnectionDcqcnState(hi[msg.src], hi[msg.dst], msg.connection)]
+        v = [float(x) for x in self.inner._sim.ConnectionDcqcnState(hi[msg.src], hi[msg.dst], msg.connection, busy_ok)]
         if not v:
             return None
         line, ai, hai, fast, interval, bc = v[:6]
@@ -725,8 +746,8 @@ class AcceleratedNs3Backend(NetworkBackend):
             while q and q[0].wire_left <= eps:
                 f = q.popleft()
                 self._forget(f)
-                self._count_closed(f, f.wire_total)
-                self.counts["bytes_closed_form"] += f.msg.size_bytes
+                self._count_closed(f, f.wire_total - f.lead_wire)
+                self.counts["bytes_closed_form"] += f.bytes
                 self._release(("g", g.src), f.ports)
                 heapq.heappush(self._events, (t + f.tail_ns, next(self._seq), "done", f.msg.id))
             if not q:
@@ -749,6 +770,9 @@ class AcceleratedNs3Backend(NetworkBackend):
 
     def _payload_sent(self, f: _Flow) -> int:
         """Payload bytes of the whole packets the NIC has started by now (fluid estimate)."""
+        if f.payload >= 0:  # a migrated tail: whole steps after ns-3's kept work request
+            sent = max(0.0, f.wire_total - f.wire_left - f.lead_wire)
+            return min(f.payload, int(sent // (self._mtu + self._hdr)) * self._mtu)
         size, step = f.msg.size_bytes, f.msg.step_bytes
         step = step if 0 < step < size else size
         full, rest = divmod(step, self._mtu)
@@ -772,16 +796,16 @@ class AcceleratedNs3Backend(NetworkBackend):
                 self.counts["messages_closed_form"] -= 1
                 self.counts["messages_packet_level"] += 1
                 self.counts["flows_handed_back"] += 1
-                if sent >= f.msg.size_bytes:  # everything on the wire: delivered in closed form
+                if sent >= f.bytes:  # everything on the wire: delivered in closed form
                     self.counts["messages_closed_form"] += 1
                     self.counts["messages_packet_level"] -= 1
-                    self._count_closed(f, f.wire_total)
-                    self.counts["bytes_closed_form"] += f.msg.size_bytes
+                    self._count_closed(f, f.wire_total - f.lead_wire)
+                    self.counts["bytes_closed_form"] += f.bytes
                     heapq.heappush(self._events, (t + f.tail_ns, next(self._seq), "done", f.msg.id))
                     continue
-                self._count_closed(f, f.wire_total - f.wire_left)
+                self._count_closed(f, max(0.0, f.wire_total - f.wire_left - f.lead_wire))
                 self.counts["bytes_closed_form"] += sent
-                self._post_inner(f.msg.id, f.msg, f.msg.size_bytes - sent, t, f.ports, handed_back=True)
+                self._post_inner(f.msg.id, f.msg, f.bytes - sent, t, f.ports, handed_back=True)
 
     def _post_inner(self, orig: int, msg: Message, size: int, t: int, ports: list[int],
                     handed_back: bool = False) -> None:
@@ -790,6 +814,7 @@ class AcceleratedNs3Backend(NetworkBackend):
         self.inner.send(Message(iid, msg.src, msg.dst, size, t, msg.flow_key, msg.connection,
                                 msg.step_bytes))
         self._inner_of[iid] = (orig, ports, self._conn_key(msg), self._marks(ports))
+        self._by_src.setdefault(msg.src, []).append(iid)
         self._prefix[orig] = (iid, msg.size_bytes - size)
         for p in ports:
             own = self._owners.setdefault(p, {})
@@ -824,11 +849,140 @@ class AcceleratedNs3Backend(NetworkBackend):
 
     def _inner_done(self, iid: int, fin: int) -> Completion | None:
         orig, ports, conn, marks0 = self._inner_of.pop(iid)
-        self._prefix.pop(orig, None)
-        self._release(("n", iid), ports)
+        self._by_src[self._msgs[orig].src].remove(iid)
+        if iid in self._migrated:
+            self._migrated.discard(iid)  # its ports were released when it migrated
+        else:
+            self._prefix.pop(orig, None)
+            self._release(("n", iid), ports)
+            self._candidates.add(self._msgs[orig].src)
+            for p in ports:
+                for o in self._owners.get(p, ()):
+                    if o[0] == "n":
+                        self._candidates.add(self._msgs[self._inner_of[o[1]][0]].src)
         if self._reacts and self._marks(ports) != marks0:  # a mark on its path: DCQCN may have slowed it
             self._dirty.add(conn)
+        return self._part_done(orig, fin)
+
+    def _part_done(self, orig: int, fin: int) -> Completion | None:
+        """A piece of a message is delivered; the message completes with its last piece."""
+        left = self._parts.get(orig)
+        if left is not None:
+            if left > 1:
+                self._parts[orig] = left - 1
+                return None
+            del self._parts[orig]
         return self._complete(orig, fin)
+
+    # ---------------------------------------------------------- migration
+    def _migrate_candidates(self) -> None:
+        """After packet-level messages completed: NICs whose packet-level flows now have their
+        ports to themselves carry on in closed form (see _migrate)."""
+        cands, self._candidates = self._candidates, set()
+        if self._qps_per_conn > 1 or self._per_message_qp:
+            return
+        for src in sorted(cands):
+            if self._by_src.get(src) and src not in self._groups:
+                self._migrate(src)
+
+    def _migrate(self, src: str) -> None:
+        """Move the unsent tails of ``src``'s packet-level messages into closed form.
+
+        Allowed when every port those messages cross carries only them (at packet level) and
+        no closed-form flow, no switch queue on them holds more than two packets, and every
+        connection's DCQCN state can be followed (no cut due): then, as for any source-bounded
+        partition, no queue builds, no mark comes, and the NIC's round robin over its QPs at
+        their DCQCN rates is the answer.  ns-3 keeps the work request each message is sending
+        (it becomes the message's last there, so the in-flight packets finish exactly); the
+        rest (whole NCCL steps) leaves ns-3 and joins the NIC's closed-form partition behind
+        that kept request, whose bytes count as the NIC's time first."""
+        iids = list(self._by_src[src])
+        if any(i in self._migrated for i in iids):
+            return
+        mine = {("n", i) for i in iids}
+        ports_all: set[int] = set()
+        for i in iids:
+            orig, ports, conn, _ = self._inner_of[i]
+            if conn[0] == "m" or self._path(ports)[0]:
+                return
+            for p in ports:
+                for o in self._owners.get(p, ()):
+                    if o not in mine:
+                        return
+            ports_all.update(ports[1:])
+        if self._router.num_hosts and ports_all:
+            q = self._queue_bytes()
+            if any(q[p] > 2 * (self._mtu + self._hdr) for p in ports_all):
+                return
+        states: dict[Any, list[_Trajectory]] = {}
+        for i in iids:
+            orig, ports, conn, _ = self._inner_of[i]
+            if conn not in states:
+                st = self._conn_state(self._msgs[orig], busy_ok=True)
+                if st is None:
+                    return
+                states[conn] = st
+        hi = self.inner._host_index
+        tails: list[tuple[int, int, float, int, list[int], Any]] = []  # (iid, bytes, lead wire, status, ports, conn)
+        blocked: set[Any] = set()
+        for i in reversed(iids):  # newest first on each connection
+            orig, ports, conn, _ = self._inner_of[i]
+            if conn in blocked:
+                continue
+            m = self._msgs[orig]
+            status, kept, removed = (float(x) for x in self.inner._sim.TrimMessage(
+                hi[m.src], hi[m.dst], m.connection, i))
+            if status == 0:
+                blocked.add(conn)  # its older messages are sent further still
+                continue
+            tails.append((i, int(removed), float(self._wire(int(kept), 0)[0]) if kept else 0.0, int(status), ports,
+                          conn))
+        if not tails:
+            return
+        t = self._now
+        self.counts["migrations"] += 1
+        g = self._groups[src] = _Group(src, self._router.link_rate_gbps[tails[0][4][0]] / 8.0, float(t))
+        self.counts["partitions_closed_form"] += 1
+        for i, removed, lead, status, ports, conn in reversed(tails):  # posting order
+            orig = self._inner_of[i][0]
+            m = self._msgs[orig]
+            self._release(("n", i), ports)
+            if status == 2:  # nothing of it was sent: it leaves ns-3 whole
+                del self._inner_of[i]
+                self._by_src[src].remove(i)
+                self.inner.forget(i)
+                self._prefix.pop(orig, None)
+            else:
+                self._migrated.add(i)
+                self._parts[orig] = self._parts.get(orig, 1) + 1
+            self.counts["bytes_packet_level"] -= removed
+            self.counts["bytes_migrated"] += removed
+            wire = float(self._wire(removed, m.step_bytes)[0]) + lead
+            _, last, prev = self._wire(removed, m.step_bytes)
+            f = _Flow(m, ports, wire, wire, self._tail_ns(ports, last, prev), payload=removed, lead_wire=lead)
+            if conn not in g.qps:
+                for tr in states[conn]:
+                    tr.advance_to(float(t))
+                    if not tr.at_line():
+                        g.caps[conn] = tr
+            g.qps.setdefault(conn, deque()).append(f)
+            by_src = self._dst_groups.setdefault(m.dst, {})
+            by_src[m.src] = by_src.get(m.src, 0) + 1
+            for p in ports:
+                own = self._owners.setdefault(p, {})
+                if ("g", src) in own:
+                    own[("g", src)] += 1
+                else:
+                    own[("g", src)] = 1
+                    self._count_sharing(p, own)
+        self._live.add(src)
+        self._rerate(g, float(t))
+
+    def _queue_bytes(self) -> list[float]:
+        if self._queue_at != self._now:
+            self._queue_vec = [float(x) for x in self.inner._sim.PortStat("queue_bytes")]
+            self._queue_at = self._now
+        return self._queue_vec
 
     def _complete(self, mid: int, fin: int) -> Completion:
         self._bump(self._msgs.pop(mid), -1, float(fin))

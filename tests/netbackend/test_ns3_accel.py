@@ -286,3 +286,20 @@ def test_a_partition_whose_rate_rises_past_a_shared_port_goes_back_to_packet_lev
     assert acc["handbacks_over_capacity"] >= 1 and acc["bytes_packet_level"] > 0, acc
     for k, m in zip(sorted(off), msgs):
         assert abs(auto[k] - off[k]) / (off[k] - m.start_ns) <= 0.05, (off, auto)
+
+
+def test_packet_level_tails_migrate_to_closed_form_once_their_ports_are_free():
+    """h1 and h2 meet on the port to h0 (packet level, DCQCN cuts); when h2's message ends, the
+    unsent steps of h1's queued messages leave ns-3 and finish in closed form at h1's DCQCN rate."""
+    msgs = [Message(1, "h2", "h0", 2_000_000, 0, connection=0, step_bytes=524_288)]
+    msgs += [Message(10 + i, "h1", "h0", 4_000_000, 0, connection=0, step_bytes=524_288) for i in range(6)]
+    off, st_off = run(star(4), msgs, "off")
+    auto, st = run(star(4), msgs, "auto")
+    acc = st.extra["acceleration"]
+    assert st_off.extra["cnps_sent"] > 0
+    assert acc["migrations"] >= 1 and acc["bytes_migrated"] >= 4 * 4_000_000, acc
+    assert acc["bytes_packet_level"] + acc["bytes_closed_form"] == sum(m.size_bytes for m in msgs)
+    assert st.extra["packet_hops"] < 0.6 * st_off.extra["packet_hops"]
+    for k, m in zip(sorted(off), sorted(msgs, key=lambda m: m.id)):
+        assert abs(auto[k] - off[k]) / (off[k] - m.start_ns) <= 0.05, (k, off, auto)
+    assert abs(max(auto.values()) - max(off.values())) / max(off.values()) <= 0.01

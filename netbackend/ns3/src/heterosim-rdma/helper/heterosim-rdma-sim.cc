@@ -222,9 +222,16 @@ HeterosimRdmaSim::ConnectionRateFraction(uint32_t srcHost, uint32_t dstHost, int
 }
 
 std::vector<double>
-HeterosimRdmaSim::ConnectionDcqcnState(uint32_t srcHost, uint32_t dstHost, int64_t connection) const
+HeterosimRdmaSim::ConnectionDcqcnState(uint32_t srcHost, uint32_t dstHost, int64_t connection,
+                                       bool busyOk) const
 {
-    return m_impl->helper->GetNic(srcHost)->ConnectionDcqcnState(dstHost, connection);
+    return m_impl->helper->GetNic(srcHost)->ConnectionDcqcnState(dstHost, connection, busyOk);
+}
+
+std::vector<double>
+HeterosimRdmaSim::TrimMessage(uint32_t srcHost, uint32_t dstHost, int64_t connection, uint64_t msgId)
+{
+    return m_impl->helper->TrimMessage(srcHost, dstHost, connection, msgId);
 }
 
 double

@@ -54,7 +54,10 @@ class HeterosimRdmaSim
     /// RdmaNic::ConnectionRateFraction of @p srcHost's connection to @p dstHost.
     double ConnectionRateFraction(uint32_t srcHost, uint32_t dstHost, int64_t connection) const;
     /// RdmaNic::ConnectionDcqcnState of @p srcHost's connection to @p dstHost.
-    std::vector<double> ConnectionDcqcnState(uint32_t srcHost, uint32_t dstHost, int64_t connection) const;
+    std::vector<double> ConnectionDcqcnState(uint32_t srcHost, uint32_t dstHost, int64_t connection,
+                                             bool busyOk) const;
+    /// RdmaNetworkHelper::TrimMessage: {status, unsent bytes kept, bytes removed}.
+    std::vector<double> TrimMessage(uint32_t srcHost, uint32_t dstHost, int64_t connection, uint64_t msgId);
     double RunWallSeconds() const;
     /// Simulator::Destroy(): ends this simulation (also done by the destructor).
     void Destroy();

@@ -314,6 +314,17 @@ RdmaNetworkHelper::Post(uint64_t id, uint32_t src, uint32_t dst, uint64_t bytes,
     m_nics[src]->PostMessage(id, dst, bytes, flowHash, connection, stepBytes);
 }
 
+std::vector<double>
+RdmaNetworkHelper::TrimMessage(uint32_t src, uint32_t dst, int64_t connection, uint64_t msgId)
+{
+    std::vector<double> r = m_nics[src]->TrimMessage(dst, connection, msgId);
+    if (r[0] == 2.0)
+    {
+        m_pending--;
+    }
+    return r;
+}
+
 void
 RdmaNetworkHelper::MessageDelivered(uint64_t msgId)
 {

@@ -59,6 +59,9 @@ class RdmaNetworkHelper : public Object, public RdmaDeliverySink
     const std::vector<int64_t>& GetQueueSamples() const { return m_samples; }
     uint64_t GetMessageRxBytes(uint32_t dstHost, uint64_t msgId) const;
     Ptr<RdmaNic> GetNic(uint32_t host) const { return m_nics[host]; }
+    /// RdmaNic::TrimMessage on @p src's NIC; a message removed whole no longer
+    /// counts as pending (it will never complete here).
+    std::vector<double> TrimMessage(uint32_t src, uint32_t dst, int64_t connection, uint64_t msgId);
     Ptr<RdmaSwitchNode> GetSwitch(uint32_t i) const { return m_switches[i]; }
     double GetRunWallSeconds() const { return m_runWall; }
 

@@ -432,10 +432,11 @@ RdmaNic::ConnectionRateFraction(uint32_t dstHost, int64_t connection) const
 }
 
 std::vector<double>
-RdmaNic::ConnectionDcqcnState(uint32_t dstHost, int64_t connection) const
+RdmaNic::ConnectionDcqcnState(uint32_t dstHost, int64_t connection, bool busyOk) const
 {
     std::vector<double> out;
-    if (ConnectionRateFraction(dstHost, connection) < 0)
+    const double frac = ConnectionRateFraction(dstHost, connection);
+    if (frac == -1.0 || (frac < 0 && !busyOk))
     {
         return out;
     }
@@ -454,6 +455,10 @@ RdmaNic::ConnectionDcqcnState(uint32_t dstHost, int64_t connection) const
             return {};
         }
         const SendQp& qp = q->second;
+        if (qp.decTimer.IsPending())
+        {
+            return {}; // a cut is due: the rate is about to change
+        }
         const int64_t next = qp.incTimer.IsPending()
                                  ? (Simulator::Now() + Simulator::GetDelayLeft(qp.incTimer)).GetNanoSeconds()
                                  : -1;
@@ -463,11 +468,101 @@ RdmaNic::ConnectionDcqcnState(uint32_t dstHost, int64_t connection) const
     return out;
 }
 
+std::vector<double>
+RdmaNic::TrimMessage(uint32_t dstHost, int64_t connection, uint64_t msgId)
+{
+    const auto it = m_connIndex.find(std::make_pair(dstHost, connection));
+    if (it == m_connIndex.end() || m_conns[it->second].qps.size() != 1)
+    {
+        return {0, 0, 0};
+    }
+    const int32_t ci = it->second;
+    Connection& c = m_conns[ci];
+    auto qit = m_qps.find(c.qps[0]);
+    if (qit == m_qps.end())
+    {
+        return {0, 0, 0};
+    }
+    SendQp& qp = qit->second;
+    auto& msgs = qp.msgs;
+    // The message must be the newest on the connection: its pieces end both queues.
+    if (qp.sndNxt != qp.sndMax || (!c.waiting.empty() && c.waiting.back().id != msgId) ||
+        (c.waiting.empty() && (msgs.empty() || msgs.back().id != msgId)))
+    {
+        return {0, 0, 0}; // (go-back-N in progress: left to ns-3)
+    }
+    std::size_t i0 = msgs.size();
+    while (i0 > 0 && msgs[i0 - 1].id == msgId)
+    {
+        i0--;
+    }
+    std::size_t nWaiting = 0;
+    for (auto w = c.waiting.rbegin(); w != c.waiting.rend() && w->id == msgId; ++w)
+    {
+        nWaiting++;
+    }
+    const bool sent = i0 < msgs.size() && msgs[i0].start < qp.sndNxt;
+    std::size_t keep = msgs.size(); // work request that stays, as the last
+    if (sent)
+    {
+        for (std::size_t i = i0; i < msgs.size(); ++i)
+        {
+            if (msgs[i].end > qp.sndNxt)
+            {
+                keep = i;
+                break;
+            }
+        }
+    }
+    uint64_t removed = 0;
+    uint64_t kept = 0;
+    std::size_t keepWaiting = 0;
+    if (sent && keep < msgs.size())
+    {
+        msgs[keep].last = true;
+        kept = msgs[keep].end - std::max(msgs[keep].start, qp.sndNxt);
+    }
+    else if (sent && nWaiting > 0)
+    {
+        keepWaiting = 1; // all it posted is sent: its oldest waiting step carries the end
+    }
+    const std::size_t cut = sent ? std::min(msgs.size(), keep + 1) : i0;
+    for (std::size_t i = msgs.size(); i > cut; --i)
+    {
+        const MsgRec& rec = msgs.back();
+        removed += rec.end - rec.start;
+        if (rec.conn >= 0)
+        {
+            c.outstanding--;
+        }
+        qp.streamEnd = rec.start;
+        msgs.pop_back();
+    }
+    for (std::size_t i = nWaiting; i > keepWaiting; --i)
+    {
+        removed += c.waiting.back().bytes;
+        c.waiting.pop_back();
+    }
+    if (keepWaiting)
+    {
+        c.waiting.back().last = true;
+        kept = c.waiting.back().bytes;
+    }
+    ReleaseSteps(ci);
+    if (removed == 0)
+    {
+        return {0, static_cast<double>(kept), 0};
+    }
+    return {sent ? 1.0 : 2.0, static_cast<double>(kept), static_cast<double>(removed)};
+}
+
 void
 RdmaNic::Enqueue(SendQp& qp, const MsgRec& rec)
 {
-    qp.streamEnd = rec.end;
-    qp.msgs.push_back(rec);
+    MsgRec r = rec;
+    r.start = qp.streamEnd;
+    qp.streamEnd = r.end;
+    qp.msgs.push_back(r);
     MakeReady(qp);
 }
 

@@ -112,7 +112,17 @@ class RdmaNic : public Object, public RdmaPortOwner
     /// steps waiting) or a cut check is pending; else {line rate bit/s, R_AI,
     /// R_HAI, F, increase interval ns, byte counter bytes} then per QP {RC bit/s,
     /// RT bit/s, timer stage, byte stage, next increase-timer expiry ns (-1: none)}.
-    std::vector<double> ConnectionDcqcnState(uint32_t dstHost, int64_t connection) const;
+    std::vector<double> ConnectionDcqcnState(uint32_t dstHost, int64_t connection,
+                                             bool busyOk = false) const;
+    /// Remove the unsent tail of message @p msgId, the newest one on connection
+    /// (@p dstHost, @p connection) (trim newest first), so that the accelerated
+    /// backend can carry it on in closed form.  Only whole work requests go: the
+    /// one being sent (or, if every posted one is sent, the next step) stays and
+    /// becomes the message's last, so the receiver still completes the message.
+    /// Returns {status, unsent bytes kept, bytes removed}: status 0 nothing
+    /// removed, 1 tail removed, 2 the message removed whole (nothing of it was
+    /// sent; it will never complete).
+    std::vector<double> TrimMessage(uint32_t dstHost, int64_t connection, uint64_t msgId);
     const DcqcnParams& GetDcqcnParams() const { return m_dcqcn; }
     const HpccParams& GetHpccParams() const { return m_hpcc; }
     CcMode GetCcMode() const { return m_cc; }
@@ -137,6 +147,7 @@ class RdmaNic : public Object, public RdmaPortOwner
         uint64_t end;     //!< stream offset one past this work request's last byte
         bool last{true};  //!< the message's last work request
         int32_t conn{-1}; //!< connection whose step slot it holds (-1: none)
+        uint64_t start{0}; //!< stream offset of its first byte (set by Enqueue)
     };
 
     struct Step
