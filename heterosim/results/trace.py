@@ -63,15 +63,23 @@ def write_trace(path, sim, ir, *, max_messages: int = MAX_TRACE_MESSAGES, max_ev
     net_pid = ir.world_size
     parts.append(json.dumps({"ph": "M", "name": "process_name", "pid": net_pid,
                              "args": {"name": "network messages"}}))
+    # the same fields as json.dumps of each event's dict, with the strings encoded once per distinct value
+    enc: dict = {}
+
+    def j(x) -> str:
+        v = enc.get(x)
+        if v is None:
+            v = enc[x] = json.dumps(x)
+        return v
+
     for m in sim.messages[:max_messages]:
         if m.end_ns < 0:
             continue
-        common = {"cat": f"msg.{m.link}", "pid": net_pid, "tid": 0, "id": m.id,
-                  "name": f"{m.collective} {m.src}->{m.dst}"}
-        parts.append(json.dumps({**common, "ph": "b", "ts": m.start_ns / 1000.0,
-                                 "args": {"bytes": m.size_bytes, "link": m.link, "src": m.src_ep,
-                                          "dst": m.dst_ep}}))
-        parts.append(json.dumps({**common, "ph": "e", "ts": m.end_ns / 1000.0}))
+        common = (f'"cat": {j(f"msg.{m.link}")}, "pid": {net_pid}, "tid": 0, "id": {m.id}, '
+                  f'"name": {j(f"{m.collective} {m.src}->{m.dst}")}')
+        parts.append(f'{{{common}, "ph": "b", "ts": {m.start_ns / 1000.0}, "args": {{"bytes": {m.size_bytes}, '
+                     f'"link": {j(m.link)}, "src": {j(m.src_ep)}, "dst": {j(m.dst_ep)}}}}}')
+        parts.append(f'{{{common}, "ph": "e", "ts": {m.end_ns / 1000.0}}}')
     meta = {"lanes_shown": len(lanes), "lanes_total": len(sim.lanes), "sampling": rule,
             "messages_shown": min(len(sim.messages), max_messages), "messages_total": len(sim.messages)}
     with open(path, "w") as fh:
