@@ -109,14 +109,16 @@ class _LinkClass:
     A link's class changes only when a path is registered or dropped; classes are interned by
     ``key = (capacity, frozenset((path id, copies)))``, so a collective's hundreds of parallel links,
     or a path of links nobody else uses, are one constraint each."""
-    __slots__ = ("key", "cap", "paths", "nflows", "nlinks", "load", "bn", "cid")
+    __slots__ = ("key", "cap", "paths", "active", "nflows", "nlinks", "load", "bn", "cid")
 
     def __init__(self, key: tuple, paths: dict[_Path, int], load: float, cid: int):
         self.key = key
         self.cap: float = key[0]
         self.paths = paths
         """Registered paths crossing the class -> their copies on each of its links."""
-        self.nflows = sum(len(p.flows) for p in paths)
+        self.active = {p: w for p, w in paths.items() if p.flows}
+        """The paths that have flows now (the members are theirs)."""
+        self.nflows = sum(len(p.flows) for p in self.active)
         self.nlinks = 0
         self.load = load
         """Sum of the member flows' committed rates times copies."""
@@ -238,6 +240,7 @@ class FlowBackend(NetworkBackend):
         self._copies = 0
         self._last_finish = 0
         self._path_cache: dict[tuple[str, str, int], tuple[tuple[int, ...], int, float]] = {}
+        self._rate_profiles: dict[tuple[str, str, int], tuple] = {}
         self.counters = _Counters()
 
     # ------------------------------------------------------------------ interface
@@ -294,11 +297,17 @@ class FlowBackend(NetworkBackend):
 
     def rate_profile(self, src: str, dst: str, flow_key: int = 0) -> tuple:
         """What a flow's rate depends on but contention: its first, last and narrowest link (NIC caps included)."""
-        if src == dst:
-            return ()
-        links = self._path_info(Message(0, src, dst, 1, self._now, flow_key))[0]
-        caps = [self._cap[l] for l in links]
-        return caps[0], caps[-1], min(caps)
+        key = (src, dst, flow_key)
+        hit = self._rate_profiles.get(key)
+        if hit is None:
+            if src == dst:
+                hit = ()
+            else:
+                links = self._path_info(Message(0, src, dst, 1, self._now, flow_key))[0]
+                caps = [self._cap[l] for l in links]
+                hit = caps[0], caps[-1], min(caps)
+            self._rate_profiles[key] = hit
+        return hit
 
     def _group_links(self, msg: Message, images):
         prof = self.rate_profile(msg.src, msg.dst, msg.flow_key)
@@ -440,9 +449,12 @@ class FlowBackend(NetworkBackend):
                 self._register(p)
             elif not p.flows:
                 del self._idle[p]
+            first = not p.flows
             p.flows[f.seq] = f
             for c in p.classes:
                 c.nflows += 1
+                if first:
+                    c.active[p] = c.paths[p]
                 if c.bn:
                     seeds.update(c.bn)
         self._active += len(new)
@@ -476,8 +488,11 @@ class FlowBackend(NetworkBackend):
             p = f.path
             del p.flows[sq]
             rate = f.rate
+            last = not p.flows
             for c in p.classes:
                 c.nflows -= 1
+                if last:
+                    del c.active[p]
                 if c.nflows:
                     c.load -= rate * c.paths[p]
                 else:
@@ -676,7 +691,7 @@ class FlowBackend(NetworkBackend):
                 # its links has frozen yet and the filling simply goes on.
                 lim = share * (1 + _REL) + 1e-15
                 # (only flows outside S can be pulled in; a link carrying S flows alone has none)
-                pulled = [g for q in l.paths for g in q.flows.values() if g.rate > lim and g.seq not in S] \
+                pulled = [g for q in l.active for g in q.flows.values() if g.rate > lim and g.seq not in S] \
                     if l.nflows > len(s_on[l]) else None
                 if pulled:
                     for g in pulled:
@@ -720,7 +735,7 @@ class FlowBackend(NetworkBackend):
                 if v is None:
                     v = 0.0
                     ins = m in s_on
-                    for q in m.paths:
+                    for q in m.active:
                         for h in q.flows.values():
                             x = new_rate.get(h.seq, h.rate) if ins else h.rate
                             if x > v:
