@@ -7,7 +7,7 @@ Targets (issue 15), printed as target/actual ratios measured in this run; not a 
 
     .venv/bin/python benchmarks/bench_run.py [--gpus 1024] [--no-write] [--full] [--compare]
     .venv/bin/python benchmarks/bench_run.py --mlperf
-    .venv/bin/python benchmarks/bench_run.py --sizes 128,1024,4096,mlperf --before 37204f8
+    .venv/bin/python benchmarks/bench_run.py --sizes 128,1024,4096,mlperf --before 37204f8 [--after HEAD]
 
 ``--before REV`` runs each size twice, each in a fresh process (so peak RSS is its own): once with
 the code of git revision REV (extracted with ``git archive``) and once with this tree, and prints
@@ -149,23 +149,27 @@ def measure_json(size: str, write: bool) -> None:
                       "lanes_total": (sim.symmetry or {}).get("lanes_total", len(sim.lanes))}))
 
 
-def before_after(sizes: list[str], rev: str, write: bool) -> None:
-    """Each size with the code of ``rev`` and with this tree, each in its own process; one table."""
+def before_after(sizes: list[str], rev: str, write: bool, after: str | None = None) -> None:
+    """Each size with the code of ``rev`` and with this tree (or git revision ``after``), each in its
+    own process; one table."""
     here = Path(__file__).resolve().parent.parent
-    with tempfile.TemporaryDirectory() as old:
-        git = subprocess.run(["git", "-C", str(here), "archive", rev], check=True, capture_output=True)
-        subprocess.run(["tar", "-x", "-C", old], input=git.stdout, check=True)
+    with tempfile.TemporaryDirectory() as old, tempfile.TemporaryDirectory() as new:
+        for r, d in ((rev, old), (after, new)):
+            if r is not None:
+                git = subprocess.run(["git", "-C", str(here), "archive", r], check=True, capture_output=True)
+                subprocess.run(["tar", "-x", "-C", d], input=git.stdout, check=True)
+        new = new if after is not None else str(here)
         rows = []
         for size in sizes:
             pair = []
-            for tree in (old, str(here)):
+            for tree in (old, new):
                 cmd = [sys.executable, str(Path(__file__).resolve()), "--json", size] + ([] if write else ["--no-write"])
                 out = subprocess.run(cmd, env={**os.environ, "PYTHONPATH": tree}, check=True, capture_output=True,
                                      text=True).stdout
                 pair.append(json.loads(out.strip().splitlines()[-1]))
                 print(f"  {size:>6} {'before' if tree == old else 'after '}: {pair[-1]}", flush=True)
             rows.append(pair)
-    print(f"\nbefore = git {rev}, after = this tree; flow backend, symmetry reduction on; "
+    print(f"\nbefore = git {rev}, after = {'git ' + after if after else 'this tree'}; flow backend, symmetry reduction on; "
           f"{'results written (summary, trace, plots)' if write else 'compile + simulate only'}")
     print(f"{'GPUs':>6} | {'wall s (before/after)':>22} {'x':>5} | {'CPU s':>15} {'x':>5} | {'peak RSS GB':>11} | "
           f"{'events':>17} | {'iteration s (before/after)':>26} | lanes")
@@ -193,6 +197,7 @@ def main() -> None:
     ap.add_argument("--compare", action="store_true", help="run reduced and full, print the ratio")
     ap.add_argument("--sizes", default=None, help="comma-separated GPU counts and/or 'mlperf' (with --before)")
     ap.add_argument("--before", default=None, metavar="REV", help="git revision to compare with (fresh processes)")
+    ap.add_argument("--after", default=None, metavar="REV", help="with --before: this revision instead of the tree")
     ap.add_argument("--json", default=None, metavar="SIZE", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.json:
@@ -200,7 +205,7 @@ def main() -> None:
         return
     if args.before:
         sizes = (args.sizes or ("mlperf" if args.mlperf else str(args.gpus))).split(",")
-        before_after([x.strip() for x in sizes], args.before, args.write)
+        before_after([x.strip() for x in sizes], args.before, args.write, args.after)
         return
     if args.mlperf:
         sc = scenario_from_dict(mlperf_scenario())
