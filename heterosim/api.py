@@ -268,10 +268,7 @@ def _symmetry(sc: Scenario, backend: str) -> bool:
     flow provably share one max-min rate; packet-level copies do not (DCQCN is not perfectly fair), and
     background traffic is not symmetric."""
     sim = getattr(sc, "simulation", None)
-    # Off with hashed ECMP, where the reduced run is not yet within 0.5% (tests/sim/test_symmetry.py
-    # xfail: copies of a group take one rate, the slowest copy's, while hash collisions differ per copy).
-    exact = sc.network.ecmp == "rail"
-    return (sim is None or sim.symmetry) and exact and sc.network.background is None and backend == "flow"
+    return (sim is None or sim.symmetry) and sc.network.background is None and backend == "flow"
 
 
 def write_results(result: RunResult, out_dir: str | Path) -> Path:

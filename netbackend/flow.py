@@ -291,12 +291,16 @@ class FlowBackend(NetworkBackend):
         return True
 
     def _profile(self, src: str, dst: str, flow_key: int) -> tuple:
-        """Everything a flow's timing depends on but contention: link rates in order, fixed latency."""
+        """Everything a flow's timing depends on but contention: link rates in order, fixed latency; and
+        where the ECMP hash chose its links, which links (whom it collides with depends on them)."""
         links, fixed_ns, _ = self._path_info(Message(0, src, dst, 1, self._now, flow_key))
-        return tuple(self._cap[l] for l in links), fixed_ns
+        prof = tuple(self._cap[l] for l in links), fixed_ns
+        return prof + (links,) if src != dst and self.router.hashed(src, dst) else prof
 
     def rate_profile(self, src: str, dst: str, flow_key: int = 0) -> tuple:
-        """What a flow's rate depends on but contention: its first, last and narrowest link (NIC caps included)."""
+        """What a flow's rate depends on but contention: its first, last and narrowest link (NIC caps
+        included); where the ECMP hash chose its links, the links too: copies that hash onto other
+        spines meet other collisions, so they are never alike (they are sent, and simulated, one by one)."""
         key = (src, dst, flow_key)
         hit = self._rate_profiles.get(key)
         if hit is None:
@@ -306,6 +310,8 @@ class FlowBackend(NetworkBackend):
                 links = self._path_info(Message(0, src, dst, 1, self._now, flow_key))[0]
                 caps = [self._cap[l] for l in links]
                 hit = caps[0], caps[-1], min(caps)
+                if self.router.hashed(src, dst):
+                    hit += (links,)
             self._rate_profiles[key] = hit
         return hit
 
