@@ -41,7 +41,7 @@ TARGET_MLPERF_S = 60.0
 TARGET_MLPERF_RSS_GB = 4.0
 
 
-def scenario(nodes: int, pp: int, batch: int) -> dict:
+def scenario(nodes: int, pp: int, batch: int, ecmp: str = "hash") -> dict:
     """GPT-3 175B on DGX A100 nodes, TP8, leaf-spine (the 1,024-GPU benchmark of the coordinator issue)."""
     return {
         "name": f"bench-gpt3-175b-{nodes * 8}",
@@ -50,7 +50,7 @@ def scenario(nodes: int, pp: int, batch: int) -> dict:
         "training": {"global_batch_size": batch, "micro_batch_size": 1, "seq_length": 2048, "precision": "bf16"},
         "cluster": {"groups": [{"name": "a100", "node_type": "dgx-a100", "num_nodes": nodes}]},
         "fabric": {"kind": "leaf_spine", "hosts_per_leaf": 32, "uplink_gbps": 400},
-        "network": {"backend": "flow"},
+        "network": {"backend": "flow", "ecmp": ecmp},
     }
 
 
@@ -121,7 +121,7 @@ def report(label: str, r: dict, write: bool) -> None:
     print(f"    messages (all copies)    : {sim.all_messages:,}; inter-node bytes {sim.net_bytes:,}")
 
 
-def scenario_for(size: str, pp: int = 16, batch: int | None = None):
+def scenario_for(size: str, pp: int = 16, batch: int | None = None, ecmp: str = "hash"):
     """(scenario, title, target seconds or None) for a size: a GPU count (1,024-GPU shape) or 'mlperf'."""
     if size == "mlperf":
         return (scenario_from_dict(mlperf_scenario()),
@@ -129,8 +129,8 @@ def scenario_for(size: str, pp: int = 16, batch: int | None = None):
                 TARGET_MLPERF_S)
     gpus = int(size)
     batch = batch or gpus * 3 // 2
-    return (scenario_from_dict(scenario(gpus // 8, pp, batch)),
-            f"GPT-3 175B, {gpus} A100 (TP8 PP{pp} DP{gpus // 8 // pp}), batch {batch}, leaf-spine",
+    return (scenario_from_dict(scenario(gpus // 8, pp, batch, ecmp)),
+            f"GPT-3 175B, {gpus} A100 (TP8 PP{pp} DP{gpus // 8 // pp}), batch {batch}, leaf-spine, {ecmp} ECMP",
             TARGET_1024_S if gpus == 1024 else None)
 
 
@@ -190,6 +190,8 @@ def main() -> None:
     ap.add_argument("--gpus", type=int, default=1024)
     ap.add_argument("--pp", type=int, default=16)
     ap.add_argument("--batch", type=int, default=None, help="default 1.5 x GPUs (192 micro-batches per replica)")
+    ap.add_argument("--ecmp", choices=("hash", "rail"), default="hash",
+                    help="leaf-spine paths: hashed (default, as in the issue) or rails pinned to spines")
     ap.add_argument("--mlperf", action="store_true", help="GPT-3 175B, 10,752 H100, MLPerf shape")
     ap.add_argument("--no-write", dest="write", action="store_false",
                     help="time compile + simulate only (no summary files, trace, plots)")
@@ -213,8 +215,9 @@ def main() -> None:
         target, gpus = TARGET_MLPERF_S, 10752
     else:
         batch = args.batch or args.gpus * 3 // 2
-        sc = scenario_from_dict(scenario(args.gpus // 8, args.pp, batch))
-        title = f"GPT-3 175B, {args.gpus} A100 (TP8 PP{args.pp} DP{args.gpus // 8 // args.pp}), batch {batch}, leaf-spine"
+        sc = scenario_from_dict(scenario(args.gpus // 8, args.pp, batch, args.ecmp))
+        title = (f"GPT-3 175B, {args.gpus} A100 (TP8 PP{args.pp} DP{args.gpus // 8 // args.pp}), batch {batch}, "
+                 f"leaf-spine, {args.ecmp} ECMP")
         target, gpus = (TARGET_1024_S if args.gpus == 1024 else None), args.gpus
     print(title + ", flow backend")
     runs = []
