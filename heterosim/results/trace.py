@@ -89,15 +89,31 @@ def write_trace(path, sim, ir, *, max_messages: int = MAX_TRACE_MESSAGES, max_ev
 
 
 def _static_part(prog, oid: int) -> tuple[str, str]:
-    """(head fields, args fields) of an op's X event, JSON-encoded without braces."""
+    """(head fields, args fields) of an op's X event, JSON-encoded without braces (as json.dumps writes them)."""
     op = prog.ops[oid]
-    head = json.dumps({"ph": "X", "name": op.name, "cat": op.kind, "tid": prog.stream_of[oid]})[1:-1]
-    args = {"phase": op.phase, "mb": op.microbatch, "layer": op.layer}
+    head = f'"ph": "X", "name": {_js(op.name)}, "cat": {_js(op.kind)}, "tid": {_js(prog.stream_of[oid])}'
+    args = f'"phase": {_js(op.phase)}, "mb": {_js(op.microbatch)}, "layer": {_js(op.layer)}'
     if op.kind == "comm":
-        args.update(collective=op.collective, bytes=op.size_bytes, group=op.group)
+        args += f', "collective": {_js(op.collective)}, "bytes": {_js(op.size_bytes)}, "group": {_js(op.group)}'
     else:
-        args.update(flops=op.flops)
-    return head, json.dumps(args)[1:-1]
+        args += f', "flops": {_js(op.flops)}'
+    return head, args
+
+
+_JS: dict = {}
+
+
+def _js(v) -> str:
+    """json.dumps of one scalar, strings and other values encoded once (a trace repeats them 100k times)."""
+    if type(v) is int:
+        return int.__repr__(v)
+    key = (type(v), v)
+    out = _JS.get(key)
+    if out is None:
+        out = json.dumps(v)
+        if len(_JS) < 100_000:
+            _JS[key] = out
+    return out
 
 
 SAMPLED_REPLICAS = 2
