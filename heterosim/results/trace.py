@@ -28,6 +28,7 @@ def write_trace(path, sim, ir, *, max_messages: int = MAX_TRACE_MESSAGES, max_ev
     # Serialized by hand: the static part of every op's event (name, args) is encoded once per
     # program, and only pid/ts/dur are formatted per event (json.dump of 500k dicts is ~5x slower).
     static: dict[int, list[str]] = {}
+    shared: dict[tuple, list] = {}
     parts: list[str] = []
     for lane in lanes:
         prog = sim.programs[lane.program]
@@ -40,17 +41,11 @@ def write_trace(path, sim, ir, *, max_messages: int = MAX_TRACE_MESSAGES, max_ev
             procs = [(r, f"rank {r} stage {stage} ({lane.device})") for r in ranks]
         else:
             procs = [(ranks[0], f"ranks {ranks[0]}-{ranks[-1]} (TP group) stage {stage} ({lane.device})")]
-        slices = []
-        for oid, op in enumerate(prog.ops):
-            s, e = lane.start_ns[oid], lane.end_ns[oid]
-            if s < 0 or e < 0:
-                continue
-            waited = ""
-            if op.kind == "comm":  # the slice covers the data movement; the wait for peers is an arg
-                moving = lane.comm_start_ns.get(oid, s)
-                waited = f',"waited_for_peers_us":{(moving - s) / 1000.0}'
-                s = moving
-            slices.append((templates[oid], f'"ts":{s / 1000.0},"dur":{max(e - s, 0) / 1000.0}', waited))
+        # lanes of mirrored replicas (symmetry reduction) share their representative's timeline lists
+        key = (id(lane.start_ns), id(lane.end_ns), id(lane.comm_start_ns), lane.program)
+        slices = shared.get(key)
+        if slices is None:
+            slices = shared[key] = _slices(prog, lane, templates)
         for pid, name in procs:
             parts.append(json.dumps({"ph": "M", "name": "process_name", "pid": pid, "args": {"name": name}}))
             parts.append(json.dumps({"ph": "M", "name": "process_sort_index", "pid": pid,
@@ -86,6 +81,22 @@ def write_trace(path, sim, ir, *, max_messages: int = MAX_TRACE_MESSAGES, max_ev
         fh.write('{"traceEvents":[')
         fh.write(",\n".join(parts))
         fh.write(f'],"displayTimeUnit":"ns","metadata":{json.dumps(meta)}}}')
+
+
+def _slices(prog, lane, templates) -> list[tuple]:
+    """(static part, times, wait arg) of every op of the lane that ran."""
+    slices = []
+    for oid, op in enumerate(prog.ops):
+        s, e = lane.start_ns[oid], lane.end_ns[oid]
+        if s < 0 or e < 0:
+            continue
+        waited = ""
+        if op.kind == "comm":  # the slice covers the data movement; the wait for peers is an arg
+            moving = lane.comm_start_ns.get(oid, s)
+            waited = f',"waited_for_peers_us":{(moving - s) / 1000.0}'
+            s = moving
+        slices.append((templates[oid], f'"ts":{s / 1000.0},"dur":{max(e - s, 0) / 1000.0}', waited))
+    return slices
 
 
 def _static_part(prog, oid: int) -> tuple[str, str]:
