@@ -22,10 +22,12 @@ further on. Two reductions follow, both exact when the symmetry is real:
   the network sameness of an orbit's copies is checked by the caller.
 
 Anything that breaks a condition (heterogeneous groups, stragglers, degraded
-links on a replica's paths, background traffic) just makes more classes or leaves
-a schedule unreduced, so the result is the same as the full simulation's up to
-max-min sharing between copies that collide on a link (ECMP), where the copies'
-common rate is the slowest copy's.
+links, background traffic) just makes more classes or leaves a schedule
+unreduced, so the result is the full simulation's. A dp ring must map onto itself
+under the shift between two replicas (:func:`_dp_ring_period`): one unlike hop
+times every ring position differently. Paths on which the ECMP hash chose links
+are never alike (the flow engine's profiles name those links), since each copy
+meets its own collisions.
 """
 from __future__ import annotations
 
