@@ -7,6 +7,11 @@ Targets (issue 15), printed as target/actual ratios measured in this run; not a 
 
     .venv/bin/python benchmarks/bench_run.py [--gpus 1024] [--no-write] [--full] [--compare]
     .venv/bin/python benchmarks/bench_run.py --mlperf
+    .venv/bin/python benchmarks/bench_run.py --sizes 128,1024,4096,mlperf --before 37204f8 [--after HEAD]
+
+``--before REV`` runs each size twice, each in a fresh process (so peak RSS is its own): once with
+the code of git revision REV (extracted with ``git archive``) and once with this tree, and prints
+the before/after table (wall, CPU, peak RSS, events, iteration time) with the ratios.
 
 ``--gpus N`` keeps the 1,024-GPU shape per replica (TP8 PP16, 192 micro-batches per replica, so
 batch = 1.5 N). It prints events/s, simulated vs total lanes (TP groups), the replica classes and
@@ -19,9 +24,14 @@ Wall time on a shared machine is noisy: CPU seconds of this process are printed 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import resource
+import subprocess
+import sys
 import tempfile
 import time
+from pathlib import Path
 
 from heterosim import api
 from heterosim.config.loader import scenario_from_dict
@@ -31,7 +41,7 @@ TARGET_MLPERF_S = 60.0
 TARGET_MLPERF_RSS_GB = 4.0
 
 
-def scenario(nodes: int, pp: int, batch: int) -> dict:
+def scenario(nodes: int, pp: int, batch: int, ecmp: str = "hash") -> dict:
     """GPT-3 175B on DGX A100 nodes, TP8, leaf-spine (the 1,024-GPU benchmark of the coordinator issue)."""
     return {
         "name": f"bench-gpt3-175b-{nodes * 8}",
@@ -40,7 +50,7 @@ def scenario(nodes: int, pp: int, batch: int) -> dict:
         "training": {"global_batch_size": batch, "micro_batch_size": 1, "seq_length": 2048, "precision": "bf16"},
         "cluster": {"groups": [{"name": "a100", "node_type": "dgx-a100", "num_nodes": nodes}]},
         "fabric": {"kind": "leaf_spine", "hosts_per_leaf": 32, "uplink_gbps": 400},
-        "network": {"backend": "flow"},
+        "network": {"backend": "flow", "ecmp": ecmp},
     }
 
 
@@ -111,25 +121,103 @@ def report(label: str, r: dict, write: bool) -> None:
     print(f"    messages (all copies)    : {sim.all_messages:,}; inter-node bytes {sim.net_bytes:,}")
 
 
+def scenario_for(size: str, pp: int = 16, batch: int | None = None, ecmp: str = "hash"):
+    """(scenario, title, target seconds or None) for a size: a GPU count (1,024-GPU shape) or 'mlperf'."""
+    if size == "mlperf":
+        return (scenario_from_dict(mlperf_scenario()),
+                "GPT-3 175B MLPerf shape, 10,752 H100 (TP4 PP8 v12 DP336), batch 2,688, rail-optimized",
+                TARGET_MLPERF_S)
+    gpus = int(size)
+    batch = batch or gpus * 3 // 2
+    return (scenario_from_dict(scenario(gpus // 8, pp, batch, ecmp)),
+            f"GPT-3 175B, {gpus} A100 (TP8 PP{pp} DP{gpus // 8 // pp}), batch {batch}, leaf-spine, {ecmp} ECMP",
+            TARGET_1024_S if gpus == 1024 else None)
+
+
+def measure_json(size: str, write: bool) -> None:
+    """One run in this process, printed as one JSON line (what --before compares)."""
+    import heterosim
+
+    sc, _, _ = scenario_for(size)
+    r = one(sc, write=write, symmetry=True)
+    sim = r["res"].sim
+    print(json.dumps({"size": size, "code": str(Path(heterosim.__file__).parent.parent),
+                      "iteration_ns": sim.iteration_time_ns, "events": sim.events,
+                      "compile_s": r["compile"], "simulate_s": r["simulate"], "write_s": r["write"],
+                      "wall_s": r["total"], "cpu_s": r["cpu"], "rss_gb": peak_rss_gb(),
+                      "lanes": (sim.symmetry or {}).get("lanes_simulated", len(sim.lanes)),
+                      "lanes_total": (sim.symmetry or {}).get("lanes_total", len(sim.lanes))}))
+
+
+def before_after(sizes: list[str], rev: str, write: bool, after: str | None = None) -> None:
+    """Each size with the code of ``rev`` and with this tree (or git revision ``after``), each in its
+    own process; one table."""
+    here = Path(__file__).resolve().parent.parent
+    with tempfile.TemporaryDirectory() as old, tempfile.TemporaryDirectory() as new:
+        for r, d in ((rev, old), (after, new)):
+            if r is not None:
+                git = subprocess.run(["git", "-C", str(here), "archive", r], check=True, capture_output=True)
+                subprocess.run(["tar", "-x", "-C", d], input=git.stdout, check=True)
+        new = new if after is not None else str(here)
+        rows = []
+        for size in sizes:
+            pair = []
+            for tree in (old, new):
+                cmd = [sys.executable, str(Path(__file__).resolve()), "--json", size] + ([] if write else ["--no-write"])
+                out = subprocess.run(cmd, env={**os.environ, "PYTHONPATH": tree}, check=True, capture_output=True,
+                                     text=True).stdout
+                pair.append(json.loads(out.strip().splitlines()[-1]))
+                print(f"  {size:>6} {'before' if tree == old else 'after '}: {pair[-1]}", flush=True)
+            rows.append(pair)
+    print(f"\nbefore = git {rev}, after = {'git ' + after if after else 'this tree'}; flow backend, symmetry reduction on; "
+          f"{'results written (summary, trace, plots)' if write else 'compile + simulate only'}")
+    print(f"{'GPUs':>6} | {'wall s (before/after)':>22} {'x':>5} | {'CPU s':>15} {'x':>5} | {'peak RSS GB':>11} | "
+          f"{'events':>17} | {'iteration s (before/after)':>26} | lanes")
+    for b, a in rows:
+        gpus = "10752" if a["size"] == "mlperf" else a["size"]
+        print(f"{gpus:>6} | {b['wall_s']:10.1f} {a['wall_s']:10.1f} {b['wall_s'] / a['wall_s']:5.1f} | "
+              f"{b['cpu_s']:7.1f} {a['cpu_s']:7.1f} {b['cpu_s'] / a['cpu_s']:5.1f} | {b['rss_gb']:5.2f} {a['rss_gb']:5.2f} | "
+              f"{b['events']:8,} {a['events']:8,} | {b['iteration_ns'] / 1e9:12.6f} {a['iteration_ns'] / 1e9:12.6f} | "
+              f"{a['lanes']}/{a['lanes_total']}")
+        _, _, target = scenario_for(a["size"])
+        if target is not None:
+            print(f"{'':>6}   target {target:.0f} s end to end: ratio target/actual = {target / a['wall_s']:.2f} (wall), "
+                  f"{target / a['cpu_s']:.2f} (CPU)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--gpus", type=int, default=1024)
     ap.add_argument("--pp", type=int, default=16)
     ap.add_argument("--batch", type=int, default=None, help="default 1.5 x GPUs (192 micro-batches per replica)")
+    ap.add_argument("--ecmp", choices=("hash", "rail"), default="hash",
+                    help="leaf-spine paths: hashed (default, as in the issue) or rails pinned to spines")
     ap.add_argument("--mlperf", action="store_true", help="GPT-3 175B, 10,752 H100, MLPerf shape")
     ap.add_argument("--no-write", dest="write", action="store_false",
                     help="time compile + simulate only (no summary files, trace, plots)")
     ap.add_argument("--full", action="store_true", help="no symmetry reduction")
     ap.add_argument("--compare", action="store_true", help="run reduced and full, print the ratio")
+    ap.add_argument("--sizes", default=None, help="comma-separated GPU counts and/or 'mlperf' (with --before)")
+    ap.add_argument("--before", default=None, metavar="REV", help="git revision to compare with (fresh processes)")
+    ap.add_argument("--after", default=None, metavar="REV", help="with --before: this revision instead of the tree")
+    ap.add_argument("--json", default=None, metavar="SIZE", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.json:
+        measure_json(args.json, args.write)
+        return
+    if args.before:
+        sizes = (args.sizes or ("mlperf" if args.mlperf else str(args.gpus))).split(",")
+        before_after([x.strip() for x in sizes], args.before, args.write, args.after)
+        return
     if args.mlperf:
         sc = scenario_from_dict(mlperf_scenario())
         title = "GPT-3 175B MLPerf shape, 10,752 H100 (TP4 PP8 v12 DP336), batch 2,688, rail-optimized"
         target, gpus = TARGET_MLPERF_S, 10752
     else:
         batch = args.batch or args.gpus * 3 // 2
-        sc = scenario_from_dict(scenario(args.gpus // 8, args.pp, batch))
-        title = f"GPT-3 175B, {args.gpus} A100 (TP8 PP{args.pp} DP{args.gpus // 8 // args.pp}), batch {batch}, leaf-spine"
+        sc = scenario_from_dict(scenario(args.gpus // 8, args.pp, batch, args.ecmp))
+        title = (f"GPT-3 175B, {args.gpus} A100 (TP8 PP{args.pp} DP{args.gpus // 8 // args.pp}), batch {batch}, "
+                 f"leaf-spine, {args.ecmp} ECMP")
         target, gpus = (TARGET_1024_S if args.gpus == 1024 else None), args.gpus
     print(title + ", flow backend")
     runs = []

@@ -292,10 +292,7 @@ def _symmetry(sc: Scenario, backend: str) -> bool:
     flow provably share one max-min rate; packet-level copies do not (DCQCN is not perfectly fair), and
     background traffic is not symmetric."""
     sim = getattr(sc, "simulation", None)
-    # Off where the reduced run is not yet shown exact (tests/sim/test_symmetry.py xfails): hashed
-    # ECMP (0.97% off) and degraded links.
-    exact = sc.network.ecmp == "rail" and not sc.cluster.degraded_links
-    return (sim is None or sim.symmetry) and exact and sc.network.background is None and backend == "flow"
+    return (sim is None or sim.symmetry) and sc.network.background is None and backend == "flow"
 
 
 def write_results(result: RunResult, out_dir: str | Path) -> Path:

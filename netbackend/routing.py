@@ -96,6 +96,7 @@ class Router:
             raise NetworkError("ECMP mode must be 'hash' or 'rail'", field="network.ecmp", value=mode)
         self.topology = topology
         self.mode = mode
+        self._hashed: dict[tuple[int, int], bool] = {}
         self.seed = int(seed)
         names = list(topology.hosts) + list(topology.switches)
         self.node_names: list[str] = names
@@ -266,6 +267,37 @@ class Router:
         res = (nodes, links)
         self._path_cache[key] = res
         return res
+
+    def hashed(self, src: str, dst: str) -> bool:
+        """Whether a flow src -> dst has a choice among equal-cost links that the ECMP hash makes
+        (``mode == "hash"``; rail mode and single paths: False). Cached."""
+        if self.mode == "rail":
+            return False
+        s = self._host_idx(src, "message.src")
+        t = self._host_idx(dst, "message.dst")
+        key = (s, t)
+        hit = self._hashed.get(key)
+        if hit is None:
+            hit = False
+            if s != t:
+                dist = self._dist_table(self._anchor(t)[0])
+                seen, todo = {s}, [s]
+                while todo and not hit:
+                    u = todo.pop()
+                    if t in self._adj[u]:
+                        opts = self._adj[u][t]
+                    else:
+                        want = dist[u] - 1
+                        opts = [lid for v in self._switch_nbrs[u] if dist[v] == want for lid in self._adj[u][v]]
+                    if len(opts) > 1:
+                        hit = True
+                    for lid in opts:
+                        v = self.link_dst[lid]
+                        if v != t and v not in seen:
+                            seen.add(v)
+                            todo.append(v)
+            self._hashed[key] = hit
+        return hit
 
     def path(self, src: str, dst: str, flow_key: int = 0) -> list[str]:
         """Node names src..dst of the path a flow takes."""

@@ -28,6 +28,7 @@ def write_trace(path, sim, ir, *, max_messages: int = MAX_TRACE_MESSAGES, max_ev
     # Serialized by hand: the static part of every op's event (name, args) is encoded once per
     # program, and only pid/ts/dur are formatted per event (json.dump of 500k dicts is ~5x slower).
     static: dict[int, list[str]] = {}
+    shared: dict[tuple, list] = {}
     parts: list[str] = []
     for lane in lanes:
         prog = sim.programs[lane.program]
@@ -40,17 +41,11 @@ def write_trace(path, sim, ir, *, max_messages: int = MAX_TRACE_MESSAGES, max_ev
             procs = [(r, f"rank {r} stage {stage} ({lane.device})") for r in ranks]
         else:
             procs = [(ranks[0], f"ranks {ranks[0]}-{ranks[-1]} (TP group) stage {stage} ({lane.device})")]
-        slices = []
-        for oid, op in enumerate(prog.ops):
-            s, e = lane.start_ns[oid], lane.end_ns[oid]
-            if s < 0 or e < 0:
-                continue
-            waited = ""
-            if op.kind == "comm":  # the slice covers the data movement; the wait for peers is an arg
-                moving = lane.comm_start_ns.get(oid, s)
-                waited = f',"waited_for_peers_us":{(moving - s) / 1000.0}'
-                s = moving
-            slices.append((templates[oid], f'"ts":{s / 1000.0},"dur":{max(e - s, 0) / 1000.0}', waited))
+        # lanes of mirrored replicas (symmetry reduction) share their representative's timeline lists
+        key = (id(lane.start_ns), id(lane.end_ns), id(lane.comm_start_ns), lane.program)
+        slices = shared.get(key)
+        if slices is None:
+            slices = shared[key] = _slices(prog, lane, templates)
         for pid, name in procs:
             parts.append(json.dumps({"ph": "M", "name": "process_name", "pid": pid, "args": {"name": name}}))
             parts.append(json.dumps({"ph": "M", "name": "process_sort_index", "pid": pid,
@@ -63,15 +58,23 @@ def write_trace(path, sim, ir, *, max_messages: int = MAX_TRACE_MESSAGES, max_ev
     net_pid = ir.world_size
     parts.append(json.dumps({"ph": "M", "name": "process_name", "pid": net_pid,
                              "args": {"name": "network messages"}}))
+    # the same fields as json.dumps of each event's dict, with the strings encoded once per distinct value
+    enc: dict = {}
+
+    def j(x) -> str:
+        v = enc.get(x)
+        if v is None:
+            v = enc[x] = json.dumps(x)
+        return v
+
     for m in sim.messages[:max_messages]:
         if m.end_ns < 0:
             continue
-        common = {"cat": f"msg.{m.link}", "pid": net_pid, "tid": 0, "id": m.id,
-                  "name": f"{m.collective} {m.src}->{m.dst}"}
-        parts.append(json.dumps({**common, "ph": "b", "ts": m.start_ns / 1000.0,
-                                 "args": {"bytes": m.size_bytes, "link": m.link, "src": m.src_ep,
-                                          "dst": m.dst_ep}}))
-        parts.append(json.dumps({**common, "ph": "e", "ts": m.end_ns / 1000.0}))
+        common = (f'"cat": {j(f"msg.{m.link}")}, "pid": {net_pid}, "tid": 0, "id": {m.id}, '
+                  f'"name": {j(f"{m.collective} {m.src}->{m.dst}")}')
+        parts.append(f'{{{common}, "ph": "b", "ts": {m.start_ns / 1000.0}, "args": {{"bytes": {m.size_bytes}, '
+                     f'"link": {j(m.link)}, "src": {j(m.src_ep)}, "dst": {j(m.dst_ep)}}}}}')
+        parts.append(f'{{{common}, "ph": "e", "ts": {m.end_ns / 1000.0}}}')
     meta = {"lanes_shown": len(lanes), "lanes_total": len(sim.lanes), "sampling": rule,
             "messages_shown": min(len(sim.messages), max_messages), "messages_total": len(sim.messages)}
     with open(path, "w") as fh:
@@ -80,16 +83,48 @@ def write_trace(path, sim, ir, *, max_messages: int = MAX_TRACE_MESSAGES, max_ev
         fh.write(f'],"displayTimeUnit":"ns","metadata":{json.dumps(meta)}}}')
 
 
+def _slices(prog, lane, templates) -> list[tuple]:
+    """(static part, times, wait arg) of every op of the lane that ran."""
+    slices = []
+    for oid, op in enumerate(prog.ops):
+        s, e = lane.start_ns[oid], lane.end_ns[oid]
+        if s < 0 or e < 0:
+            continue
+        waited = ""
+        if op.kind == "comm":  # the slice covers the data movement; the wait for peers is an arg
+            moving = lane.comm_start_ns.get(oid, s)
+            waited = f',"waited_for_peers_us":{(moving - s) / 1000.0}'
+            s = moving
+        slices.append((templates[oid], f'"ts":{s / 1000.0},"dur":{max(e - s, 0) / 1000.0}', waited))
+    return slices
+
+
 def _static_part(prog, oid: int) -> tuple[str, str]:
-    """(head fields, args fields) of an op's X event, JSON-encoded without braces."""
+    """(head fields, args fields) of an op's X event, JSON-encoded without braces (as json.dumps writes them)."""
     op = prog.ops[oid]
-    head = json.dumps({"ph": "X", "name": op.name, "cat": op.kind, "tid": prog.stream_of[oid]})[1:-1]
-    args = {"phase": op.phase, "mb": op.microbatch, "layer": op.layer}
+    head = f'"ph": "X", "name": {_js(op.name)}, "cat": {_js(op.kind)}, "tid": {_js(prog.stream_of[oid])}'
+    args = f'"phase": {_js(op.phase)}, "mb": {_js(op.microbatch)}, "layer": {_js(op.layer)}'
     if op.kind == "comm":
-        args.update(collective=op.collective, bytes=op.size_bytes, group=op.group)
+        args += f', "collective": {_js(op.collective)}, "bytes": {_js(op.size_bytes)}, "group": {_js(op.group)}'
     else:
-        args.update(flops=op.flops)
-    return head, json.dumps(args)[1:-1]
+        args += f', "flops": {_js(op.flops)}'
+    return head, args
+
+
+_JS: dict = {}
+
+
+def _js(v) -> str:
+    """json.dumps of one scalar, strings and other values encoded once (a trace repeats them 100k times)."""
+    if type(v) is int:
+        return int.__repr__(v)
+    key = (type(v), v)
+    out = _JS.get(key)
+    if out is None:
+        out = json.dumps(v)
+        if len(_JS) < 100_000:
+            _JS[key] = out
+    return out
 
 
 SAMPLED_REPLICAS = 2

@@ -22,13 +22,16 @@ further on. Two reductions follow, both exact when the symmetry is real:
   the network sameness of an orbit's copies is checked by the caller.
 
 Anything that breaks a condition (heterogeneous groups, stragglers, degraded
-links on a replica's paths, background traffic) just makes more classes or leaves
-a schedule unreduced, so the result is the same as the full simulation's up to
-max-min sharing between copies that collide on a link (ECMP), where the copies'
-common rate is the slowest copy's.
+links, background traffic) just makes more classes or leaves a schedule
+unreduced, so the result is the full simulation's. A dp ring must map onto itself
+under the shift between two replicas (:func:`_dp_ring_period`): one unlike hop
+times every ring position differently. Paths on which the ECMP hash chose links
+are never alike (the flow engine's profiles name those links), since each copy
+meets its own collisions.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -149,12 +152,13 @@ def replica_classes(ir, system, used_dims: set[str], *, lane_key: Callable[[tupl
                 return False
         return True
 
+    period = _dp_ring_period(dp, dp_profile)
     classes: list[list[int]] = []
     class_of = [-1] * D
     for d in range(D):
         for ci, cls in enumerate(classes):
-            if matches(cls[0], d) and _pp_alike(pp_pairs, cls[0], d, dp, dp_of, position, pp_profile) \
-                    and _dp_alike(dp, cls[0], d, dp_profile):
+            if (d - cls[0]) % period == 0 and matches(cls[0], d) \
+                    and _pp_alike(pp_pairs, cls[0], d, dp, dp_of, position, pp_profile):
                 cls.append(d)
                 class_of[d] = ci
                 break
@@ -176,17 +180,26 @@ def _pp_alike(pairs, e: int, d: int, dp, dp_of, position, profile) -> bool:
     return True
 
 
-def _dp_alike(dp, e: int, d: int, profile) -> bool:
-    """Replica d's links to its data-parallel neighbours look like replica e's (a degraded link between
-    two replicas changes how the collectives they share load both, so both leave the class)."""
+def _dp_ring_period(dp, profile) -> int:
+    """The smallest shift p (a divisor of D) that maps every data-parallel ring onto itself, links included.
+
+    The collectives of a dp group (rings over its positions) load the fabric at every position the
+    same way, only if every position's links to its neighbours look alike; one unlike link (a
+    degraded NIC, a slower node kind) makes each position's traffic run at its own times all round
+    the ring (its steps wait on the slow hop), and another replica's pipeline traffic crossing those
+    links sees that. So replicas d and e are interchangeable only when shifting the rings by d - e
+    changes nothing: d - e must be a multiple of the period of every ring's link profiles."""
     D = len(dp[0])
+    ids: dict = {}
+    seqs = []
     for g in dp:
-        for step in (1, -1):
-            if profile(g[e], g[(e + step) % D]) != profile(g[d], g[(d + step) % D]):
-                return False
-            if profile(g[(e + step) % D], g[e]) != profile(g[(d + step) % D], g[d]):
-                return False
-    return True
+        seqs.append([ids.setdefault((profile(g[i], g[(i + 1) % D]), profile(g[(i + 1) % D], g[i])), len(ids))
+                     for i in range(D)])
+    period = 1
+    for seq in seqs:
+        p = next(p for p in range(1, D + 1) if D % p == 0 and all(seq[i] == seq[(i + p) % D] for i in range(D)))
+        period = period * p // math.gcd(period, p)
+    return period
 
 
 # ----------------------------------------------------------------------------- collective orbits

@@ -87,7 +87,7 @@ def test_incremental_matches_reference_max_min(seed):
 
     def checked_refill(seeds, t):
         refill(seeds, t)
-        active = {f.msg.id: f.links for fs in b._on for f in fs.values()}
+        active = {f.msg.id: f.links for f in b._live.values()}
         ref = max_min_rates(active, b._cap)
         got = b.rates_gbps()
         for mid, rate in ref.items():

@@ -2,7 +2,7 @@
 
 The full simulation (every lane, every transfer its own flow) is the reference. Where the network
 is uncongested and paths are rail-pinned, the reduced run must be bit-identical (iteration time and
-breakdown); with hashed ECMP (copies may collide on a spine) within 0.5%. Heterogeneous groups,
+breakdown); with hashed ECMP, copies whose links the hash chose are never merged, so exact too. Heterogeneous groups,
 stragglers and degraded links must split the replicas into classes, with the same exactness.
 """
 from __future__ import annotations
@@ -57,30 +57,42 @@ def test_homogeneous_uncongested_is_bit_identical():
     assert red.summary["inter_node_comm_share"] == full.summary["inter_node_comm_share"]
 
 
-@pytest.mark.xfail(strict=True, reason="since both backends share one ECMP hash and option order (switch "
-                   "branch), reduced vs full differ by 0.97% in iteration time here; not yet diagnosed, so "
-                   "symmetry is off by default with hashed ECMP (heterosim/api.py _symmetry)")
-def test_hashed_ecmp_within_half_a_percent():
+def test_hashed_ecmp_over_spines_is_simulated_copy_by_copy_and_exact():
+    # two nodes per leaf: data-parallel and pipeline traffic crosses the spines, where the ECMP hash puts
+    # each copy on its own links and so among its own collisions (a group of copies takes one rate, the
+    # slowest copy's: that made the reduced run 0.97% slow). Such paths are never alike: nothing is merged.
     sc = _scenario([H100], fabric={"kind": "leaf_spine", "hosts_per_leaf": 16, "uplink_gbps": 400}, ecmp="hash")
     full, red = _both(sc)
-    # two nodes per leaf: a data-parallel neighbour is behind the same leaf or across the spine, at the same
-    # rates, so the replicas stay one class
+    assert red.sim.symmetry["replica_classes"] is None
+    assert red.sim.symmetry["copies_sent"] == 0
+    assert red.sim.iteration_time_ns == full.sim.iteration_time_ns
+    assert red.summary["breakdown"] == full.summary["breakdown"]
+    assert _per_rank(red) == _per_rank(full)
+
+
+def test_hashed_ecmp_inside_one_leaf_still_reduces_exactly():
+    # all 64 NICs on one leaf: no path has a choice for the hash to make, so the replicas are one class
+    sc = _scenario([H100], fabric={"kind": "leaf_spine", "hosts_per_leaf": 64, "uplink_gbps": 400}, ecmp="hash")
+    full, red = _both(sc)
     assert red.sim.symmetry["replica_classes"]["class_sizes"] == [4]
-    assert red.sim.iteration_time_ns == pytest.approx(full.sim.iteration_time_ns, rel=5e-3)
-    for k in ("compute", "bubble", "exposed_comm_total"):
-        assert red.summary["breakdown"][k] == pytest.approx(full.summary["breakdown"][k], abs=5e-3)
+    assert red.sim.iteration_time_ns == full.sim.iteration_time_ns
+    assert red.summary["breakdown"] == full.summary["breakdown"]
+    assert _per_rank(red) == _per_rank(full)
 
 
-def test_heterogeneous_groups_make_classes_and_stay_exact():
-    # four H100 replicas and four A100 replicas (DP8 over 16 nodes, PP2, replica-major order): 1-2 and
-    # 5-6 pair up; 0, 3, 4, 7 have a data-parallel neighbour of the other kind, so each is its own class
+def _hetero(groups):
+    sc = _scenario(groups, fabric={"kind": "rail_optimized", "nodes_per_block": 16})
+    return sc.model_copy(update={"parallelism": sc.parallelism.model_copy(update={"order": "tp-cp-ep-pp-dp"})})
+
+
+def test_heterogeneous_blocks_leave_no_two_replicas_alike_and_stay_exact():
+    # four H100 replicas then four A100 replicas: the rings' link profiles repeat only after all 8
+    # positions, so each position's dp traffic runs at its own times and no replica stands for another
     groups = [{"name": "h", "node_type": "dgx-h100", "num_nodes": 8},
               {"name": "a", "node_type": "dgx-a100", "num_nodes": 8}]
-    sc = _scenario(groups, fabric={"kind": "rail_optimized", "nodes_per_block": 16})
-    sc = sc.model_copy(update={"parallelism": sc.parallelism.model_copy(update={"order": "tp-cp-ep-pp-dp"})})
-    full, red = _both(sc)
-    rc = red.sim.symmetry["replica_classes"]
-    assert rc["classes"] == 6 and rc["class_sizes"] == [2, 2, 1, 1, 1, 1]
+    full, red = _both(_hetero(groups))
+    assert red.sim.symmetry["replica_classes"] is None
+    assert red.sim.symmetry["orbit_schedules"] > 0
     assert red.sim.iteration_time_ns == full.sim.iteration_time_ns
     assert _per_rank(red) == _per_rank(full)
 
@@ -94,19 +106,20 @@ def test_a_straggler_gets_its_own_class():
     assert _per_rank(red) == _per_rank(full)
 
 
-@pytest.mark.xfail(strict=True, reason="after the shared ECMP Router and transport merges, rank 96's exposed "
-                   "PP/DP differ by ~10 us between reduced and full; not yet diagnosed, so symmetry is off by "
-                   "default with degraded links (heterosim/api.py _symmetry)")
-def test_a_degraded_nic_link_splits_its_replica_and_neighbours_off():
-    # DP8 PP2 on 16 nodes; node 10 is replica 2 of stage 1: replicas 1, 2, 3 (its data-parallel
-    # neighbours share links with it) become classes of their own, the other five stay one class
+def test_a_degraded_nic_link_leaves_no_two_replicas_alike():
+    # DP8 PP2 on 16 nodes; node 10 is replica 2 of stage 1. Its slow hop delays the stage-1 dp ring's
+    # steps differently at every position (measured: the dp flows still in flight when micro-batch 0's
+    # activations arrive end at other times on h-8 than on h-13), so pipeline traffic into replica 0
+    # and into replica 5 meets different contention: the replicas must all be simulated (the
+    # neighbours-only rule that kept 0, 4, 5, 6, 7 as one class was 10 us off on rank 96)
     sc = _scenario([{"name": "h", "node_type": "dgx-h100", "num_nodes": 16}], batch=16,
                    fabric={"kind": "rail_optimized", "nodes_per_block": 16},
                    cluster_extra={"degraded_links": [{"a": "h-10/nic0", "factor": 0.25}]})
     full, red = _both(sc)
-    rc = red.sim.symmetry["replica_classes"]
-    assert rc["classes"] == 4 and rc["class_sizes"] == [5, 1, 1, 1]
+    assert red.sim.symmetry["replica_classes"] is None
+    assert red.sim.symmetry["orbit_schedules"] > 0
     assert red.sim.iteration_time_ns == full.sim.iteration_time_ns
+    assert red.summary["breakdown"] == full.summary["breakdown"]
     assert _per_rank(red) == _per_rank(full)
 
 
