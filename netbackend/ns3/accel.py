@@ -410,11 +410,18 @@ class AcceleratedNs3Backend(NetworkBackend):
         t_next = self._starts[0][0]
         self._prechecked = t_next
         groups: set[str] = set()
-        for start, _, msg in sorted(self._starts):
-            if start != t_next:
-                break
+        batch = [msg for start, _, msg in sorted(self._starts) if start == t_next]
+        rate = self._router.link_rate_gbps
+        demand: dict[int, float] = {}  # the starters' line rates per port (each may get its NIC)
+        for msg in batch:
             ports = self._ports(msg)
-            if self._why_not(msg, ports) is not None:
+            for p in ports[1:]:
+                demand[p] = demand.get(p, 0.0) + rate[ports[0]] / 8.0
+        for msg in batch:
+            ports = self._ports(msg)
+            if self._why_not(msg, ports) is not None or any(
+                    self._port_load(p) + demand[p] > rate[p] / 8.0 * (1 + 1e-9) for p in ports[1:]
+                    if p in self._owners):
                 groups |= self._conflicting_groups(msg, ports)
             self._states.pop(msg.id, None)  # read again when it starts
         for src in sorted(groups):
