@@ -6,7 +6,9 @@ interface) and simulates fewer packets where the packet-level answer is known:
 * **Partitions.** Active flows are grouped by the egress ports they use (paths
   from :class:`netbackend.routing.Router`, the same ECMP choice the ns-3 backend
   makes).  A *source-bounded* partition is one whose flows all leave the same
-  NIC, use ports no other flow uses, and cross no port slower than that NIC.
+  NIC, use ports no packet-level flow uses, and cross no port slower than that NIC;
+  several such partitions may share a port while the sum of their rates fits it
+  (_fits; a rate that rises past it hands them back, _check_capacity).
   Such a partition builds no queue beyond one packet (its NIC is its bottleneck),
   so DCQCN never sees a mark and every QP stays at line rate: the NIC's
   packet-by-packet round robin among its ready QPs is the whole answer.  A lone
@@ -35,7 +37,9 @@ in closed form when its QPs are idle in ns-3 with no cut check pending: with no 
 mark, so the DCQCN rate only rises on the increase timer, and the wrapper replays that trajectory
 (state read from ns-3, the same arithmetic as DcqcnRp::Increase) with the NIC water-filled among
 its QPs.  With a byte counter (the paper preset) only a connection back at line rate qualifies.
-Memoization and steady-state fast-forward are not implemented; their counters report 0.
+Packet-level tails migrate back (_migrate): once a NIC's packet-level messages have their ports to
+themselves, ns-3 keeps the work request each is sending and the remaining steps continue in closed
+form.  Memoization and steady-state fast-forward are not implemented; their counters report 0.
 """
 from __future__ import annotations
 
