@@ -97,13 +97,24 @@ def run(scenario: Path = typer.Argument(Path("scenarios/quickstart.yaml"), help=
         set_: List[str] = typer.Option([], "--set", help="Override a field: path=value"),
         measurements: Optional[str] = typer.Option(None, "--measurements",
                                                    help="Kernel times: builtin | none | folder of measured tables"),
+        isolation_baseline: bool = typer.Option(False, "--isolation-baseline",
+                                                help="Cluster scenarios: also run each job alone, report slowdowns"),
         quiet: bool = typer.Option(False, "--quiet", "-q")) -> None:
-    """Simulate one training iteration and write summary, trace, tables and plots."""
+    """Simulate one training iteration (or, for a `kind: cluster` file, every job on one fabric) and write
+    summary, trace, tables and plots."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from heterosim import api
     from heterosim.results.writer import check_out_dir
 
+    if api.is_cluster_file(scenario):
+        from heterosim.cluster.cli import run_cluster
+
+        run_cluster(scenario, backend, out_dir, set_, measurements, isolation_baseline, quiet, _fail)
+        return
+    if isolation_baseline:
+        _fail(UserError("applies to cluster scenarios (kind: cluster) only", file=str(scenario),
+                        field="--isolation-baseline", value=True))
     if measurements is not None:
         set_ = [*set_, f"hardware.measurements={measurements}"]
     try:

@@ -104,14 +104,6 @@ class ClusterScenario(Strict):
     seed: Bounded(int, 0, 2**32 - 1) = 0
     jobs: list[JobConfig] = Field(min_length=1, max_length=JOBS_MAX)
 
-    @model_validator(mode="after")
-    def _unique_names(self):
-        names = [j.name for j in self.jobs]
-        dup = sorted({n for n in names if names.count(n) > 1})
-        if dup:
-            raise ValueError(f"job names must be unique: {dup}")
-        return self
-
 
 def is_cluster_data(data: Any) -> bool:
     return isinstance(data, dict) and (data.get("kind") == "cluster" or "jobs" in data)
@@ -144,6 +136,12 @@ def load_cluster_scenario(path: str | Path, overrides: list[str] | dict | None =
     data = _resolve_refs(data, path.parent, file)
     data["jobs"] = jobs
     sc = validate_model(ClusterScenario, data, file=file)
+    seen: set[str] = set()
+    for i, job in enumerate(sc.jobs):
+        if job.name in seen:
+            raise ConfigError("job names must be unique (results are per job)", file=file, field=f"jobs[{i}].name",
+                              value=job.name)
+        seen.add(job.name)
     sc._source_file = file  # type: ignore[attr-defined]
     return sc
 
