@@ -41,6 +41,11 @@ def validate(scenario: Path = typer.Argument(..., help="Scenario YAML"),
     """Every check `run` makes, without simulating: schema, references, plan, memory, network, work budget."""
     from heterosim import api
 
+    if api.is_cluster_file(scenario):
+        from heterosim.cluster.cli import validate_cluster
+
+        validate_cluster(scenario, backend, set_, _fail)
+        return
     try:
         sc = api.load(scenario, set_)
         prep = api.prepare(sc)

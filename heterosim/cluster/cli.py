@@ -55,3 +55,25 @@ def run_cluster(path: Path, backend, out_dir, set_, measurements, isolation_base
         out.print(f"PFC: {fab['pfc']['paused_ns_total'] / 1e3:.1f} us paused in all; caused by one job on another: "
                   f"{cross}", highlight=False)
     out.print(f"results: {res.out_dir}/ (summary.json, fabric.json, trace.json -> ui.perfetto.dev, iterations.png)")
+
+
+def validate_cluster(path: Path, backend, set_, fail) -> None:
+    """Every check ``run`` makes (placements, each job's plan and memory, backend, work budget), no simulation."""
+    from rich.console import Console
+
+    from heterosim.cluster import check, load, prepare
+
+    try:
+        prep = prepare(load(path, set_))
+        est = check(prep, backend=backend)
+    except UserError as err:
+        fail(err)
+        return
+    out = Console()
+    out.print(f"[green]ok[/]: {path} — {prep.system.num_gpus} GPUs, {len(prep.jobs)} jobs, work {est.units:.3g} units",
+              soft_wrap=True, highlight=False)
+    gpus = prep.system.gpus
+    for job in prep.jobs:
+        nodes = sorted({gpus[r].node for r in job.ranks}, key=lambda n: (len(n), n))
+        out.print(f"  {job.name}: {len(job.ranks)} GPUs on {', '.join(nodes)}; {job.iterations} iteration(s) from "
+                  f"{job.start_ns} ns", soft_wrap=True, highlight=False)

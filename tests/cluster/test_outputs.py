@@ -50,3 +50,11 @@ def test_api_run_cluster_matches_cli_dispatch(tmp_path):
     assert api.is_cluster_file(path) and not api.is_cluster_file(tmp_path / "missing.yaml")
     res = api.run_cluster(path)
     assert res.summary["jobs"][0]["placement"][0] == "h100-0/gpu0"
+
+
+def test_validate_checks_a_cluster_without_simulating(tmp_path):
+    path = write(tmp_path, cluster([{"name": "a", "placement": {"policy": "spread", "num_gpus": 16}}]))
+    res = CliRunner().invoke(app, ["validate", str(path)])
+    assert res.exit_code == 0, res.output
+    assert "a: 16 GPUs on h100-0, h100-2" in res.output  # one node per leaf (two nodes per leaf here)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cluster.yaml"]
