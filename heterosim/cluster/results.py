@@ -7,7 +7,8 @@
 * ``network.json``: the backend's statistics, as for one job;
 * ``trace.json``: Perfetto trace, a process per job (a track per TP group and stream, one for its
   iterations), network messages in a process per job;
-* ``iterations.png``: each job's iteration time over simulated time (alone: dashed).
+* ``iterations.png``: each job's iteration time over simulated time (alone: dashed);
+* ``ops``/``messages`` tables when ``output.tables`` asks (global ranks, as one merged run).
 """
 from __future__ import annotations
 
@@ -77,9 +78,18 @@ def _max_util(fab: dict) -> dict:
 def write_results(res, out_dir) -> Path:
     from heterosim.results.writer import atomic_dir, write_json
 
+    from heterosim.results.tables import table_format, write_messages_table, write_ops_table
+
     cs = res.prepared.scenario
     out = Path(out_dir)
+    fmt = cs.output.table_format
+    if cs.output.tables != "summary":
+        table_format(fmt, 0, res.prepared.file)  # a missing pyarrow says so before anything is written
     with atomic_dir(out) as tmp:
+        if cs.output.tables in ("ops", "all"):  # global ranks; programs are labelled "<job>: <stage>"
+            write_ops_table(tmp, res.sim, res.merged_ir, fmt)
+        if cs.output.tables == "all":
+            write_messages_table(tmp, res.sim, fmt)
         write_json(tmp / "summary.json", res.summary)
         write_json(tmp / "fabric.json", res.fabric)
         stats = res.sim.net_stats

@@ -58,3 +58,17 @@ def test_validate_checks_a_cluster_without_simulating(tmp_path):
     assert res.exit_code == 0, res.output
     assert "a: 16 GPUs on h100-0, h100-2" in res.output  # one node per leaf (two nodes per leaf here)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cluster.yaml"]
+
+
+def test_tables_when_asked(tmp_path):
+    import csv
+
+    data = cluster([{"name": "a", "placement": {"nodes": ["h100-2", "h100-3"]}}],
+                   output={"tables": "all", "table_format": "csv", "trace": False, "plots": False})
+    out = tmp_path / "out"
+    res = CliRunner().invoke(app, ["run", str(write(tmp_path, data)), "--out", str(out), "-q"])
+    assert res.exit_code == 0, res.output
+    assert {"ops.csv", "messages.csv", "summary.json"} <= {p.name for p in out.iterdir()}
+    with open(out / "messages.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert rows and {int(r["src_rank"]) for r in rows if int(r["src_rank"]) >= 0} <= set(range(16, 32))  # nodes 2, 3
