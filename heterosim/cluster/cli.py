@@ -70,7 +70,8 @@ def validate_cluster(path: Path, backend, set_, fail) -> None:
         fail(err)
         return
     out = Console()
-    out.print(f"[green]ok[/]: {path} — {prep.system.num_gpus} GPUs, {len(prep.jobs)} jobs, work {est.units:.3g} units",
+    out.print(f"[green]ok[/]: {path} — {prep.system.num_gpus} GPUs, {len(prep.jobs)} jobs, "
+              f"work {est.units:.3g} units",
               soft_wrap=True, highlight=False)
     gpus = prep.system.gpus
     for job in prep.jobs:

@@ -28,9 +28,6 @@ START_NS_MAX = 3600 * 10**9
 JOBS_MAX = 1024
 """More jobs than this on one simulated fabric is a generated file gone wrong."""
 
-POLICIES = ("packed", "spread", "random", "rail_aligned")
-
-
 class Placement(Strict):
     """Which GPUs a job runs on: an explicit list (``gpus`` or ``nodes``), a device group, or a policy.
 

@@ -129,9 +129,6 @@ class JobCompute:
         compute, prec = self._of[id(op)]
         return compute.op_time_ns(op, device, prec)
 
-    def source(self, device):
-        return next(iter(self._of.values()))[0].source(device)
-
 
 def check_tp_in_nodes(job: JobRun, system, file: str | None) -> None:
     """A TP group must sit inside one node (its collectives run over NVLink): say which job and where."""

@@ -63,7 +63,8 @@ def _explicit(p: Placement, system, name: str, file, where: str) -> list[int]:
         ranks = []
         for j, g in enumerate(p.gpus):
             if g not in index:
-                raise _err(name, "no such GPU in the cluster (names: {group}-{i}/gpu{j})", file, f"{where}.gpus[{j}]", g)
+                raise _err(name, "no such GPU in the cluster (names: {group}-{i}/gpu{j})", file,
+                           f"{where}.gpus[{j}]", g)
             if index[g] in ranks:
                 raise _err(name, "GPU listed twice", file, f"{where}.gpus[{j}]", g)
             ranks.append(index[g])

@@ -143,8 +143,9 @@ def write_trace(path, res, max_events: int = 1_000_000) -> None:
             if tid is None:
                 tid = tids[key] = len(tids) + 1
                 parts.append(json.dumps({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
-                                         "args": {"name": f"ranks {local}-{local + len(lane.ranks) - 1} "
-                                                          f"stage {ir.programs[lane.program].stage}: {prog.stream_names[st]}"}}))
+                                         "args": {"name": f"ranks {local}-{local + len(lane.ranks) - 1} stage "
+                                                          f"{ir.programs[lane.program].stage}: "
+                                                          f"{prog.stream_names[st]}"}}))
             if op.kind == "comm":
                 s = lane.comm_start_ns.get(oid, s)
             args = {"phase": op.phase, "mb": op.microbatch}
