@@ -24,15 +24,17 @@ def _single_job_summary(data: dict, backend: str) -> dict:
     return api.run(sc, backend=backend).summary
 
 
-@pytest.mark.parametrize("backend,iterations", [("flow", 2), pytest.param("ns3", 1, marks=pytest.mark.slow)])
-def test_a_job_alone_gives_its_single_job_result(tmp_path, backend, iterations):
+@pytest.mark.parametrize("backend,iterations,accel", [("flow", 2, "off"),
+                                                      pytest.param("ns3", 1, "off", marks=pytest.mark.slow),
+                                                      pytest.param("ns3", 1, "auto", marks=pytest.mark.slow)])
+def test_a_job_alone_gives_its_single_job_result(tmp_path, backend, iterations, accel):
     job = {"name": "only", "placement": {"group": "h100"}, "iterations": iterations}
     if backend == "ns3":  # packet by packet: a narrower model (10 MB of gradients per GPU) keeps it short
         job["model"] = {"zoo": "gpt3-1.7b", "num_layers": 2, "hidden_size": 1024, "num_attention_heads": 16,
                         "ffn_hidden_size": 4096, "vocab_size": 8192}
     data = cluster([job], nodes=2, hosts_per_leaf=8)  # one node per leaf: the job's traffic crosses the spine
     if backend == "ns3":
-        data["network"]["acceleration"] = {"mode": "off"}
+        data["network"]["acceleration"] = {"mode": accel}
     res = run(write(tmp_path, data), backend=backend)
     single = _single_job_summary(data, backend)
     its = res.jobs[0].iterations
