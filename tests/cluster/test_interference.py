@@ -61,6 +61,19 @@ def test_disjoint_leaves_of_a_nonblocking_fabric_do_not_interfere(tmp_path):
         assert job["slowdown"] == 1.0
 
 
+@pytest.mark.slow
+def test_disjoint_leaves_do_not_interfere_at_packet_level(tmp_path):
+    narrow = {"zoo": "gpt3-1.7b", "num_layers": 2, "hidden_size": 1024, "num_attention_heads": 16,
+              "ffn_hidden_size": 4096, "vocab_size": 8192}
+    data = cluster([{"name": "a", "model": narrow, "placement": {"policy": "packed", "num_gpus": 16}},
+                    {"name": "b", "model": narrow, "placement": {"policy": "packed", "num_gpus": 16}}],
+                   backend="ns3")
+    data["network"]["acceleration"] = {"mode": "off"}
+    res = run(write(tmp_path, data), isolation_baseline=True)
+    for jr in res.jobs:
+        assert [s["iteration_time_ns"] for s in jr.iterations] == [s["iteration_time_ns"] for s in jr.alone]
+
+
 def test_sharing_an_oversubscribed_spine_slows_both_jobs(tmp_path):
     # spread: a on nodes 0 and 2, b on nodes 1 and 3, so both jobs' gradient all-reduce crosses the same
     # leaf uplinks. At 4:1 a leaf has 16 x 400 / 4 = 1600 Gb/s up: one job's 8 NICs (3200 Gb/s) already
