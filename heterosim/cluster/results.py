@@ -29,7 +29,7 @@ def _iteration_row(k: int, s: dict) -> dict:
 def summarize(res) -> dict:
     cs = res.prepared.scenario
     jobs = []
-    for job, jr in zip([j for j in res.prepared.jobs if j.name in {r.name for r in res.jobs}], res.jobs):
+    for job, jr in zip(res.jobs_run, res.jobs):
         its = jr.iterations
         times = [s["iteration_time_s"] for s in its]
         exposed = {k: mean(s["breakdown"]["exposed_comm"][k] * s["iteration_time_s"] for s in its)
@@ -107,7 +107,7 @@ def write_results(res, out_dir) -> Path:
 def write_trace(path, res, max_events: int = 1_000_000) -> None:
     """A process per job (pid = job number + 1); a thread per TP group and stream; an ``iterations`` track."""
     sim, ir = res.sim, res.merged_ir
-    jobs = [j for j in res.prepared.jobs if j.name in {r.name for r in res.jobs}]
+    jobs = res.jobs_run
     job_of_rank = {r: j for j in jobs for r in j.ranks}
     parts: list[str] = []
     shown = 0

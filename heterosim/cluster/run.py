@@ -8,6 +8,7 @@ that the single-job result code (``make_summary``, breakdown) reads as if the jo
 """
 from __future__ import annotations
 
+import dataclasses
 import gc
 import time
 from dataclasses import dataclass, field
@@ -48,6 +49,8 @@ class ClusterResult:
     wall_s: float
     out_dir: Path | None = None
     summary: dict = field(default_factory=dict)
+    jobs_run: list[JobRun] = field(default_factory=list)
+    """The jobs this run simulated (program ids in ``merged_ir``)."""
 
 
 def load(path: str | Path, overrides=None) -> ClusterScenario:
@@ -146,7 +149,8 @@ def simulate(prep: ClusterPrepared, *, backend: str | None = None, only: list[in
 
     cs, system = prep.scenario, prep.system
     name = backend_name(prep, backend)
-    jobs = [j for j in prep.jobs if only is None or j.index in only]
+    # copies: merge() records each job's program ids in the merged IR, which differ from run to run
+    jobs = [dataclasses.replace(j) for j in prep.jobs if only is None or j.index in only]
     net_cfg = cs.network.model_copy(update={"backend": name})
     if name == "ns3" and net_cfg.acceleration.mode != "off":
         from netbackend.ns3.accel import check_acceleration
@@ -189,7 +193,7 @@ def simulate(prep: ClusterPrepared, *, backend: str | None = None, only: list[in
     finally:
         if gc_was:
             gc.enable()
-    res = ClusterResult(prep, name, sim, merged, results, {}, wall)
+    res = ClusterResult(prep, name, sim, merged, results, {}, wall, jobs_run=jobs)
     res.fabric = fabric_report(prep, jobs, sim, net_cfg, cs.seed)
     return res
 
@@ -261,7 +265,8 @@ def fabric_report(prep: ClusterPrepared, jobs: list[JobRun], sim, net_cfg, seed:
 
     Paths are recomputed with the ECMP function both backends route with (``netbackend.routing.Router``,
     same mode and seed), from each message's endpoints and flow key; bytes are wire bytes (payload plus
-    one header per MTU-sized packet, as the flow backend counts them)."""
+    one header per MTU-sized packet, as the flow backend counts them). ``background`` is what the backend
+    counted on a link beyond the jobs' bytes (ns3 counts ACK and CNP frames there too)."""
     from netbackend.routing import Router
 
     system = prep.system

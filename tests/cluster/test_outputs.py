@@ -46,10 +46,14 @@ def test_cli_writes_per_job_results(tmp_path):
 def test_api_run_cluster_matches_cli_dispatch(tmp_path):
     from heterosim import api
 
-    path = write(tmp_path, cluster([{"name": "a", "placement": {"nodes": ["h100-0", "h100-1"]}}]))
+    path = write(tmp_path, cluster([{"name": "a", "placement": {"nodes": ["h100-0", "h100-1"]}},
+                                    {"name": "b", "placement": {"nodes": ["h100-2", "h100-3"]}}]))
     assert api.is_cluster_file(path) and not api.is_cluster_file(tmp_path / "missing.yaml")
-    res = api.run_cluster(path)
+    res = api.run_cluster(path, isolation_baseline=True)
     assert res.summary["jobs"][0]["placement"][0] == "h100-0/gpu0"
+    # the baseline runs (one job each) leave the shared run's bookkeeping as it was
+    for job in res.jobs_run:
+        assert all(res.merged_ir.programs[p].label.startswith(f"{job.name}:") for p in job.programs)
 
 
 def test_validate_checks_a_cluster_without_simulating(tmp_path):
