@@ -350,6 +350,9 @@ def run(scenario: ClusterScenario | str | Path, *, backend: str | None = None, o
     """Load, prepare, check, simulate together (and each job alone with ``isolation_baseline``), write."""
     from heterosim.cluster.results import summarize, write_results
 
+    if isinstance(scenario, ClusterScenario) and overrides:
+        raise UserError("overrides apply to a cluster scenario file; edit the ClusterScenario object instead",
+                        field="overrides", value=overrides)
     cs = scenario if isinstance(scenario, ClusterScenario) else load(scenario, overrides)
     prep = prepare(cs)
     check(prep, backend=backend, work_budget=work_budget)
