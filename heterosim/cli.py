@@ -107,19 +107,18 @@ def run(scenario: Path = typer.Argument(Path("scenarios/quickstart.yaml"), help=
         quiet: bool = typer.Option(False, "--quiet", "-q")) -> None:
     """Simulate one training iteration (or, for a `kind: cluster` file, every job on one fabric) and write
     summary, trace, tables and plots."""
+    from heterosim.cluster.cli import is_cluster_file, run_cluster
+
+    if is_cluster_file(scenario):  # several jobs on one cluster (heterosim/cluster)
+        return run_cluster(scenario, backend, out_dir, set_, measurements, isolation_baseline, quiet, _fail)
+    if isolation_baseline:
+        _fail(UserError("applies to cluster scenarios (kind: cluster) only", file=str(scenario),
+                        field="--isolation-baseline", value=True))
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from heterosim import api
     from heterosim.results.writer import check_out_dir
 
-    if api.is_cluster_file(scenario):
-        from heterosim.cluster.cli import run_cluster
-
-        run_cluster(scenario, backend, out_dir, set_, measurements, isolation_baseline, quiet, _fail)
-        return
-    if isolation_baseline:
-        _fail(UserError("applies to cluster scenarios (kind: cluster) only", file=str(scenario),
-                        field="--isolation-baseline", value=True))
     if measurements is not None:
         set_ = [*set_, f"hardware.measurements={measurements}"]
     try:

@@ -3,7 +3,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from heterosim.cluster.config import is_cluster_file
 from heterosim.errors import UserError
+
+__all__ = ["is_cluster_file", "run_cluster", "validate_cluster"]
 
 
 def run_cluster(path: Path, backend, out_dir, set_, measurements, isolation_baseline: bool, quiet: bool, fail) -> None:
