@@ -352,6 +352,24 @@ def run(scenario: Scenario | str | Path, *, out_dir: str | Path | None = None, b
     return result
 
 
+def is_cluster_file(path: str | Path) -> bool:
+    """Whether a scenario file is a cluster scenario (``kind: cluster``: several jobs, ``run_cluster``)."""
+    from heterosim.cluster.config import is_cluster_file as _is
+
+    return _is(path)
+
+
+def run_cluster(scenario, *, out_dir: str | Path | None = None, backend: str | None = None,
+                overrides: list[str] | dict | None = None, isolation_baseline: bool = False,
+                work_budget: float | None = None, progress=None):
+    """Several jobs on one cluster (heterosim/cluster): all together on one fabric, per-job results;
+    ``isolation_baseline`` also runs each job alone for its slowdown. Returns a ``ClusterResult``."""
+    from heterosim.cluster import run as _run
+
+    return _run(scenario, backend=backend, out_dir=out_dir, isolation_baseline=isolation_baseline,
+                overrides=overrides, work_budget=work_budget, progress=progress)
+
+
 def messages_to_record(scenario: Scenario) -> bool | int:
     """Every message for the message table; the first ones for a trace (it shows at most that many); else none."""
     from heterosim.results.trace import MAX_TRACE_MESSAGES
@@ -366,4 +384,4 @@ def default_out_dir(scenario: Scenario) -> Path:
 
 
 __all__ = ["load", "with_overrides", "prepare", "check", "simulate", "run", "write_results", "Prepared", "RunResult",
-           "UserError"]
+           "UserError", "is_cluster_file", "run_cluster"]

@@ -41,6 +41,11 @@ def validate(scenario: Path = typer.Argument(..., help="Scenario YAML"),
     """Every check `run` makes, without simulating: schema, references, plan, memory, network, work budget."""
     from heterosim import api
 
+    if api.is_cluster_file(scenario):
+        from heterosim.cluster.cli import validate_cluster
+
+        validate_cluster(scenario, backend, set_, _fail)
+        return
     try:
         sc = api.load(scenario, set_)
         prep = api.prepare(sc)
@@ -115,8 +120,18 @@ def run(scenario: Path = typer.Argument(Path("scenarios/quickstart.yaml"), help=
         set_: List[str] = typer.Option([], "--set", help="Override a field: path=value"),
         measurements: Optional[str] = typer.Option(None, "--measurements",
                                                    help="Kernel times: builtin | none | folder of measured tables"),
+        isolation_baseline: bool = typer.Option(False, "--isolation-baseline",
+                                                help="Cluster scenarios: also run each job alone, report slowdowns"),
         quiet: bool = typer.Option(False, "--quiet", "-q")) -> None:
-    """Simulate one training iteration and write summary, trace, tables and plots."""
+    """Simulate one training iteration (or, for a `kind: cluster` file, every job on one fabric) and write
+    summary, trace, tables and plots."""
+    from heterosim.cluster.cli import is_cluster_file, run_cluster
+
+    if is_cluster_file(scenario):  # several jobs on one cluster (heterosim/cluster)
+        return run_cluster(scenario, backend, out_dir, set_, measurements, isolation_baseline, quiet, _fail)
+    if isolation_baseline:
+        _fail(UserError("applies to cluster scenarios (kind: cluster) only", file=str(scenario),
+                        field="--isolation-baseline", value=True))
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from heterosim import api

@@ -126,6 +126,8 @@ class MessageRecord:
     comm_kind: str
     start_ns: int
     end_ns: int = -1
+    flow_key: int = 0
+    """ECMP entropy of the transfer (with src/dst endpoints, the path both backends route it on)."""
 
 
 @dataclass
@@ -157,7 +159,8 @@ class Coordinator:
                  *, precision: str = "bf16", plan_collective: Callable | None = None,
                  intra_time_ns: Callable | None = None, comm_options: dict | None = None,
                  progress: Callable[[int, int], None] | None = None, record_messages: bool = True,
-                 symmetry: bool = False, message_limit: int | None = None):
+                 symmetry: bool = False, message_limit: int | None = None,
+                 release_ns: dict[int, int] | None = None):
         if plan_collective is None or intra_time_ns is None:
             from heterosim.comm import intra_time_ns as _intra, plan_collective as _plan
 
@@ -175,6 +178,8 @@ class Coordinator:
         self.progress = progress
         self.record_messages = record_messages
         self.message_limit = message_limit
+        self.release_ns = dict(release_ns or {})
+        """Lane id -> time before which its program does not start (a job's start offset, heterosim/cluster)."""
         self.programs = [_prepare_program(p.ops) for p in ir.programs]
         self._build_lanes()
         self._heap: list[tuple[int, int, int, Any]] = []
@@ -671,7 +676,7 @@ class Coordinator:
         self._msg_owner[mid] = (state, i)
         if self.record_messages and (self.message_limit is None or len(self.messages) < self.message_limit):
             rec = MessageRecord(mid, x.src, x.dst, x.src_ep, x.dst_ep, x.size_bytes, x.link,
-                                state.inst.op.collective, state.inst.op.comm_kind, start)
+                                state.inst.op.collective, state.inst.op.comm_kind, start, flow_key=x.flow_key)
             self.messages.append(rec)
             state.records[i] = rec
         images = state.images[i] if state.images is not None else ()
@@ -801,6 +806,9 @@ class Coordinator:
             lane.dur = self._local_durations(lane)
             lane.prog = prog
         for lane in active:
+            if self.release_ns.get(lane.id, 0) > 0:
+                self._push(self.release_ns[lane.id], _EV_XFER_READY, ("lane_start", lane))
+                continue
             for s in range(len(self.programs[lane.program].streams)):
                 self._try_start_stream(lane, s)
         done_ops = 0
@@ -853,6 +861,9 @@ class Coordinator:
                         arg.pending -= 1
                         if arg.pending == 0:
                             self._finish_instance(arg)
+                    elif what == "lane_start":
+                        for s in range(len(arg.prog.streams)):
+                            self._try_start_stream(arg, s)
             if self.progress is not None and self.events - last_report > 20000:
                 last_report = self.events
                 self.progress(sum(l.done_count for l in self.lanes), total_ops)

@@ -8,7 +8,8 @@ from first principles, not from the code's own numbers:
 * a simulated iteration adds up: per rank, compute + exposed communication + bubble + idle = the iteration
   time; MFU <= 1; tokens/s = global batch x sequence / iteration time.
 
-scenarios/traffic/ holds traffic studies (heterosim traffic), checked in tests/traffic.
+scenarios/traffic/ holds traffic studies (heterosim traffic), checked in tests/traffic; scenarios/multi-job/ holds
+cluster scenarios (several jobs), checked in tests/cluster.
 """
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from heterosim.workload.plan import resolve_plan
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = sorted(p for p in (ROOT / "scenarios").rglob("*.yaml")
-                   if not {"sweeps", "traffic"} & set(p.relative_to(ROOT / "scenarios").parts))
+                   if not {"sweeps", "traffic", "multi-job"} & set(p.relative_to(ROOT / "scenarios").parts))
 SMALL = [p for p in SCENARIOS if p.parent.name == "scenarios"]  # quickstart, stage-tp: seconds to simulate
 
 
