@@ -19,6 +19,7 @@ from typing import Any
 from heterosim.cluster.config import ClusterScenario, job_scenario, load_cluster_scenario
 from heterosim.cluster.merge import JobCompute, JobRun, check_tp_in_nodes, merge, plan_with_barrier
 from heterosim.errors import UserError
+from heterosim.results.summary import busy_ns
 
 
 @dataclass
@@ -236,27 +237,12 @@ def job_iterations(job: JobRun, sim, system, backend: str, wall_s: float, offset
         net = [m for m in it_msgs if m.link == "net" and m.size_bytes > 0]
         view = SimResult(t_end - t_start, view_lanes, progs, {}, [], [], 0,
                          net_bytes=sum(m.size_bytes for m in net), net_messages=len(net),
-                         all_messages=len(it_msgs), inter_node_busy_ns=_busy_ns(net))
+                         all_messages=len(it_msgs), inter_node_busy_ns=busy_ns(net))
         s = make_summary(job.scenario, view_system, job.ir, view, backend=backend, wall_s=wall_s)
         s["start_ns"], s["end_ns"] = t_start, t_end
         out.append(s)
         t_start = t_end
     return out
-
-
-def _busy_ns(msgs) -> int:
-    """Time during which some of these messages were in flight (union of their intervals)."""
-    busy, cur0, cur1 = 0, None, None
-    for a, b in sorted((m.start_ns, m.end_ns) for m in msgs):
-        if cur1 is None or a > cur1:
-            if cur1 is not None:
-                busy += cur1 - cur0
-            cur0, cur1 = a, b
-        else:
-            cur1 = max(cur1, b)
-    if cur1 is not None:
-        busy += cur1 - cur0
-    return busy
 
 
 def fabric_report(prep: ClusterPrepared, jobs: list[JobRun], sim, net_cfg, seed: int) -> dict:

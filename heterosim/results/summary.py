@@ -76,11 +76,10 @@ def _simulation_stats(sim, wall_s: float) -> dict:
     return out
 
 
-def _inter_node_share(sim) -> float:
-    """Fraction of iteration time during which some inter-node transfer was in flight."""
-    iv = sorted((m.start_ns, m.end_ns) for m in sim.messages if m.link == "net" and m.end_ns >= 0)
+def busy_ns(msgs) -> int:
+    """Time during which some of these messages were in flight (union of their intervals)."""
     busy, cur0, cur1 = 0, None, None
-    for a, b in iv:
+    for a, b in sorted((m.start_ns, m.end_ns) for m in msgs):
         if cur1 is None or a > cur1:
             if cur1 is not None:
                 busy += cur1 - cur0
@@ -89,4 +88,10 @@ def _inter_node_share(sim) -> float:
             cur1 = max(cur1, b)
     if cur1 is not None:
         busy += cur1 - cur0
+    return busy
+
+
+def _inter_node_share(sim) -> float:
+    """Fraction of iteration time during which some inter-node transfer was in flight."""
+    busy = busy_ns(m for m in sim.messages if m.link == "net" and m.end_ns >= 0)
     return busy / sim.iteration_time_ns if sim.iteration_time_ns else 0.0
