@@ -63,8 +63,10 @@ def plan_command(
             check_out_file(write, "--write", PLAN_MAGIC)
         if json_out is not None:
             check_out_file(json_out, "--json", JSON_MAGIC)
-        if measurements is not None:
-            set_ = [*set_, f"hardware.measurements={measurements}"]
+        if measurements is not None:  # relative to the working directory, as on run/compare/sweep
+            from heterosim.hardware.measured import cli_spec
+
+            set_ = [*set_, f"hardware.measurements={cli_spec(measurements)}"]
         sc = api.load(scenario, set_)
         rep = plan_report(sc, top_k=top, backend=backend, max_candidates=max_candidates, simulate=simulate,
                           progress=lambda msg: _err.print(f"[dim]{msg}[/]"))

@@ -63,3 +63,21 @@ def test_compare_suite_writes_csv_and_markdown(tmp_path):
     assert "| H1 |" in md and "inter-node share" in md
     row = csv_text.splitlines()[1].split(",")
     assert row[0] == "h1-small"
+
+
+def test_plan_measurements_path_is_relative_to_the_working_directory(tmp_path, monkeypatch):
+    # as on run/compare/sweep: a relative --measurements is read from where the user stands, not
+    # next to the scenario file; a folder that is not there is a one-line error naming the flag
+    scen_dir = tmp_path / "scen"
+    scen_dir.mkdir()
+    src = _write(scen_dir)
+    here = tmp_path / "here"
+    (here / "tables").mkdir(parents=True)
+    (here / "tables" / "gemm.csv").write_text("dtype,pass,m,n,k,ms\nbf16,fwd,1024,1024,1024,1.0\n"
+                                              "bf16,fwd,4096,4096,4096,1.0\n")
+    monkeypatch.chdir(here)
+    res = CliRunner().invoke(app, ["plan", str(src), "--top", "1", "--max-candidates", "5", "--measurements", "tables"])
+    assert res.exit_code == 0, res.output
+    monkeypatch.chdir(scen_dir)  # no tables/ here
+    res = CliRunner().invoke(app, ["plan", str(src), "--top", "1", "--max-candidates", "5", "--measurements", "tables"])
+    assert res.exit_code == 2 and "--measurements = 'tables'" in res.output and "Traceback" not in res.output
