@@ -223,6 +223,8 @@ class AcceleratedNs3Backend(NetworkBackend):
             update={"mode": "off"})})
         self.inner = Ns3Backend(topology, inner_cfg, seed, **kw)
         self._router = Router(topology, mode=config.ecmp, seed=seed)
+        self._share = config.acceleration.share_ports
+        self._migrate_on = config.acceleration.migrate
         self._mtu = config.mtu_bytes
         self._hdr = config.header_bytes
         tr = config.transport
@@ -416,16 +418,20 @@ class AcceleratedNs3Backend(NetworkBackend):
         groups: set[str] = set()
         batch = [msg for start, _, msg in sorted(self._starts) if start == t_next]
         rate = self._router.link_rate_gbps
-        demand: dict[int, float] = {}  # the starters' line rates per port (each may get its NIC)
+        demand: dict[int, dict[str, float]] = {}  # port -> starting NIC -> its line rate
         for msg in batch:
             ports = self._ports(msg)
             for p in ports[1:]:
-                demand[p] = demand.get(p, 0.0) + rate[ports[0]] / 8.0
+                demand.setdefault(p, {})[msg.src] = rate[ports[0]] / 8.0
+        starters = {msg.src for msg in batch}
+
+        def over(p: int) -> bool:  # shared ports: the starters at line rate beside the others
+            return self._port_load(p, skip=starters) + sum(demand[p].values()) > rate[p] / 8.0 * (1 + 1e-9)
+
         for msg in batch:
             ports = self._ports(msg)
-            if self._why_not(msg, ports) is not None or any(
-                    self._port_load(p) + demand[p] > rate[p] / 8.0 * (1 + 1e-9) for p in ports[1:]
-                    if p in self._owners):
+            if self._why_not(msg, ports) is not None or (
+                    self._share and any(over(p) for p in ports[1:] if p in self._owners)):
                 groups |= self._conflicting_groups(msg, ports)
             self._states.pop(msg.id, None)  # read again when it starts
         for src in sorted(groups):
@@ -491,6 +497,8 @@ class AcceleratedNs3Backend(NetworkBackend):
                     if o[0] == "n":
                         return "shares a port"
                     shared = True
+        if shared and not self._share:
+            return "shares a port"
         if shared and not self._fits(msg, ports):
             return "shares a port beyond its capacity"
         return None
@@ -526,11 +534,12 @@ class AcceleratedNs3Backend(NetworkBackend):
         rate = self._router.link_rate_gbps
         return all(self._port_load(p, skip=msg.src) + v <= rate[p] / 8.0 * (1 + 1e-9) for p, v in new.items())
 
-    def _port_load(self, p: int, skip: str | None = None) -> float:
+    def _port_load(self, p: int, skip: str | set | None = None) -> float:
         """Wire rate (bytes/ns) the closed-form partitions (but ``skip``'s) put on port ``p``."""
         load = 0.0
+        skip = {skip} if isinstance(skip, str) else (skip or set())
         for o in self._owners.get(p, ()):
-            if o[0] == "g" and o[1] != skip:
+            if o[0] == "g" and o[1] not in skip:
                 g = self._groups[o[1]]
                 rates = g.rates()
                 for key, q in g.qps.items():
@@ -890,7 +899,7 @@ class AcceleratedNs3Backend(NetworkBackend):
         """After packet-level messages completed: NICs whose packet-level flows now have their
         ports to themselves carry on in closed form (see _migrate)."""
         cands, self._candidates = self._candidates, set()
-        if self._qps_per_conn > 1 or self._per_message_qp:
+        if self._qps_per_conn > 1 or self._per_message_qp or not self._migrate_on:
             return
         for src in sorted(cands):
             if self._by_src.get(src) and src not in self._groups:

@@ -29,12 +29,12 @@ pytestmark = pytest.mark.ns3
 AUTO = {"mode": "auto"}
 
 
-def cfg(mode: str = "auto", cc: str = "dcqcn") -> NetworkConfig:
-    return NetworkConfig(backend="ns3", cc=cc, acceleration={"mode": mode})
+def cfg(mode: str = "auto", cc: str = "dcqcn", **acc) -> NetworkConfig:
+    return NetworkConfig(backend="ns3", cc=cc, acceleration={"mode": mode, **acc})
 
 
-def run(topo, msgs, mode: str, cc: str = "dcqcn", seed: int = 0):
-    with Ns3Backend(topo, cfg(mode, cc), seed) as b:
+def run(topo, msgs, mode: str, cc: str = "dcqcn", seed: int = 0, **acc):
+    with Ns3Backend(topo, cfg(mode, cc, **acc), seed) as b:
         for m in msgs:
             b.send(m)
         done = run_all(b)
@@ -264,9 +264,11 @@ def test_partitions_of_two_nics_share_a_port_that_fits_both():
     msgs = [Message(1, "h1", "h0", 4_000_000, 0, connection=0), Message(2, "h1", "h3", 4_000_000, 0, connection=1),
             Message(3, "h2", "h0", 4_000_000, 0, connection=0), Message(4, "h2", "h3", 4_000_000, 0, connection=1)]
     off, st_off = run(star(4), msgs, "off")
-    auto, st = run(star(4), msgs, "auto")
+    auto, st = run(star(4), msgs, "auto", share_ports=True)
     acc = st.extra["acceleration"]
     assert st_off.extra["ecn_marks"] == 0
+    _, st_default = run(star(4), msgs, "auto")  # off by default (config.py says why)
+    assert st_default.extra["acceleration"]["bytes_packet_level"] > 0
     assert acc["messages_closed_form"] == 4 and acc["bytes_packet_level"] == 0, acc
     # round robin of two QPs per NIC taken as a fluid half each: the flows of one NIC end within
     # a couple of packets of each other at packet level, together in the fluid share
@@ -281,7 +283,7 @@ def test_a_partition_whose_rate_rises_past_a_shared_port_goes_back_to_packet_lev
     msgs = [Message(1, "h1", "h3", 1_000_000, 0, connection=1), Message(2, "h1", "h0", 8_000_000, 0, connection=0),
             Message(3, "h2", "h0", 8_000_000, 0, connection=0), Message(4, "h2", "h3", 8_000_000, 0, connection=1)]
     off, _ = run(star(4), msgs, "off")
-    auto, st = run(star(4), msgs, "auto")
+    auto, st = run(star(4), msgs, "auto", share_ports=True)
     acc = st.extra["acceleration"]
     assert acc["handbacks_over_capacity"] >= 1 and acc["bytes_packet_level"] > 0, acc
     for k, m in zip(sorted(off), msgs):
@@ -300,6 +302,8 @@ def test_packet_level_tails_migrate_to_closed_form_once_their_ports_are_free():
     assert acc["migrations"] >= 1 and acc["bytes_migrated"] >= 4 * 4_000_000, acc
     assert acc["bytes_packet_level"] + acc["bytes_closed_form"] == sum(m.size_bytes for m in msgs)
     assert st.extra["packet_hops"] < 0.6 * st_off.extra["packet_hops"]
+    _, st_kept = run(star(4), msgs, "auto", migrate=False)
+    assert st_kept.extra["acceleration"]["migrations"] == 0
     for k, m in zip(sorted(off), sorted(msgs, key=lambda m: m.id)):
         assert abs(auto[k] - off[k]) / (off[k] - m.start_ns) <= 0.05, (k, off, auto)
     assert abs(max(auto.values()) - max(off.values())) / max(off.values()) <= 0.01
