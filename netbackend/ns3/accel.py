@@ -43,6 +43,7 @@ form.  Memoization and steady-state fast-forward are not implemented; their coun
 """
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import itertools
 import math
@@ -419,7 +420,7 @@ class AcceleratedNs3Backend(NetworkBackend):
         batch = [msg for start, _, msg in sorted(self._starts) if start == t_next]
         rate = self._router.link_rate_gbps
         demand: dict[int, dict[str, float]] = {}  # port -> starting NIC -> its line rate
-        for msg in batch:
+        for msg in batch if self._share else ():
             ports = self._ports(msg)
             for p in ports[1:]:
                 demand.setdefault(p, {})[msg.src] = rate[ports[0]] / 8.0
@@ -517,7 +518,7 @@ class AcceleratedNs3Backend(NetworkBackend):
         caps = dict(g.caps) if g is not None else {}
         state = self._states.get(msg.id)
         if state:
-            tr = _Trajectory(**vars(state[0]))
+            tr = dataclasses.replace(state[0])  # a copy: _join replays the one read
             tr.advance_to(float(self._now))
             if not tr.at_line():
                 caps[key] = tr
@@ -649,27 +650,34 @@ class AcceleratedNs3Backend(NetworkBackend):
             shape = self._shape_cache[ck] = (float(wire), self._tail_ns(ports, last, prev))
         flow = _Flow(msg, ports, shape[0], shape[0], shape[1])
         self._max_tail_ns = max(self._max_tail_ns, flow.tail_ns)
-        key = self._conn_key(msg)
-        state = self._states.pop(msg.id, None)
+        if self._add_flow(g, self._conn_key(msg), flow, self._states.pop(msg.id, None), t):
+            self.counts["messages_rate_limited"] += 1
+        self.counts["messages_closed_form"] += 1
+        self._rerate(g, float(t))
+
+    def _add_flow(self, g: _Group, key, flow: _Flow, state: list[_Trajectory] | None, t: float) -> bool:
+        """Queue ``flow`` on its QP in ``g`` and take its ports; a QP new to the partition starts
+        on its DCQCN trajectory (``state``), if any.  True if that leaves it below line rate."""
+        capped = False
         if state is not None and key not in g.qps:
-            for tr in state:  # one QP per connection here (_why_not)
+            for tr in state:  # one QP per connection here (_why_not, _migrate)
                 tr.advance_to(float(t))
                 if not tr.at_line():
                     g.caps[key] = tr
-                    self.counts["messages_rate_limited"] += 1
+                    capped = True
         g.qps.setdefault(key, deque()).append(flow)
-        self._live.add(msg.src)
+        self._live.add(g.src)
+        msg = flow.msg
         by_src = self._dst_groups.setdefault(msg.dst, {})
         by_src[msg.src] = by_src.get(msg.src, 0) + 1
-        for p in ports:
+        for p in flow.ports:
             own = self._owners.setdefault(p, {})
-            if ("g", msg.src) in own:
-                own[("g", msg.src)] += 1
+            if ("g", g.src) in own:
+                own[("g", g.src)] += 1
             else:
-                own[("g", msg.src)] = 1
+                own[("g", g.src)] = 1
                 self._count_sharing(p, own)
-        self.counts["messages_closed_form"] += 1
-        self._rerate(g, float(t))
+        return capped
 
     def _rerate(self, g: _Group, t: float) -> None:
         """Set the group's data rate at ``t``: the NIC's line rate less the ACKs it sends.
@@ -875,11 +883,12 @@ class AcceleratedNs3Backend(NetworkBackend):
         else:
             self._prefix.pop(orig, None)
             self._release(("n", iid), ports)
-            self._candidates.add(self._msgs[orig].src)
-            for p in ports:
-                for o in self._owners.get(p, ()):
-                    if o[0] == "n":
-                        self._candidates.add(self._msgs[self._inner_of[o[1]][0]].src)
+            if self._migrate_on:
+                self._candidates.add(self._msgs[orig].src)
+                for p in ports:
+                    for o in self._owners.get(p, ()):
+                        if o[0] == "n":
+                            self._candidates.add(self._msgs[self._inner_of[o[1]][0]].src)
         if self._reacts and self._marks(ports) != marks0:  # a mark on its path: DCQCN may have slowed it
             self._dirty.add(conn)
         return self._part_done(orig, fin)
@@ -899,7 +908,7 @@ class AcceleratedNs3Backend(NetworkBackend):
         """After packet-level messages completed: NICs whose packet-level flows now have their
         ports to themselves carry on in closed form (see _migrate)."""
         cands, self._candidates = self._candidates, set()
-        if self._qps_per_conn > 1 or self._per_message_qp or not self._migrate_on:
+        if self._qps_per_conn > 1 or self._per_message_qp:
             return
         for src in sorted(cands):
             if self._by_src.get(src) and src not in self._groups:
@@ -977,25 +986,10 @@ class AcceleratedNs3Backend(NetworkBackend):
                 self._parts[orig] = self._parts.get(orig, 1) + 1
             self.counts["bytes_packet_level"] -= removed
             self.counts["bytes_migrated"] += removed
-            wire = float(self._wire(removed, m.step_bytes)[0]) + lead
-            _, last, prev = self._wire(removed, m.step_bytes)
-            f = _Flow(m, ports, wire, wire, self._tail_ns(ports, last, prev), payload=removed, lead_wire=lead)
-            if conn not in g.qps:
-                for tr in states[conn]:
-                    tr.advance_to(float(t))
-                    if not tr.at_line():
-                        g.caps[conn] = tr
-            g.qps.setdefault(conn, deque()).append(f)
-            by_src = self._dst_groups.setdefault(m.dst, {})
-            by_src[m.src] = by_src.get(m.src, 0) + 1
-            for p in ports:
-                own = self._owners.setdefault(p, {})
-                if ("g", src) in own:
-                    own[("g", src)] += 1
-                else:
-                    own[("g", src)] = 1
-                    self._count_sharing(p, own)
-        self._live.add(src)
+            wire, last, prev = self._wire(removed, m.step_bytes)
+            f = _Flow(m, ports, wire + lead, wire + lead, self._tail_ns(ports, last, prev), payload=removed,
+                      lead_wire=lead)
+            self._add_flow(g, conn, f, states[conn], t)
         self._rerate(g, float(t))
 
     def _queue_bytes(self) -> list[float]:

@@ -215,12 +215,6 @@ HeterosimRdmaSim::MessageRxBytes(uint32_t dstHost, uint64_t msgId) const
     return m_impl->helper->GetMessageRxBytes(dstHost, msgId);
 }
 
-double
-HeterosimRdmaSim::ConnectionRateFraction(uint32_t srcHost, uint32_t dstHost, int64_t connection) const
-{
-    return m_impl->helper->GetNic(srcHost)->ConnectionRateFraction(dstHost, connection);
-}
-
 std::vector<double>
 HeterosimRdmaSim::ConnectionDcqcnState(uint32_t srcHost, uint32_t dstHost, int64_t connection,
                                        bool busyOk) const

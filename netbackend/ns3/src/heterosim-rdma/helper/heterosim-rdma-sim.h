@@ -51,8 +51,6 @@ class HeterosimRdmaSim
     /// Flattened (time ns, host, qp, rate bit/s) DCQCN rate changes (RateSampleQps).
     std::vector<double> RateSamples() const;
     uint64_t MessageRxBytes(uint32_t dstHost, uint64_t msgId) const;
-    /// RdmaNic::ConnectionRateFraction of @p srcHost's connection to @p dstHost.
-    double ConnectionRateFraction(uint32_t srcHost, uint32_t dstHost, int64_t connection) const;
     /// RdmaNic::ConnectionDcqcnState of @p srcHost's connection to @p dstHost.
     std::vector<double> ConnectionDcqcnState(uint32_t srcHost, uint32_t dstHost, int64_t connection,
                                              bool busyOk) const;
