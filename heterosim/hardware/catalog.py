@@ -45,13 +45,15 @@ class Device:
     """Architecture family: key of the efficiency curves."""
     sm_count: int = 0
     """SMs / CUs: how many GEMM output tiles it takes to fill the GPU."""
+    l2_bytes: int = 0
+    """Last-level on-chip cache (L2) capacity; 0 = unknown (memory-bound kernels then always stream from HBM)."""
     _hash: int = field(default=0, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # A dict field makes the generated hash fail; hash the content once (the compute model keys on it).
         object.__setattr__(self, "_hash", hash((self.name, tuple(sorted(self.peak_tflops.items())), self.hbm_bytes,
                                                 self.hbm_GBps, self.nvlink_GBps, self.pcie_GBps,
-                                                self.launch_overhead_ns, self.family, self.sm_count)))
+                                                self.launch_overhead_ns, self.family, self.sm_count, self.l2_bytes)))
 
     def __hash__(self) -> int:
         return self._hash
@@ -89,7 +91,7 @@ def _parse(name: str, raw: dict, file: str) -> Device:
     for key in _REQUIRED:
         if key not in raw:
             raise UserError("missing field", file=file, field=f"{name}.{key}")
-    unknown = set(raw) - set(_REQUIRED) - {"family", "sm_count"}
+    unknown = set(raw) - set(_REQUIRED) - {"family", "sm_count", "l2_bytes"}
     if unknown:
         raise UserError("unknown field", file=file, field=f"{name}.{sorted(unknown)[0]}")
     peaks = {}
@@ -105,10 +107,13 @@ def _parse(name: str, raw: dict, file: str) -> Device:
     for key in ("hbm_bytes", "hbm_GBps", "pcie_GBps"):
         if not isinstance(raw[key], (int, float)) or raw[key] <= 0:
             raise UserError("must be a number > 0", file=file, field=f"{name}.{key}", value=raw[key])
+    l2 = raw.get("l2_bytes", 0)
+    if not isinstance(l2, int) or isinstance(l2, bool) or l2 < 0:
+        raise UserError("must be an integer >= 0", file=file, field=f"{name}.l2_bytes", value=l2)
     return Device(name=name, peak_tflops=peaks, hbm_bytes=int(raw["hbm_bytes"]), hbm_GBps=float(raw["hbm_GBps"]),
                   nvlink_GBps=float(raw["nvlink_GBps"]), pcie_GBps=float(raw["pcie_GBps"]),
                   launch_overhead_ns=int(raw["launch_overhead_ns"]), source=str(raw["source"]),
-                  family=str(raw.get("family", "")), sm_count=int(raw.get("sm_count", 0)))
+                  family=str(raw.get("family", "")), sm_count=int(raw.get("sm_count", 0)), l2_bytes=l2)
 
 
 def load_devices(path: str | Path = DEVICES_FILE) -> dict[str, Device]:

@@ -58,7 +58,7 @@ def _merge(base: dict, over: dict, file: str, where: str) -> dict:
         if key not in base:
             raise UserError("unknown efficiency key", file=file, field=f"{where}.{key}")
         if isinstance(base[key], dict):
-            if key in ("kinds", "impl"):  # open tables (kernel kinds, attention implementations)
+            if key in ("kinds", "impl", "issue", "softmax_row_eff"):  # open tables (kinds, implementations, rows)
                 out[key] = {**base[key], **val}
             elif key == "e_max":
                 for prec in val:
@@ -96,6 +96,7 @@ class _Params:
 
     __slots__ = ("peak", "peak_attn", "peak_vec", "bw", "launch_s", "prec", "g_e", "g_xh", "g_xd", "g_tiles",
                  "g_k0", "g_wq", "g_split_k", "g_split_s", "g_mem", "g_blend", "ew_mem", "a_e", "a_mem", "mem", "cast_frac", "sm", "family",
+                 "l2_bytes", "l2_lat", "l2_bw", "ew_issue", "sm_rows",
                  "ew_kinds", "a_impl", "a_bwd", "a_tile", "a_kv0", "a_wave", "a_under", "a_pad", "a_big", "a_kv0_bwd",
                  "a_soft")
 
@@ -121,6 +122,12 @@ class _Params:
         self.g_mem, self.g_blend = float(g["mem_eff"]), float(g["mem_blend"])
         self.ew_mem = float(eff["elementwise"]["mem_eff"])
         self.ew_kinds = {k: float(v) for k, v in (eff["elementwise"].get("kinds") or {}).items()}
+        # L2-resident regime of memory-bound kernels (see mem_bound_s)
+        self.l2_bytes = float(device.l2_bytes)
+        self.l2_lat, self.l2_bw = float(eff["l2"]["latency_ratio"]), float(eff["l2"]["bw_ratio"])
+        self.ew_issue = {k: float(v) * self.peak_vec for k, v in (eff["elementwise"].get("issue") or {}).items()}
+        rows = sorted((int(r), float(e)) for r, e in (eff["attention"].get("softmax_row_eff") or {}).items())
+        self.sm_rows = (tuple(math.log(r) for r, _ in rows), tuple(e for _, e in rows))
         self.a_impl = {k: float(v) for k, v in (a.get("impl") or {}).items()}
         self.a_bwd = float(a["bwd_work"])
         self.a_tile, self.a_kv0, self.a_wave = int(a["tile_q"]), float(a["kv_overhead"]), float(a["wave_cost"])
@@ -140,15 +147,16 @@ def _e_max(table: dict, prec: str) -> float:
     raise KeyError(prec)
 
 
-def gemm_compute_s(m: int, n: int, k: int, p: _Params) -> float:
-    """Tensor-core time of an (m, n, k) GEMM: output tiles in waves over the SMs, each tile's K loop plus a
-    fixed prologue/epilogue (``k_overhead`` K steps); the library picks the tile shape and split-K that
-    finish first (a split costs one reduction, ``split_k_ns``); a partial last wave costs ``wave_quant``
-    of a full one (stream-K / persistent kernels spread it)."""
+def gemm_compute_s(m: int, n: int, k: int, p: _Params, batch: int = 1) -> float:
+    """Tensor-core time of an (m, n, k) GEMM (``batch`` independent ones in one batched call): output tiles
+    in waves over the SMs, each tile's K loop plus a fixed prologue/epilogue (``k_overhead`` K steps); the
+    library picks the tile shape and split-K that finish first (a split costs one reduction,
+    ``split_k_ns``); a partial last wave costs ``wave_quant`` of a full one (stream-K / persistent kernels
+    spread it)."""
     rate = p.peak * p.g_e / p.sm            # FLOP/s of one SM at the family's sustained efficiency
     best = math.inf
     for tm, tn in p.g_tiles:
-        tiles = -(-m // tm) * -(-n // tn)
+        tiles = batch * -(-m // tm) * -(-n // tn)
         for split in range(1, max(1, min(-(-p.sm // tiles), k // p.g_split_k)) + 1):
             waves = tiles * split / p.sm
             eff_waves = waves + p.g_wq * (math.ceil(waves) - waves)
@@ -162,6 +170,81 @@ def gemm_compute_s(m: int, n: int, k: int, p: _Params) -> float:
 def gemm_efficiency(m: int, n: int, k: int, p: _Params) -> float:
     """Fraction of the precision's peak the GEMM's tensor-core part reaches (tiles, waves, K overhead)."""
     return 2.0 * m * n * k / (p.peak * gemm_compute_s(m, n, k, p))
+
+
+def gemm_s(m: int, n: int, k: int, p: _Params, batch: int = 1, elem_bytes: int | None = None) -> float:
+    """A GEMM kernel's time without its launch gap: tensor-core time and operand traffic (inputs and output,
+    ``elem_bytes`` each, default the precision's) blended by a soft maximum (``mem_blend``)."""
+    tc = gemm_compute_s(m, n, k, p, batch)
+    if elem_bytes is None:
+        nbytes = batch * _gemm_bytes((m, n, k), p.prec)
+    else:
+        nbytes = batch * float(m * k + k * n + m * n) * elem_bytes
+    tm = nbytes / (p.bw * p.g_mem)
+    return (tc ** p.g_blend + tm ** p.g_blend) ** (1.0 / p.g_blend)
+
+
+def mem_bound_s(nbytes: float, mem_eff: float, p: _Params, issue_Bps: float = 0.0) -> float:
+    """A memory-bound kernel moving ``nbytes`` (read + written) that streams from HBM at ``mem_eff`` of its
+    bandwidth, without its launch gap.
+
+    L2-resident regime: a kernel whose traffic fits the device's L2 (``l2_bytes``, datasheets) finds its
+    input there (written by the kernel just before it) and leaves its output there; one whose traffic does
+    not fit streams through (an LRU cache evicts each line of a larger cyclic footprint before its reuse):
+    the transition is at the L2 capacity. Such kernels keep a fixed number of bytes in flight, so their
+    achieved bandwidth is bytes in flight / latency (Little's law): from L2 they run ``l2.latency_ratio``
+    (HBM / L2 load latency) times faster, up to ``l2.bw_ratio`` x HBM bandwidth (the L2's own bandwidth).
+    A kind limited by instruction issue rather than memory (``issue_Bps``: LayerNorm's Welford update,
+    dropout's random numbers) runs no faster than that ceiling in either regime."""
+    rate = p.bw * mem_eff
+    if 0.0 < nbytes <= p.l2_bytes:
+        fast = min(rate * p.l2_lat, p.bw * p.l2_bw)
+        rate = min(fast, max(issue_Bps, rate)) if issue_Bps > 0 else fast
+    return nbytes / rate
+
+
+def softmax_s(nbytes: float, row: int, pas: str, p: _Params) -> float:
+    """The row softmax of unfused attention over ``row``-long rows (reads and writes the scores). Where the
+    family has a measured rate per row length (``attention.softmax_row_eff``), the rate of the shortest
+    listed length >= the row (the longest beyond them): the framework picks its softmax kernel by row length
+    (PyTorch's register-resident warp kernel is compiled per power of two up to 2048 half-precision
+    elements, a block-per-row kernel above), and none of them is bandwidth-bound, so L2 residency does not
+    speed them up. Otherwise a memory-bound kernel at the elementwise efficiency."""
+    xs, es = p.sm_rows
+    if not xs:
+        kind = "softmax_" + pas
+        return mem_bound_s(nbytes, p.ew_kinds.get(kind, p.ew_mem), p, p.ew_issue.get(kind, 0.0))
+    i = bisect.bisect_left(xs, math.log(max(row, 1)) - 1e-9)
+    return nbytes / (p.bw * es[min(i, len(es) - 1)])
+
+
+def unfused_attention_s(shape: tuple, nbytes: float, p: _Params) -> float:
+    """Unfused attention as the kernels it runs, without the last kernel's launch gap: batched GEMMs over the
+    batch x heads products (the GEMM model, tiles counted over the whole batch), the row softmax, and
+    whatever score traffic remains in ``nbytes`` (dropout, mask) as a memory-bound dropout kernel.
+
+    Forward: scores = Q K^T (seq_q x seq_k x head dim), softmax (reads + writes 2 B per score), context =
+    P V (seq_q x head dim x seq_k); the GEMMs carry the score matrix's write and re-read (4 B per score).
+    Backward: dP = dO V^T, dV = P^T dO, dQ = dS K, dK = dS^T Q, the softmax backward reading P and dP and
+    writing dS (6 B per score); the GEMMs carry 8 B per score."""
+    sq, sk, d, bh, _, pas = shape
+    sq, sk, d, bh = int(sq), int(sk), int(d), max(int(bh), 1)
+    eb = _IN_BYTES.get(p.prec if p.prec != "fp8" else "bf16", 2)
+    scores = float(bh) * sq * sk
+    qkvo = eb * float(bh) * d * (2 * sq + 2 * sk)
+    if pas == "bwd":
+        gemms = (gemm_s(sq, sk, d, p, bh, eb) + gemm_s(sk, d, sq, p, bh, eb) + gemm_s(sq, d, sk, p, bh, eb)
+                 + gemm_s(sk, d, sq, p, bh, eb))
+        n_kern, carried, soft, qkvo = 4, 4 * eb * scores, 3 * eb * scores, 2 * qkvo
+    else:
+        gemms = gemm_s(sq, sk, d, p, bh, eb) + gemm_s(sq, d, sk, p, bh, eb)
+        n_kern, carried, soft = 2, 2 * eb * scores, 2 * eb * scores
+    t = gemms + softmax_s(soft, sk, pas, p)
+    rest = nbytes - qkvo - carried - soft
+    if rest > 0.01 * scores:  # the dropout (and its mask) over the scores
+        kind = "dropout_add_" + pas
+        t += mem_bound_s(rest, p.ew_kinds.get(kind, p.ew_mem), p, p.ew_issue.get(kind, 0.0)) + p.launch_s
+    return t + n_kern * p.launch_s
 
 
 def fp8_cast_s(m: int, k: int, p: _Params) -> float:
@@ -489,11 +572,7 @@ class ComputeModel:
         elif cls == "attention":
             impl = attention_impl(mnk[4], p.family) if mnk is not None and len(mnk) == 6 else "flash"
             if impl == "unfused":
-                # two batched GEMMs plus separate softmax and dropout kernels over the s^2 scores: the
-                # matmul time and the score traffic add up (4 kernels)
-                x = min(mnk[2], mnk[1])
-                eff = p.g_e * x / (x + p.g_xh)
-                t = flops / (p.peak * eff) + nbytes / (p.bw * p.ew_mem) + 3 * p.launch_s
+                t = unfused_attention_s(mnk, nbytes, p)
             elif mnk is not None and len(mnk) == 6:
                 t = fused_attention_s(mnk, impl, p)
             else:  # attention given only as FLOPs (Megatron's full-s^2 count): the many-wave rate at 2k tokens
@@ -504,9 +583,13 @@ class ComputeModel:
             t = max(flops / (p.peak * ce), nbytes / (p.bw * me))
         elif cls in _MEM_CLASSES:
             ce, me = p.mem[cls]
-            if mnk is not None and len(mnk) == 1 and mnk[0] in p.ew_kinds:
-                me = p.ew_kinds[mnk[0]]
-            t = max(flops / (p.peak_vec * ce), nbytes / (p.bw * me))
+            kind = mnk[0] if mnk is not None and len(mnk) == 1 else None
+            me = p.ew_kinds.get(kind, me)
+            if cls == "elementwise":  # activations flow kernel to kernel: the L2 regime applies
+                tm = mem_bound_s(nbytes, me, p, p.ew_issue.get(kind, 0.0))
+            else:  # optimizer state / embedding tables were last touched an iteration ago: they stream
+                tm = nbytes / (p.bw * me)
+            t = max(flops / (p.peak_vec * ce), tm)
         else:
             raise UserError(f"unknown op class (known: {', '.join(OP_CLASSES)})", field="op_class", value=cls)
         return t + p.launch_s

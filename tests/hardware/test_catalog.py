@@ -68,3 +68,17 @@ def test_bad_catalog_file(tmp_path):
                  "  nvlink_GBps: 0\n  pcie_GBps: 1\n  launch_overhead_ns: 1\n")
     with pytest.raises(UserError, match="bf17"):
         load_devices(p)
+
+
+def test_l2_sizes_from_datasheets_and_bad_value(tmp_path):
+    # whitepapers / datasheets: V100 6 MB, A100 40 MB, H100 50 MB, AD102 96 MB (as MiB), CDNA3 8 x 4 MB
+    assert get_device("V100").l2_bytes == 6 * 2**20
+    assert get_device("A100-80").l2_bytes == 40 * 2**20
+    assert get_device("H100-SXM").l2_bytes == get_device("H100-PCIe").l2_bytes == 50 * 2**20
+    assert get_device("L40S").l2_bytes == 96 * 2**20
+    assert get_device("MI300X").l2_bytes == 32 * 2**20
+    p = tmp_path / "d.yaml"
+    p.write_text("X1:\n  source: s\n  peak_tflops: {bf16: 100}\n  hbm_bytes: 1\n  hbm_GBps: 1\n"
+                 "  nvlink_GBps: 0\n  pcie_GBps: 1\n  launch_overhead_ns: 1\n  l2_bytes: -5\n")
+    with pytest.raises(UserError, match=r"X1.l2_bytes.*-5"):
+        load_devices(p)

@@ -219,3 +219,69 @@ def test_head_dim_padding_per_implementation(cm):
     # cuDNN runs head dim 96 in a 128-wide tile (the measured table: 0.261 vs 0.274 ms); FA2 has a 96 kernel
     assert t("fused", 96) == t("fused", 128)
     assert t("flash", 96) < t("flash", 128)
+
+
+def ew(cm, kind, nbytes, dev=H100, cls="elementwise"):
+    return cm.kernel_time_ns(cls, 0.0, float(nbytes), (kind,), dev, "bf16")
+
+
+def test_l2_resident_regime_by_hand(cm):
+    # RMSNorm forward on H100 (kinds: 0.57 of 3.35 TB/s; l2: latency ratio 2.2; L2 50 MiB; launch 2 us).
+    # 16 MiB fits: 16,777,216 / (3.35e12 x 0.57 x 2.2) = 3.994 us + 2 us = 5.994 us (measured table: 5.89 us)
+    assert ew(cm, "rmsnorm_fwd", 16 * 2**20) == pytest.approx(5993.7, rel=1e-3)
+    # 64 MiB streams from HBM: 67,108,864 / (3.35e12 x 0.57) = 35.145 us + 2 us
+    assert ew(cm, "rmsnorm_fwd", 64 * 2**20) == pytest.approx(37144.7, rel=1e-3)
+    # the transition is the L2 capacity: at it L2-resident, one byte more streams
+    cap = H100.l2_bytes
+    assert cap == 50 * 2**20
+    assert ew(cm, "rmsnorm_fwd", cap + 1) - 2000 > 2.1 * (ew(cm, "rmsnorm_fwd", cap) - 2000)
+    # LayerNorm forward is issue-bound from L2: 0.0345 B/FLOP x 67 TF = 2.3115 TB/s (above its 1.809 TB/s
+    # HBM rate, below 2.2x it): 16 MiB in 7.258 us + 2 us (measured: 9.26 us)
+    assert ew(cm, "layernorm_fwd", 16 * 2**20) == pytest.approx(9258.2, rel=1e-3)
+    # no L2 size in the catalog (B200): always streams; optimizer state always streams (touched an iteration ago)
+    b200 = get_device("B200")
+    assert b200.l2_bytes == 0
+    assert ew(cm, "rmsnorm_fwd", 2**20, b200) == pytest.approx(2**20 / (8e12 * 0.57) * 1e9 + 2000, rel=1e-3)
+    assert ew(cm, "adam", 16 * 2**20, cls="optimizer") == pytest.approx(16 * 2**20 / (3.35e12 * 0.85) * 1e9 + 2000,
+                                                                       rel=1e-3)
+
+
+def test_unfused_attention_is_batched_gemms_plus_softmax_by_hand(cm):
+    # H100, 32 heads x 4096 tokens, head dim 128, the measured table's op (no dropout: 8 B per score beyond
+    # Q, K, V and the output). GEMM model (e_max 0.715 -> 5.3598e12 FLOP/s per SM, k_overhead 128,
+    # wave_quant 0.2, mem_eff 0.85, mem_blend 5), tiles counted over the 32 products:
+    # Q K^T (4096 x 4096 x 128): 32 x 32 x 32 = 32,768 128x128 tiles = 248.24 waves (+0.2 x 0.76) x
+    #   2 x 128 x 128 x 256 FLOP = 388.76 us of MMA; 32 x (2 x 4096 x 128 + 4096^2) x 2 B = 1.1409 GB at
+    #   2.8475 TB/s = 400.65 us; (388.76^5 + 400.65^5)^(1/5) = 453.60 us.
+    # P V (4096 x 128 x 4096): 1,024 tiles = 7.758 waves (+0.2 x 0.24) x 2 x 128 x 128 x 4224 = 201.58 us;
+    #   the same 1.1409 GB = 400.65 us; blended 403.20 us.
+    # softmax: 4 B x 32 x 4096^2 at 0.381 of 3.35 TB/s (4096-long rows) = 1682.52 us.
+    # 3 kernels x 2 us launch: 2545.32 us (the measured row: 2532.0 us).
+    s, d, bh = 4096, 128, 32
+    t = cm.kernel_time_ns("attention", 4.0 * bh * s * s * d, 8.0 * bh * s * d + 8.0 * bh * s * s,
+                          (s, s, d, bh, "unfused", "fwd"), H100, "bf16")
+    assert t == pytest.approx(2_545_324, rel=2e-3)
+
+
+def test_unfused_softmax_rate_follows_row_length_regimes(cm):
+    # PyTorch's warp softmax compiled for 2048-long rows also runs 1025..2048 (next power of two): the same
+    # rate; 2049..4096 runs the block kernel (4096's rate)
+    def soft_ns(s):
+        bh = 8
+        return cm.kernel_time_ns("attention", 4.0 * bh * s * s * 128, 8.0 * bh * s * 128 + 8.0 * bh * s * s,
+                                 (s, s, 128, bh, "unfused", "fwd"), H100, "bf16")
+    per_score = {s: soft_ns(s) / s ** 2 for s in (1536, 2048, 3072, 4096)}
+    assert per_score[1536] > 2 * per_score[3072]
+    assert per_score[1536] == pytest.approx(per_score[2048], rel=0.15)
+    assert per_score[3072] == pytest.approx(per_score[4096], rel=0.15)
+
+
+def test_unfused_and_memory_bound_classes_within_10_percent_of_the_h100_table(cm):
+    # issue 13's target for the analytical H100 model, per class, against every measured row
+    from heterosim.hardware.calibrate import analytic_errors
+    from heterosim.hardware.measured import BUILTIN, MeasuredTables
+
+    errs = analytic_errors(MeasuredTables(BUILTIN["H100-SXM"], H100), cm)
+    for cls, e in errs.items():
+        if cls.startswith(("memory-bound", "attention unfused")):
+            assert sum(abs(x) for x in e) / len(e) <= 0.10, cls
