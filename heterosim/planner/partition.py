@@ -7,7 +7,9 @@ balanced here is balanced there:
   ``heterosim.workload.costs``) timed by ``ComputeModel.op_time_ns`` on each
   stage's device, times the group's ``slowdown``;
 * TP communication: the comm planner's schedule for a TP group of that node
-  type, timed by ``intra_time_ns`` (what the coordinator does for TP);
+  type, timed by ``intra_time_ns`` (what the coordinator does for TP); with
+  ``tp_comm_overlap`` the dense blocks are the compiler's userbuffers pieces
+  (``ub_split``) timed along the critical path of the ops it emits (``ub_block_ns``);
 * pipeline / DP traffic: bytes over the per-GPU NIC share (closed form, not
   simulated; see :meth:`CostModel.p2p_ns`, :meth:`CostModel.dp_ns`);
 * memory: ``memory_for_plan`` (the workload memory model) evaluated at 0 and 1
@@ -102,6 +104,16 @@ class CostModel:
             self._tp_memo[key] = t
         return t
 
+    def _ub_ns(self, group: str, tp: int, hid: int, kernels: list, bwd: bool, device) -> float:
+        """One dense block under ``tp_comm_overlap``: the compiler's userbuffers pieces (``ub_split``) timed
+        as the coordinator times ops, combined along the critical path of the ops it emits (``ub_block_ns``)."""
+        from heterosim.workload.compiler import ub_block_ns, ub_reducescatter_bytes, ub_split
+
+        pieces = tuple(self._op_ns(list(piece[2]), device) if piece[2] else 0.0
+                       for piece in ub_split(kernels, tp, bwd))
+        rs = tuple(self.tp_ns(group, tp, "reducescatter", b) for b in ub_reducescatter_bytes(hid, tp))
+        return ub_block_ns(pieces, self.tp_ns(group, tp, "allgather", hid), rs, bwd)
+
     def stage_cost(self, group: str, tp: int, mbs: int, recompute: str) -> StageCost:
         key = (group, tp, mbs, recompute)
         c = self._memo.get(key)
@@ -131,13 +143,16 @@ class CostModel:
             else:
                 tpc = 2 * self.tp_ns(group, tp, "allreduce", hid)
                 pre, post = 0.0, self.tp_ns(group, tp, "allreduce", hid)
-            if self.scenario.parallelism.tp_comm_overlap:
-                # one collective in flight behind the GEMMs: only what exceeds the compute shows
-                tpc = max(0.0, tpc - fwd)
         else:
             tpc = pre = post = 0.0
         fwd_t = fwd + tpc
         bwd_t = bwd + tpc
+        if self.scenario.parallelism.tp_comm_overlap and sh.sp:
+            # userbuffers (as the compiler emits them): each dense block's all-gather and reduce-scatters
+            # overlap chunks of its GEMMs; the block takes its ops' critical path
+            fwd_t = self._ub_ns(group, tp, hid, attn, False, device) + self._ub_ns(group, tp, hid, mlp, False, device)
+            bwd_t = (self._ub_ns(group, tp, hid, bwd_kernels(mlp, eb), True, device)
+                     + self._ub_ns(group, tp, hid, attn_b, True, device))
         if recompute == "full":
             bwd_t += fwd_t
         emb = sh.embedding()

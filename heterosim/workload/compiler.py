@@ -97,7 +97,7 @@ def _gemm_chunk(kern: tuple, n: int) -> tuple:
     return ("gemm", kern[1] * m / M, kern[2] * m / M, (m, N, K, pas))
 
 
-def _ub_split(kernels: list, n: int, bwd: bool) -> tuple:
+def ub_split(kernels: list, n: int, bwd: bool) -> tuple:
     """A dense block's kernels as userbuffers runs them with n = tp chunks: (head, first GEMM's n-1 local
     chunks, its last chunk + middle + the closing GEMM's first chunk, the closing GEMM's other chunks +
     tail), each a fused (flops, bytes, kernels). The first GEMM consumes the all-gathered input; the
@@ -109,6 +109,26 @@ def _ub_split(kernels: list, n: int, bwd: bool) -> tuple:
     g2 = _gemm_chunk(kernels[i2], n)
     return (_fused(kernels[:i1]), _fused([g1] * (n - 1)), _fused([g1] + kernels[i1 + 1:i2] + [g2]),
             _fused([g2] * (n - 1) + kernels[i2 + 1:]))
+
+
+def ub_reducescatter_bytes(hid: int, n: int) -> tuple[int, int]:
+    """The two reduce-scatters of a userbuffers block (nccl-tests sizes): the first n-1 chunks' output,
+    pipelined behind the closing GEMM, then the last chunk's."""
+    first = hid * (n - 1) // n
+    return first, hid - first
+
+
+def ub_block_ns(pieces_ns: tuple, allgather_ns: float, reducescatter_ns: tuple, bwd: bool) -> float:
+    """How long a userbuffers block takes: the critical path of the ops ``_Emitter.block_ub`` emits, each
+    starting when its dependencies end (the analytic planner's estimate of what the simulator runs).
+
+    ``pieces_ns`` = the times of ``ub_split``'s four pieces (head, first GEMM's n-1 local chunks, its last
+    chunk + middle + the closing GEMM's first chunk, the closing GEMM's other chunks + tail); the all-gather
+    starts after the head in forward, beside it in backward; the middle waits for the local chunks and the
+    all-gather; the first reduce-scatter runs beside the closing GEMM's other chunks; the last follows both."""
+    head, local, mid, rest = pieces_ns
+    rs_first, rs_last = reducescatter_ns
+    return max(head + local, (0.0 if bwd else head) + allgather_ns) + mid + max(rest, rs_first) + rs_last
 
 
 def _kernel_table(sh: LayerShapes, moe: bool, recompute: str, ub: bool = False) -> dict:
@@ -144,7 +164,7 @@ def _kernel_table(sh: LayerShapes, moe: bool, recompute: str, ub: bool = False) 
                                   ("attn_bwd", list(t["attn_bwd"][2]), True), ("mlp_bwd", bwd_kernels(sh.mlp(), eb), True)):
             if moe and key.startswith("mlp"):
                 continue
-            for j, piece in enumerate(_ub_split(kernels, sh.tp, bwd)):
+            for j, piece in enumerate(ub_split(kernels, sh.tp, bwd)):
                 t[f"{key}:ub{j}"] = piece
     return t
 
@@ -185,7 +205,8 @@ class _Emitter:
         max(g (n-1), a) + g -- emitted as the n-1 local chunks beside the all-gather, then the last chunk.
         GEMM + pipelined reduce-scatter (the time-reverse): the closing GEMM's first chunk, then its n-1
         other chunks beside the reduce-scatter of the first n-1 chunks' output, then the last chunk's
-        reduce-scatter: the block ends at max(g + r (n-1), g n) + r with r = reduce-scatter / n."""
+        reduce-scatter: the block ends at max(g + r (n-1), g n) + r with r = reduce-scatter / n.
+        ``ub_block_ns`` is this graph's critical path (what the planner estimates)."""
         p, n = self.p, self.p.plan.tp
         head = p.compute(name + "_head", key + ":ub0", deps, phase, mb, layer, chunk) \
             if p.kern[key + ":ub0"][2] else deps
@@ -193,11 +214,12 @@ class _Emitter:
                     phase, mb, layer, chunk)
         g1 = p.compute(name + "_gemm_chunks", key + ":ub1", head, phase, mb, layer, chunk)
         mid = p.compute(name + "_last_chunk", key + ":ub2", g1 + ag, phase, mb, layer, chunk)
-        rs1 = p.comm("tp_reducescatter_ub", "reducescatter", "tp", self.hid * (n - 1) // n, tag + ":rs0", mid,
+        rs_first, rs_last = ub_reducescatter_bytes(self.hid, n)
+        rs1 = p.comm("tp_reducescatter_ub", "reducescatter", "tp", rs_first, tag + ":rs0", mid,
                      phase, mb, layer, chunk)
         g2 = p.compute(name + "_gemm_chunks_rs", key + ":ub3", mid, phase, mb, layer, chunk)
-        return p.comm("tp_reducescatter_ub", "reducescatter", "tp", self.hid - self.hid * (n - 1) // n,
-                      tag + ":rs1", g2 + rs1, phase, mb, layer, chunk)
+        return p.comm("tp_reducescatter_ub", "reducescatter", "tp", rs_last, tag + ":rs1", g2 + rs1, phase, mb,
+                      layer, chunk)
 
     def layer_fwd(self, deps: tuple, mb: int, layer: int, chunk: int, recompute: bool = False) -> tuple:
         p = self.p
