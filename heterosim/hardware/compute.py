@@ -8,7 +8,10 @@ Three sources, per (device, op class, precision), the first that covers a kernel
   pass), memory-bound kind);
 
 * analytical: a roofline, ``max(flops / (peak * eff), bytes / (hbm_bw * mem_eff))`` plus a per-kernel
-  launch gap, with efficiency curves kept as data in ``efficiency.yaml`` (per architecture family);
+  launch gap, with efficiency curves kept as data in ``efficiency.yaml`` (per architecture family): GEMMs as
+  tiles in waves (``gemm_compute_s``), fused attention from its CTA schedule (``fused_attention_s``), unfused
+  attention as its batched GEMMs + row softmax + dropout (``unfused_attention_s``), memory-bound kernels per
+  kind with an L2-resident regime when their traffic fits the device's L2 (``mem_bound_s``);
 * a generic measurement CSV (below; Python API only), interpolated in FLOPs / bytes.
 
 Measurement CSV columns (header required, one row per timed kernel)::
