@@ -99,7 +99,7 @@ class _Params:
 
     __slots__ = ("peak", "peak_attn", "peak_vec", "bw", "launch_s", "prec", "g_e", "g_xh", "g_xd", "g_tiles",
                  "g_k0", "g_wq", "g_split_k", "g_split_s", "g_mem", "g_blend", "ew_mem", "a_e", "a_mem", "mem", "cast_frac", "sm", "family",
-                 "l2_bytes", "l2_lat", "l2_bw", "ew_issue", "sm_rows",
+                 "l2_bytes", "l2_lat", "l2_bw", "ew_issue", "sm_rows", "device", "attn_prec",
                  "ew_kinds", "a_impl", "a_bwd", "a_tile", "a_kv0", "a_wave", "a_under", "a_pad", "a_big", "a_kv0_bwd",
                  "a_soft")
 
@@ -111,6 +111,7 @@ class _Params:
         if prec == "fp8" and not eff.get("fp8_attention", False):
             attn_prec = device.effective_precision("bf16")
         self.peak_attn = device.peak_flops(attn_prec)
+        self.device, self.attn_prec = device, attn_prec
         self.peak_vec = device.peak_flops("fp32")
         self.bw = device.hbm_Bps
         self.launch_s = device.launch_overhead_ns * 1e-9
@@ -574,8 +575,9 @@ class ComputeModel:
                 t += fp8_cast_s(mnk[0], mnk[2], p)
         elif cls == "attention":
             impl = attention_impl(mnk[4], p.family) if mnk is not None and len(mnk) == 6 else "flash"
-            if impl == "unfused":
-                t = unfused_attention_s(mnk, nbytes, p)
+            if impl == "unfused":  # its GEMMs run at the attention precision (bf16 in fp8 training)
+                q = p if p.attn_prec == p.prec else self.params(p.device, p.attn_prec)
+                t = unfused_attention_s(mnk, nbytes, q)
             elif mnk is not None and len(mnk) == 6:
                 t = fused_attention_s(mnk, impl, p)
             else:  # attention given only as FLOPs (Megatron's full-s^2 count): the many-wave rate at 2k tokens
