@@ -77,3 +77,35 @@ def test_planner_layer_estimate_follows_userbuffers_schedule():
                                                "seq_length": 2048}), system, cm).stage_cost("h100", 8, 1, "none")
     assert cost.layer_fwd_ns < plain.layer_fwd_ns
     assert cost.layer_fwd_ns > _ns(cm, attn, dev, prec) + _ns(cm, mlp, dev, prec)
+
+
+def test_planner_layer_estimate_equals_the_simulated_layer():
+    # One code path: the planner's per-layer estimate is the span the simulator gives the same layer (one
+    # node, tp 8 + SP + tp_comm_overlap, one micro-batch, measured H100 kernels as run uses them)
+    from heterosim import api
+    from heterosim.config.loader import scenario_from_dict
+
+    model = {"name": "g", "num_layers": 2, "hidden_size": 4096, "num_attention_heads": 32,
+             "ffn_hidden_size": 16384, "vocab_size": 32000, "max_seq_length": 4096}
+    s = scenario_from_dict({
+        "name": "ub", "model": model,
+        "parallelism": {"tp": 8, "pp": 1, "sequence_parallel": True, "tp_comm_overlap": True},
+        "training": {"global_batch_size": 1, "micro_batch_size": 1, "seq_length": 4096, "precision": "bf16"},
+        "cluster": {"groups": [{"name": "g", "node_type": "dgx-h100", "num_nodes": 1}]}})
+    res = api.simulate(api.prepare(s), record_messages=False)
+    lane = res.sim.lanes[0]
+    ops = res.prepared.ir.programs[lane.program].ops
+
+    def span(phase, first, last):
+        """From the layer's first op to the reduce-scatter that follows its last compute piece."""
+        blk = [o.id for o in ops if o.phase == phase and o.layer == 0 and o.microbatch == 0
+               and (o.name.startswith((first, last)) or o.name.startswith("tp_"))]
+        i = next(k for k, x in enumerate(blk) if ops[x].name.startswith(first))
+        j = max(k for k, x in enumerate(blk) if ops[x].name.startswith(last))
+        assert ops[blk[j + 1]].name == "tp_reducescatter_ub"
+        ids = blk[i:j + 2]
+        return max(lane.end_ns[x] for x in ids) - min(lane.start_ns[x] for x in ids)
+
+    cost = CostModel(s, build_system(s.cluster, s.fabric), api.compute_model(s)).stage_cost("g", 8, 1, "none")
+    assert cost.layer_fwd_ns == span("fwd", "attn_head", "mlp_gemm_chunks_rs")
+    assert cost.layer_bwd_ns == span("bwd", "mlp_bwd_head", "attn_bwd_gemm_chunks_rs")
