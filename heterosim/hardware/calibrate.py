@@ -2,9 +2,9 @@
 and efficiency parameters fitted to them (so other GPUs can bring their own measurements).
 
 The fitted parameters are the analytical model's own (efficiency.yaml): per precision GEMM ``e_max``,
-attention ``e_max``, and the memory-bound classes' ``mem_eff``, each scaled by the geometric mean of
-measured / predicted time over that class's rows (one factor per physical curve; the curve shapes
-stay those of the device's family).
+attention ``e_max``, and the memory-bound classes' ``mem_eff`` (elementwise: with its per-kind table),
+each scaled by the geometric mean of measured / predicted time over that class's rows (one factor per
+physical curve; the curve shapes stay those of the device's family).
 """
 from __future__ import annotations
 
@@ -100,7 +100,11 @@ def fit_efficiency(tables: MeasuredTables, efficiency: str | Path = EFFICIENCY_F
         over["attention"]["e_max"]["fp16"] = over["attention"]["e_max"]["bf16"]
     ew = [e for c, v in errs.items() if c.startswith("memory-bound") and "adam" not in c for e in v]
     if ew:
-        over.setdefault("elementwise", {})["mem_eff"] = round(min(base["elementwise"]["mem_eff"] * _gm_ratio(ew), 1.0), 3)
+        r = _gm_ratio(ew)
+        el = over.setdefault("elementwise", {})
+        el["mem_eff"] = round(min(base["elementwise"]["mem_eff"] * r, 1.0), 3)
+        # the per-kind efficiencies are the same curve: scaled by the same factor
+        el["kinds"] = {k: round(min(v * r, 1.0), 3) for k, v in base["elementwise"]["kinds"].items()}
     opt = pooled("memory-bound adam")
     if opt:
         over.setdefault("optimizer", {})["mem_eff"] = round(min(base["optimizer"]["mem_eff"] * _gm_ratio(opt), 1.0), 3)

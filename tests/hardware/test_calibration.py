@@ -97,3 +97,30 @@ if __name__ == "__main__":  # print the calibration table
         print("A100 %-12s est %7.2f s  measured %6.2f s  ratio %.2f" % row)
     for row in nemo_ratios(cm):
         print("H100 fp8 %-10s %4d GPUs est %5.0f TF/s measured %4d  ratio %.2f" % row)
+
+
+def test_calibrate_scales_the_per_kind_memory_bound_table(tmp_path):
+    # a GPU whose memory-bound kernels all take 1.3x the shipped H100 times: the fitted parameters must move
+    # every kind's efficiency (listed kinds included), so the analytical model follows the user's rows
+    import csv
+
+    from heterosim.hardware import get_device
+    from heterosim.hardware.calibrate import calibrate
+    from heterosim.hardware.measured import BUILTIN
+
+    src = BUILTIN["H100-SXM"] / "elementwise.csv"
+    with open(src, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    with open(folder / "elementwise.csv", "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        for r in rows:
+            w.writerow({**r, "ms": f"{float(r['ms']) * 1.3:.6f}"})
+    rep = calibrate(folder, get_device("H100-SXM"), tmp_path / "eff.yaml", splits=1)
+    mean = lambda v: sum(v) / len(v)  # noqa: E731
+    assert mean(rep["before"]["memory-bound gelu_fwd"]) < -0.2       # the built-in curve: ~1/1.3 - 1 = -23%
+    assert abs(mean(rep["after"]["memory-bound gelu_fwd"])) < 0.05   # fitted
+    kinds = rep["fitted_params"]["elementwise"]["kinds"]
+    assert kinds["gelu_fwd"] == pytest.approx(0.89 / 1.3, rel=0.05)
