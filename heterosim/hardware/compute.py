@@ -199,7 +199,8 @@ def mem_bound_s(nbytes: float, mem_eff: float, p: _Params, issue_Bps: float = 0.
     achieved bandwidth is bytes in flight / latency (Little's law): from L2 they run ``l2.latency_ratio``
     (HBM / L2 load latency) times faster, up to ``l2.bw_ratio`` x HBM bandwidth (the L2's own bandwidth).
     A kind limited by instruction issue rather than memory (``issue_Bps``: LayerNorm's Welford update,
-    dropout's random numbers) runs no faster than that ceiling in either regime."""
+    dropout's random numbers) runs no faster than that ceiling from L2 (from HBM its ``mem_eff``, measured,
+    already includes it)."""
     rate = p.bw * mem_eff
     if 0.0 < nbytes <= p.l2_bytes:
         fast = min(rate * p.l2_lat, p.bw * p.l2_bw)
