@@ -4,7 +4,8 @@ and efficiency parameters fitted to them (so other GPUs can bring their own meas
 The fitted parameters are the analytical model's own (efficiency.yaml): per precision GEMM ``e_max``,
 attention ``e_max``, and the memory-bound classes' ``mem_eff`` (elementwise: with its per-kind table),
 each scaled by the geometric mean of measured / predicted time over that class's rows (one factor per
-physical curve; the curve shapes stay those of the device's family).
+physical curve; the curve shapes stay those of the device's family); with unfused attention rows, the
+softmax rate per row length (``fit_softmax_rows``).
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from heterosim.hardware.compute import EFFICIENCY_FILE, ComputeModel, fp8_cast_s
+from heterosim.hardware.compute import EFFICIENCY_FILE, ComputeModel, fp8_cast_s, gemm_s, unfused_attention_s
 from heterosim.hardware.measured import MeasuredTables, actual_shape, held_out_error
 from topologies._util import read_yaml
 
@@ -66,6 +67,40 @@ def analytic_errors(tables: MeasuredTables, cm: ComputeModel) -> dict[str, list[
 
 
 
+def fit_softmax_rows(attn_rows: list, cm: ComputeModel, device) -> dict[int, float]:
+    """Unfused attention's softmax rate per row length (``attention.softmax_row_eff``): per sequence length,
+    the median over the table's unfused rows of the softmax's score bytes (read + written, 4 B per score)
+    / (measured time - the GEMM model's two batched GEMMs - 3 launch gaps), as a fraction of HBM bandwidth."""
+    p = cm.params(device, "fp16")
+    by: dict[int, list[float]] = {}
+    for kind, _causal, b, h, s, d, fwd, _bwd in attn_rows:
+        if kind != "unfused_fp16":
+            continue
+        bh = b * h
+        rest = fwd - gemm_s(s, s, d, p, bh, 2) - gemm_s(s, d, s, p, bh, 2) - 3 * p.launch_s
+        if rest > 0:
+            by.setdefault(s, []).append(4.0 * bh * s * s / rest / p.bw)
+    return {s: round(float(np.median(v)), 3) for s, v in sorted(by.items())}
+
+
+def unfused_held_out(tables: MeasuredTables, cm: ComputeModel, train_frac: float = 0.8,
+                     seed: int = 0) -> list[float]:
+    """|error| of the analytical unfused attention on held-out rows, its softmax rates refitted
+    (``fit_softmax_rows``) on the other ``train_frac`` of the table's unfused rows."""
+    rows = [r for r in tables.attn_rows if r[0] == "unfused_fp16"]
+    idx = np.random.default_rng(seed).permutation(len(rows))
+    ntr = int(round(train_frac * len(rows)))
+    fitted = fit_softmax_rows([rows[i] for i in idx[:ntr]], cm, tables.device)
+    p = copy.copy(cm.params(tables.device, "fp16"))
+    p.sm_rows = (tuple(math.log(r) for r in fitted), tuple(fitted.values()))
+    out = []
+    for i in idx[ntr:]:
+        _, _, b, h, s, d, fwd, _ = rows[i]
+        nbytes = 8.0 * b * h * s * d + 8.0 * b * h * s * s  # Q, K, V, output; scores as analytic_errors counts
+        out.append(abs((unfused_attention_s((s, s, d, b * h, "unfused", "fwd"), nbytes, p) + p.launch_s) / fwd - 1))
+    return out
+
+
 def _gm_ratio(errs: list[float]) -> float:
     """Geometric mean of predicted / measured."""
     return math.exp(float(np.mean([math.log1p(e) for e in errs])))
@@ -98,6 +133,8 @@ def fit_efficiency(tables: MeasuredTables, efficiency: str | Path = EFFICIENCY_F
         e = base["attention"]["e_max"].get("bf16", 0.5) * _gm_ratio(attn)
         over.setdefault("attention", {}).setdefault("e_max", {})["bf16"] = round(min(e, 1.0), 3)
         over["attention"]["e_max"]["fp16"] = over["attention"]["e_max"]["bf16"]
+    if any(r[0] == "unfused_fp16" for r in tables.attn_rows):
+        over.setdefault("attention", {})["softmax_row_eff"] = fit_softmax_rows(tables.attn_rows, cm, dev)
     ew = [e for c, v in errs.items() if c.startswith("memory-bound") and "adam" not in c for e in v]
     if ew:
         r = _gm_ratio(ew)
