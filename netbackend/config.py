@@ -247,10 +247,15 @@ class AccelerationConfig(_Strict):
     migrate: bool = MIGRATE_DEFAULT
     """Move the unsent steps of packet-level messages back to closed form once their ports carry
     nothing else (RdmaNic::TrimMessage); see MIGRATE_DEFAULT for the measurement."""
+    fast_forward: bool = False
+    """Steady-state fast-forward of congested packet-level partitions (accel.py, _ff_check): once
+    every flow of a partition delivers at a rate that stayed within ``theta`` over two windows,
+    their unsent steps leave ns-3 and finish at those rates until a flow ends or another joins.
+    Off by default until measured inside issue 12's accuracy targets (benchmarks/bench_ns3_accel.py)."""
     theta: float = Field(0.05, gt=0, lt=1)
-    """Steady-state band: (max - min) / mean of per-flow rates over the window."""
+    """Steady-state band: |r1 - r2| / mean of a flow's delivery rates over two consecutive windows."""
     window_packets: int = Field(64, gt=0)
-    """Packets per flow over which the steady-state band is checked."""
+    """One window: this many MTU packets at the fastest NIC's line rate."""
 
     @field_validator("mode", mode="before")
     @classmethod

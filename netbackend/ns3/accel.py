@@ -197,6 +197,35 @@ class _Group:
         return self.t_last + min(max(0.0, q[0].wire_left) / self.shares[key] for key, q in self.qps.items())
 
 
+@dataclass
+class _FFlow:
+    """A flow of a fast-forwarded partition: its unsent steps, delivered at its measured rate."""
+
+    iid: int
+    orig: int
+    ports: list[int]
+    lead: int
+    """Payload ns-3 still holds for it (the kept work request, not yet delivered)."""
+    payload: int
+    """Payload taken out of ns-3 (whole NCCL steps)."""
+    rate: float
+    """Delivered payload bytes per ns over the last window."""
+
+
+@dataclass
+class _Steady:
+    """A packet-level partition in steady state, advanced at its flows' measured rates."""
+
+    sid: int
+    t0: float
+    flows: list[_FFlow]
+    marks_per_ns: float
+    """ECN marks per ns on its ports over the last window (extrapolated over the interval)."""
+
+    def end_ns(self) -> float:
+        return min(self.t0 + (f.lead + f.payload) / f.rate for f in self.flows)
+
+
 def check_acceleration(config: NetworkConfig) -> None:
     """Reject acceleration settings that have no closed form (one-line UserError)."""
     if config.acceleration.mode == "off":
@@ -222,6 +251,10 @@ class AcceleratedNs3Backend(NetworkBackend):
         check_acceleration(config)
         inner_cfg = config.model_copy(update={"acceleration": config.acceleration.model_copy(
             update={"mode": "off"})})
+        acc = config.acceleration
+        self._ff_on = acc.fast_forward
+        if self._ff_on:
+            kw = dict(kw, track_message_bytes=True)  # delivery rates of packet-level flows
         self.inner = Ns3Backend(topology, inner_cfg, seed, **kw)
         self._router = Router(topology, mode=config.ecmp, seed=seed)
         self._share = config.acceleration.share_ports
@@ -288,8 +321,21 @@ class AcceleratedNs3Backend(NetworkBackend):
                        "partitions_closed_form": 0, "handbacks": 0, "flows_handed_back": 0, "memo_hits": 0,
                        "connections_recovered": 0, "messages_rate_limited": 0,
                        "handbacks_over_capacity": 0, "migrations": 0, "bytes_migrated": 0,
+                       "fast_forwards": 0,
                        "not_qualified": {}}
         self._wall = 0.0
+        self._theta = acc.theta
+        r = self._router
+        fastest = max([r.link_rate_gbps[p] for p in range(len(r.link_rate_gbps)) if r.link_src[p] < r.num_hosts]
+                      or [1.0])
+        self._ff_win_ns = acc.window_packets * (config.mtu_bytes + config.header_bytes) * 8 / fastest
+        self._ff_next: int | None = None
+        self._ff_hist: dict[int, deque] = {}
+        """Inner message -> its last (time, delivered bytes) samples."""
+        self._ff_marks: deque = deque(maxlen=3)
+        """Last (time, ECN marks per port) samples."""
+        self._steady: dict[int, _Steady] = {}
+        self._extrap_marks = 0.0
 
     # ------------------------------------------------------------ interface
     @property
@@ -336,6 +382,11 @@ class AcceleratedNs3Backend(NetworkBackend):
             pre = self._precheck_time()
             if pre is not None:
                 cands.append(pre)
+            if self._ff_on:
+                if self._ff_next is None and len(self._inner_of) > len(self._migrated):
+                    self._ff_next = self._now + math.ceil(self._ff_win_ns)
+                if self._ff_next is not None:
+                    cands.append(max(self._ff_next, self._now))
             t_local = max(self._now, math.ceil(min(cands))) if cands else None  # whole ns
             limit = t_local if until_ns is None else (until_ns if t_local is None else min(t_local, until_ns))
             if self.inner.pending():
@@ -358,6 +409,8 @@ class AcceleratedNs3Backend(NetworkBackend):
                 return out
             if pre is not None and pre <= limit:
                 self._precheck(limit)
+            if self._ff_next is not None and self._ff_next <= limit:
+                self._ff_check(limit)
             batch = []
             while self._starts and self._starts[0][0] <= limit:
                 batch.append(heapq.heappop(self._starts)[2])
@@ -387,6 +440,9 @@ class AcceleratedNs3Backend(NetworkBackend):
                 g = self._groups.get(src)
                 if g is not None and g.version == version:
                     self._departures(g, when)
+            elif kind == "ff":
+                if what in self._steady:
+                    self._ff_end(what, math.ceil(when))
             else:  # "done": a closed-form message delivered (reported at the whole ns t >= when)
                 c = self._part_done(what, t)
                 if c is not None:
@@ -584,6 +640,9 @@ class AcceleratedNs3Backend(NetworkBackend):
         self._msgs[msg.id] = msg
         self._bump(msg, +1, float(t))
         ports = self._ports(msg)
+        if self._steady:
+            for sid in sorted({o[1] for p in ports for o in self._owners.get(p, ()) if o[0] == "s"}):
+                self._ff_end(sid, t)
         why = self._why_not(msg, ports)
         if why is None:
             self._join(msg, ports, t)
@@ -878,6 +937,7 @@ class AcceleratedNs3Backend(NetworkBackend):
     def _inner_done(self, iid: int, fin: int) -> Completion | None:
         orig, ports, conn, marks0 = self._inner_of.pop(iid)
         self._by_src[self._msgs[orig].src].remove(iid)
+        self._ff_hist.pop(iid, None)
         if iid in self._migrated:
             self._migrated.discard(iid)  # its ports were released when it migrated
         else:
@@ -992,6 +1052,147 @@ class AcceleratedNs3Backend(NetworkBackend):
             self._add_flow(g, conn, f, states[conn], t)
         self._rerate(g, float(t))
 
+    # ------------------------------------------------------ fast-forward
+    def _ff_check(self, t: int) -> None:
+        """Sample the delivery of every packet-level message; fast-forward the partitions whose
+        flows all delivered at a steady rate over the last two windows.
+
+        A partition is a connected set of packet-level messages (two are connected when they
+        cross a common egress port).  It qualifies when each flow's delivery rates over the last
+        two windows differ by at most ``theta`` of their mean, each connection has one message in
+        ns-3, and each flow has at least four windows of bytes left (else the saving is nil).
+        Then every flow's unsent steps leave ns-3 (RdmaNic::TrimMessage, as for migration) and are
+        delivered at the last window's rate (_Steady) until the first flow ends or a message
+        starts on one of its ports; what is left then goes back to ns-3 (_ff_end)."""
+        self._ff_next = None
+        active = [i for i in self._inner_of if i not in self._migrated]
+        if not active:
+            return
+        self._ff_next = t + math.ceil(self._ff_win_ns)
+        self._bring_inner_to(t)
+        hi = self.inner._host_index
+        sim = self.inner._sim
+        for i in active:
+            m = self._msgs[self._inner_of[i][0]]
+            h = self._ff_hist.get(i)
+            if h is None:
+                h = self._ff_hist[i] = deque(maxlen=3)
+            h.append((t, int(sim.MessageRxBytes(hi[m.dst], i))))
+        if self._reacts:
+            self._ff_marks.append((t, [float(x) for x in sim.PortStat("ecn_marks")]))
+        # partitions: union-find of packet-level messages over the ports they cross
+        parent = {i: i for i in active}
+
+        def find(x):
+            while parent[x] != x:
+                parent[x] = parent[parent[x]]
+                x = parent[x]
+            return x
+
+        at_port: dict[int, int] = {}
+        for i in active:
+            for p in self._inner_of[i][1]:
+                j = at_port.setdefault(p, i)
+                if j != i:
+                    parent[find(i)] = find(j)
+        comps: dict[int, list[int]] = {}
+        for i in active:
+            comps.setdefault(find(i), []).append(i)
+        for comp in comps.values():
+            rates = self._ff_steady(comp, t)
+            if rates is not None:
+                self._ff_start(comp, rates, t)
+
+    def _ff_steady(self, comp: list[int], t: int) -> dict[int, float] | None:
+        """Each flow's delivery rate (bytes/ns) if the partition is steady, else None."""
+        conns = set()
+        rates = {}
+        for i in comp:
+            orig, ports, conn, _ = self._inner_of[i]
+            if conn[0] == "m" or conn in conns:
+                return None
+            conns.add(conn)
+            for p in ports:
+                if any(o[0] != "n" for o in self._owners.get(p, ())):
+                    return None
+            h = self._ff_hist[i]
+            if len(h) < 3:
+                return None
+            (t0, b0), (t1, b1), (t2, b2) = h
+            r1, r2 = (b1 - b0) / (t1 - t0), (b2 - b1) / (t2 - t1)
+            if r1 <= 0 or r2 <= 0 or abs(r1 - r2) > self._theta * (r1 + r2) / 2:
+                return None
+            if self.inner._size[i] - b2 < 4 * r2 * self._ff_win_ns:
+                return None
+            rates[i] = r2
+        return rates
+
+    def _ff_start(self, comp: list[int], rates: dict[int, float], t: int) -> None:
+        hi = self.inner._host_index
+        marks_rate = 0.0
+        if self._reacts and len(self._ff_marks) >= 2:
+            (ta, va), (tb, vb) = self._ff_marks[-2], self._ff_marks[-1]
+            ports = {p for i in comp for p in self._inner_of[i][1]}
+            marks_rate = sum(vb[p] - va[p] for p in ports) / max(1, tb - ta)
+        sid = next(self._seq)
+        st = _Steady(sid, float(t), [], marks_rate)
+        for i in comp:
+            orig, ports, conn, _ = self._inner_of[i]
+            m = self._msgs[orig]
+            delivered = self._ff_hist[i][-1][1]
+            size = self.inner._size[i]
+            status, kept, removed = (int(x) for x in self.inner._sim.TrimMessage(hi[m.src], hi[m.dst],
+                                                                                 m.connection, i))
+            if status == 0:
+                continue  # its last step is being sent: it stays at packet level, beside the others
+            self._release(("n", i), ports)
+            if status == 2:
+                del self._inner_of[i]
+                self._by_src[m.src].remove(i)
+                self.inner.forget(i)
+                self._prefix.pop(orig, None)
+                self._ff_hist.pop(i, None)
+                lead = 0
+            else:
+                self._migrated.add(i)
+                self._parts[orig] = self._parts.get(orig, 1) + 1
+                lead = max(0, size - removed - delivered)
+            self.counts["bytes_packet_level"] -= removed
+            st.flows.append(_FFlow(i, orig, ports, lead, removed, rates[i]))
+            for p in ports:
+                own = self._owners.setdefault(p, {})
+                own[("s", sid)] = own.get(("s", sid), 0) + 1
+        if not st.flows:
+            return
+        self._steady[sid] = st
+        self.counts["fast_forwards"] += 1
+        heapq.heappush(self._events, (st.end_ns(), next(self._seq), "ff", sid))
+
+    def _ff_end(self, sid: int, t: int) -> None:
+        """End a fast-forward at ``t``: flows whose bytes were all delivered complete, the rest
+        go back to ns-3 on their connections (which keep their QPs)."""
+        st = self._steady.pop(sid)
+        dt = max(0.0, t - st.t0)
+        self._extrap_marks += st.marks_per_ns * dt
+        for f in st.flows:
+            for p in f.ports:
+                own = self._owners[p]
+                own[("s", sid)] -= 1
+                if not own[("s", sid)]:
+                    del own[("s", sid)]
+                    if not own:
+                        del self._owners[p]
+            done_at = st.t0 + (f.lead + f.payload) / f.rate
+            m = self._msgs[f.orig]
+            if done_at <= t + 1e-6:
+                self.counts["bytes_fast_forwarded"] += f.payload
+                heapq.heappush(self._events, (done_at, next(self._seq), "done", f.orig))
+                continue
+            sent = int(max(0.0, f.rate * dt - f.lead) // self._mtu) * self._mtu
+            sent = min(sent, f.payload - 1)
+            self.counts["bytes_fast_forwarded"] += sent
+            self._post_inner(f.orig, m, f.payload - sent, t, f.ports, handed_back=True)
+
     def _queue_bytes(self) -> list[float]:
         if self._queue_at != self._now:
             self._queue_vec = [float(x) for x in self.inner._sim.PortStat("queue_bytes")]
@@ -1032,14 +1233,18 @@ class AcceleratedNs3Backend(NetworkBackend):
         for p, b in self._link_bytes.items():
             link_bytes[names[p]] = link_bytes.get(names[p], 0) + int(round(b))
         c = dict(self.counts)
-        total = c["bytes_closed_form"] + c["bytes_packet_level"]
+        total = c["bytes_closed_form"] + c["bytes_packet_level"] + c["bytes_fast_forwarded"]
         c["closed_form_share"] = c["bytes_closed_form"] / total if total else 0.0
-        c["accelerated_share"] = c["closed_form_share"]
+        c["fast_forwarded_share"] = c["bytes_fast_forwarded"] / total if total else 0.0
+        c["accelerated_share"] = c["closed_form_share"] + c["fast_forwarded_share"]
         c["connections_at_packet_level"] = len(self._dirty)
-        c["fallback_packet_level"] = total > 0 and c["bytes_closed_form"] == 0
+        c["fallback_packet_level"] = total > 0 and c["bytes_closed_form"] == 0 and c["bytes_fast_forwarded"] == 0
         c["note"] = ("no partition qualified for closed form: plain packet level" if c["fallback_packet_level"]
                      else "closed-form flows build no queue: no ECN/CNP/PFC counters extrapolated")
-        c["extrapolated_counters"] = {}
+        c["extrapolated_counters"] = ({"ecn_marks": int(round(self._extrap_marks)),
+                                       "how": "marks per ns on a partition's ports over the window before "
+                                              "each fast-forward, times its length; not in ns-3's port counters"}
+                                      if self._ff_on else {})
         c["wrapper_wall_s"] = self._wall
         extra = dict(st.extra)
         extra["acceleration"] = c
