@@ -307,3 +307,42 @@ def test_packet_level_tails_migrate_to_closed_form_once_their_ports_are_free():
     for k, m in zip(sorted(off), sorted(msgs, key=lambda m: m.id)):
         assert abs(auto[k] - off[k]) / (off[k] - m.start_ns) <= 0.05, (k, off, auto)
     assert abs(max(auto.values()) - max(off.values())) / max(off.values()) <= 0.01
+
+
+# ------------------------------------------------------------------ steady-state fast-forward
+FF = {"fast_forward": True, "theta": 0.02, "window_packets": 512}
+INCAST_FF = [Message(1, "h0", "h3", 50_000_000, 0, connection=0, step_bytes=524_288),
+             Message(2, "h1", "h3", 50_000_000, 0, connection=0, step_bytes=524_288),
+             Message(3, "h2", "h3", 12_500_000, 3_000_000, connection=0, step_bytes=524_288)]
+
+
+def test_fast_forward_skips_packets_and_delivers_every_byte():
+    """A 2-to-1 incast settles; message 3 joins during the fast-forward (an interrupt) and the
+    survivors go back to ns-3.  Every byte is accounted once (packet level + fast-forwarded +
+    closed form = the messages' sizes) and fewer packets are simulated than at packet level."""
+    off, st_off = run(star(4), INCAST_FF, "off")
+    got, st = run(star(4), INCAST_FF, "auto", **FF)
+    a = st.extra["acceleration"]
+    assert set(got) == set(off)
+    assert a["fast_forwards"] >= 2 and a["bytes_fast_forwarded"] > 0
+    assert a["bytes_packet_level"] + a["bytes_fast_forwarded"] + a["bytes_closed_form"] == sum(
+        m.size_bytes for m in INCAST_FF)
+    assert st.extra["packet_hops"] < st_off.extra["packet_hops"] / 2
+    assert a["extrapolated_counters"]["ecn_marks"] >= 0 and "how" in a["extrapolated_counters"]
+    # no accuracy claim here (opt-in until it meets issue 12's targets; README has the figures),
+    # but physics holds: h3's port cannot deliver the incast faster than its line rate
+    from conformance import RATE_GBPS
+    assert max(got.values()) >= sum(m.size_bytes for m in INCAST_FF) * 8 / RATE_GBPS
+
+
+def test_fast_forward_is_deterministic():
+    a, _ = run(star(4), INCAST_FF, "auto", **FF)
+    b, _ = run(star(4), INCAST_FF, "auto", **FF)
+    assert a == b
+
+
+def test_fast_forward_never_starts_on_short_windows_of_unsteady_flows():
+    """Messages too short for four windows at their rate are never fast-forwarded."""
+    msgs = [Message(i, f"h{i}", "h3", 200_000, 0, connection=0) for i in range(3)]
+    _, st = run(star(4), msgs, "auto", **FF)
+    assert st.extra["acceleration"]["fast_forwards"] == 0
