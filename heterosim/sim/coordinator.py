@@ -49,6 +49,40 @@ class _ProgramInfo:
     ndeps: list[int]
     dependents: list[list[int]]
     stream_names: list[str]
+    chain_next: list[int] = field(default_factory=list)
+    """op id -> the op that may run right after it as one step (:func:`_chains`), or -1."""
+
+
+def _chains(ops: list[Op], streams: list[list[int]], stream_of: list[int], stream_pos: list[int],
+            dependents: list[list[int]]) -> list[int]:
+    """Per op Y: Z when Z is Y's only dependent and nothing but Y's chain can start the op after Y on its stream.
+
+    Then, once Y (local) runs and Z waits on nothing else, Z's start is Y's end whatever else happens
+    meanwhile: no other op's wait count changes when Y ends, and the op that next heads Y's stream
+    waits only on ops further down the chain, which run after Y. The coordinator runs such chains of
+    local ops (compute and TP collectives: a layer's forward is a dozen of them) in one step and
+    queues only the last op's end, with every op's start and end as they would be one by one."""
+    n = len(ops)
+    nxt = [-1] * n
+    for y in range(n - 1, -1, -1):
+        deps_of_y = dependents[y]
+        if len(deps_of_y) != 1:
+            continue
+        z = deps_of_y[0]
+        s = stream_of[y]
+        stream = streams[s]
+        p = stream_pos[y] + 1
+        w = stream[p] if p < len(stream) else -1
+        if w >= 0 and w != z:
+            chain = set()  # ops from z on along the chain, up to w (w's deps are all before w)
+            c = z
+            while 0 <= c < w:
+                chain.add(c)
+                c = nxt[c]
+            if not ops[w].deps or any(d not in chain for d in ops[w].deps):
+                continue
+        nxt[y] = z
+    return nxt
 
 
 def _prepare_program(ops: list[Op]) -> _ProgramInfo:
@@ -72,7 +106,8 @@ def _prepare_program(ops: list[Op]) -> _ProgramInfo:
             if d >= i and d >= len(ops):
                 raise SimulationError(f"op {op.name!r} depends on unknown op id {d}")
             dependents[d].append(i)
-    return _ProgramInfo(ops, stream_of, streams, stream_pos, ndeps, dependents, list(names))
+    return _ProgramInfo(ops, stream_of, streams, stream_pos, ndeps, dependents, list(names),
+                        _chains(ops, streams, stream_of, stream_pos, dependents))
 
 
 @dataclass
@@ -263,19 +298,31 @@ class Coordinator:
                 if op.kind == "comm":
                     used.add("pp" if op.collective in ("send", "recv") else op.group)
         canon: dict[tuple, int] = {}
+        by_table: dict[int, int] = {}
 
         def lane_key(g: tuple[int, ...]):
-            table = tuple(self._local_durations(self.lanes[self.lane_of_rank[g[0]]]))
-            return canon.setdefault(table, len(canon))
+            table = self._local_durations(self.lanes[self.lane_of_rank[g[0]]])  # one list per kind of lane
+            k = by_table.get(id(table))
+            if k is None:
+                k = by_table[id(table)] = canon.setdefault(tuple(table), len(canon))
+            return k
 
         gpus = self.system.gpus
+        memo: dict[tuple, tuple] = {}
 
         def pp_profile(a: int, b: int, rates_only: bool = False):
+            key = (a, b, rates_only)
+            hit = memo.get(key)
+            if hit is not None:
+                return hit
             if gpus[a].node_index == gpus[b].node_index:
-                if self.intra is None:
-                    return ("intra",)
-                return ("intra", self._profile(self.intra, gpus[a].name, gpus[b].name, 0, rates_only))
-            return ("net",) + tuple(self._profile(self.net, gpus[a].nic, gpus[b].nic, k, rates_only) for k in range(4))
+                hit = ("intra",) if self.intra is None else \
+                    ("intra", self._profile(self.intra, gpus[a].name, gpus[b].name, 0, rates_only))
+            else:
+                hit = ("net",) + tuple(self._profile(self.net, gpus[a].nic, gpus[b].nic, k, rates_only)
+                                       for k in range(4))
+            memo[key] = hit
+            return hit
 
         sym = replica_classes(self.ir, self.system, used, lane_key=lane_key, pp_profile=pp_profile,
                               dp_profile=lambda a, b: pp_profile(a, b, True))
@@ -396,10 +443,42 @@ class Coordinator:
         lane.start_ns[oid] = now
         d = lane.dur[oid]
         if d >= 0:
+            end = now + d
+            if lane.prog.chain_next[oid] >= 0:
+                end, oid = self._run_chain(lane, oid, end)
             self._seq += 1
-            heapq.heappush(self._heap, (now + d, self._seq, _EV_OP_DONE, (lane, oid)))
+            heapq.heappush(self._heap, (end, self._seq, _EV_OP_DONE, (lane, oid)))
         else:
             self._post_comm(lane, lane.prog.ops[oid])
+
+    def _run_chain(self, lane: Lane, cur: int, end: int) -> tuple[int, int]:
+        """Run local ``cur`` (ending at ``end``) and its chain (:func:`_chains`) while the next op waits on
+        nothing but it, heads its stream when ``cur`` ends and is local; (end, op) of the last one, whose
+        end the caller queues. The ops before it end now, ahead of the clock: nothing outside the
+        chain can see it (their only dependent is the next op, and their streams' next ops wait on it)."""
+        prog = lane.prog
+        nxt, stream_of, stream_pos = prog.chain_next, prog.stream_of, prog.stream_pos
+        remaining, dur, busy, head = lane.remaining, lane.dur, lane.busy, lane.head
+        start_ns, end_ns = lane.start_ns, lane.end_ns
+        z = nxt[cur]
+        while z >= 0 and remaining[z] == 1 and dur[z] >= 0:
+            sc, sz = stream_of[cur], stream_of[z]
+            if sz == sc:
+                if stream_pos[z] != stream_pos[cur] + 1:
+                    break
+            elif busy[sz] or head[sz] != stream_pos[z]:
+                break
+            end_ns[cur] = end
+            lane.done_count += 1
+            busy[sc] = False
+            head[sc] += 1
+            remaining[z] = 0
+            busy[sz] = True
+            start_ns[z] = end
+            cur = z
+            end += dur[z]
+            z = nxt[cur]
+        return end, cur
 
     def _complete_op(self, lane: Lane, oid: int) -> None:
         prog = lane.prog
