@@ -519,23 +519,23 @@ class Coordinator:
         if len(ready) > 1 and self.symmetry:
             # the TP ranks of a lane start the same collective on parallel groups (one per rail) at once:
             # one schedule, the others' transfers as copies, when their paths are alike
-            groups = self._merge_plan(op, tuple(inst.ranks for inst in ready))
+            groups = self._merge_plan(op.collective, op.size_bytes, tuple(inst.ranks for inst in ready))
             if groups is not None:
                 self._start_instance(ready[0], followers=ready[1:], images=groups)
                 return
         for inst in ready:
             self._start_instance(inst)
 
-    def _merge_plan(self, op: Op, groups: tuple[tuple[int, ...], ...]):
+    def _merge_plan(self, collective: str, size: int, groups: tuple[tuple[int, ...], ...]):
         """Per transfer of the first group's (reduced) schedule: its copies in all the groups, or None."""
-        key = (op.collective, op.size_bytes, groups)
+        key = (collective, size, groups)
         hit = self._merge_memo.get(key, False)
         if hit is not False:
             return hit
         hit = None
-        if not any(self._one_node(g) for g in groups):
-            lead = self._planned(op.collective, groups[0], op.size_bytes, with_shape=True)
-            others = [self._planned(op.collective, g, op.size_bytes, with_shape=True) for g in groups[1:]]
+        if not any(self._one_node(g) for g in groups) and self._rails_alike():
+            lead = self._planned(collective, groups[0], size, with_shape=True)
+            others = [self._planned(collective, g, size, with_shape=True) for g in groups[1:]]
             # the same schedule up to renaming: same transfer count, dependency structure and reduction
             if lead[0] and all(len(o[0]) == len(lead[0]) and o[1] == lead[1] and (o[2] is None) == (lead[2] is None)
                                for o in others):
@@ -544,6 +544,36 @@ class Coordinator:
             self._merge_memo[key] = hit
         return hit
 
+    def _rails_alike(self) -> bool:
+        """Whether the parallel groups of a lane (one per rail) can ride as copies of one another: every
+        node's NICs have links of one rate and delay, and so have all switch-to-switch links (a degraded
+        link anywhere would time one rail's traffic differently, and what shares links with it)."""
+        ok = getattr(self, "_rails_ok", None)
+        if ok is None:
+            net = getattr(self.system, "net", None)
+            if net is None:
+                self._rails_ok = False
+                return False
+            node_of_nic = {g.nic: g.node for g in self.system.gpus}
+            per_node: dict = {}
+            fabric = set()
+            for link in net.links:
+                nic = link.a if link.a in node_of_nic else link.b if link.b in node_of_nic else None
+                if nic is None:
+                    fabric.add((link.rate_gbps, link.delay_ns))
+                else:
+                    per_node.setdefault(node_of_nic[nic], set()).add(
+                        (link.rate_gbps, link.delay_ns, net.host_rate_gbps.get(nic)))
+            ok = self._rails_ok = len(fabric) <= 1 and all(len(v) == 1 for v in per_node.values())
+        return ok
+
+    def _links(self, backend, src: str, dst: str, key: int) -> tuple[int, ...]:
+        prof = self._profilers.get(id(backend))
+        if prof is None:
+            self._profile(backend, src, dst, key, True)
+            prof = self._profilers[id(backend)]
+        return prof._path_info(Message(0, src, dst, 1, 0, key))[0]
+
     def _merged_images(self, lead, others):
         xfers, _, images, _ = lead
         out = []
@@ -551,13 +581,21 @@ class Coordinator:
             own = images[i] if images is not None else ()
             backend = self.net if x.link == "net" else self.intra
             p0 = self._profile(backend, x.src_ep, x.dst_ep, x.flow_key, True) if backend is not None else None
+            used = set(self._links(backend, x.src_ep, x.dst_ep, x.flow_key)) if backend is not None else set()
             copies = list(own)
             for o in others:
                 y = o[0][i]
                 if y.link != x.link or y.latency_ns != x.latency_ns or abs(y.size_bytes - x.size_bytes) > 64:
                     return None
-                if backend is not None and self._profile(backend, y.src_ep, y.dst_ep, y.flow_key, True) != p0:
-                    return None
+                if backend is not None:
+                    if self._profile(backend, y.src_ep, y.dst_ep, y.flow_key, True) != p0:
+                        return None
+                    # the groups' paths share no link: two rails on one spine link would meet each other there
+                    # while a third has its link alone, and one rate for all of them would be wrong
+                    links = self._links(backend, y.src_ep, y.dst_ep, y.flow_key)
+                    if used.intersection(links):
+                        return None
+                    used.update(links)
                 copies.append((y.src_ep, y.dst_ep))
                 if o[2] is not None:
                     copies.extend(o[2][i])
@@ -585,8 +623,15 @@ class Coordinator:
         rsize = self.programs[dst_lane.program].ops[recv_side[1]].size_bytes
         if len(src_lane.ranks) == len(dst_lane.ranks):
             size = max(sop.size_bytes, rsize)
-            for a, b in zip(src_lane.ranks, dst_lane.ranks):
-                self._launch_schedule(inst, "send", (a, b), size)
+            pairs = tuple(zip(src_lane.ranks, dst_lane.ranks))
+            # the TP ranks send their shards at once, one per rail: one flow, the other rails' as copies,
+            # when their paths are alike (as for the lane's parallel data-parallel groups, _post_comm)
+            merged = self._merge_plan("send", size, pairs) if self.symmetry and len(pairs) > 1 else None
+            if merged is not None:
+                self._launch_schedule(inst, "send", pairs[0], size, images=merged, merged_groups=len(pairs) - 1)
+            else:
+                for a, b in pairs:
+                    self._launch_schedule(inst, "send", (a, b), size)
         else:  # stages of different TP degree (parallelism.stage_tp): re-shard between the two TP groups
             for a, b, nbytes in reshard_transfers(src_lane.ranks, sop.size_bytes, dst_lane.ranks, rsize):
                 self._launch_schedule(inst, "send", (a, b), nbytes)
@@ -639,7 +684,8 @@ class Coordinator:
                 f.start_ns = self._now
                 del self._instances[f.key]
             inst.followers = followers  # type: ignore[attr-defined]
-            self._launch_schedule(inst, op.collective, inst.ranks, op.size_bytes, images=images)
+            self._launch_schedule(inst, op.collective, inst.ranks, op.size_bytes, images=images,
+                                  merged_groups=len(followers))
             if inst.pending == 0:
                 self._finish_instance(inst)
             return
@@ -653,7 +699,7 @@ class Coordinator:
             self._finish_instance(inst)
 
     def _launch_schedule(self, inst: _Instance, collective: str, ranks: tuple[int, ...], size: int,
-                         images: list | None = None) -> None:
+                         images: list | None = None, merged_groups: int = 0) -> None:
         if self._one_node(ranks):
             d = self._intra_collective_ns(collective, ranks, size)
             inst.pending += 1
@@ -666,8 +712,8 @@ class Coordinator:
         state = _ScheduleState(inst, xfers, struct)
         if merged is not None:
             images = merged
-            self._sym_stats["merged_rail_groups"] += len(inst.followers)  # type: ignore[attr-defined]
-        if images is not None:
+            self._sym_stats["merged_rail_groups"] += merged_groups
+        if images is not None and collective != "send":  # (a pipeline send's copies are its rails)
             ss = self._sym_stats
             ss["orbit_schedules"] += 1
             ss["orbit_flows"] += len(xfers)
