@@ -74,12 +74,16 @@ def _chains(ops: list[Op], streams: list[list[int]], stream_of: list[int], strea
         p = stream_pos[y] + 1
         w = stream[p] if p < len(stream) else -1
         if w >= 0 and w != z:
-            chain = set()  # ops from z on along the chain, up to w (w's deps are all before w)
+            wd = ops[w].deps
+            if not wd:
+                continue
+            need = set(wd)  # w's deps must all lie on the chain from z on (they are before w)
+            top = max(wd)
             c = z
-            while 0 <= c < w:
-                chain.add(c)
+            while 0 <= c <= top and need:
+                need.discard(c)
                 c = nxt[c]
-            if not ops[w].deps or any(d not in chain for d in ops[w].deps):
+            if need:
                 continue
         nxt[y] = z
     return nxt
@@ -244,6 +248,7 @@ class Coordinator:
         self._sym_stats = {"orbit_schedules": 0, "orbit_transfers": 0, "orbit_flows": 0, "copies_sent": 0,
                            "merged_rail_groups": 0}
         self._merge_memo: dict[tuple, Any] = {}
+        self._links_memo: dict[tuple, tuple[int, ...]] = {}
         # what results need even when messages are not recorded
         self.net_bytes = 0
         self.net_messages = 0
@@ -568,11 +573,17 @@ class Coordinator:
         return ok
 
     def _links(self, backend, src: str, dst: str, key: int) -> tuple[int, ...]:
-        prof = self._profilers.get(id(backend))
-        if prof is None:
-            self._profile(backend, src, dst, key, True)
-            prof = self._profilers[id(backend)]
-        return prof._path_info(Message(0, src, dst, 1, 0, key))[0]
+        """The links (NIC caps included) of a flow's path, from the flow engine's router."""
+        memo = self._links_memo
+        k = (id(backend), src, dst, key)
+        hit = memo.get(k)
+        if hit is None:
+            prof = self._profilers.get(id(backend))
+            if prof is None:
+                self._profile(backend, src, dst, key, True)
+                prof = self._profilers[id(backend)]
+            hit = memo[k] = prof._path_info(Message(0, src, dst, 1, 0, key))[0]
+        return hit
 
     def _merged_images(self, lead, others):
         xfers, _, images, _ = lead
