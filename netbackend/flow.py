@@ -174,6 +174,8 @@ class FlowBackend(NetworkBackend):
         cfg = self.config
         self.router = Router(topology, mode=cfg.ecmp, seed=seed)
         r = self.router
+        self._keyed = r.mode != "rail"
+        """Whether a flow's key can change its path (hashed ECMP); with rails pinned, paths are cached per pair."""
         self._mtu = cfg.mtu_bytes
         self._hdr = cfg.header_bytes
         self._hop_ns = cfg.per_hop_latency_ns
@@ -304,7 +306,7 @@ class FlowBackend(NetworkBackend):
     def _profile(self, src: str, dst: str, flow_key: int) -> tuple:
         """Everything a flow's timing depends on but contention: link rates in order, fixed latency; and
         where the ECMP hash chose its links, which links (whom it collides with depends on them)."""
-        key = (src, dst, flow_key)
+        key = (src, dst, flow_key if self._keyed else 0)
         hit = self._profiles.get(key)
         if hit is None:
             links, fixed_ns, _ = self._path_info(Message(0, src, dst, 1, self._now, flow_key))
@@ -318,7 +320,7 @@ class FlowBackend(NetworkBackend):
         """What a flow's rate depends on but contention: its first, last and narrowest link (NIC caps
         included); where the ECMP hash chose its links, the links too: copies that hash onto other
         spines meet other collisions, so they are never alike (they are sent, and simulated, one by one)."""
-        key = (src, dst, flow_key)
+        key = (src, dst, flow_key if self._keyed else 0)
         hit = self._rate_profiles.get(key)
         if hit is None:
             if src == dst:
@@ -637,7 +639,7 @@ class FlowBackend(NetworkBackend):
         switch pipeline + store-and-forward of its last packet on every link after
         the first (that last term scales with the packet, so only 1/capacity is kept).
         """
-        key = (msg.src, msg.dst, msg.flow_key)
+        key = (msg.src, msg.dst, msg.flow_key if self._keyed else 0)
         hit = self._path_cache.get(key)
         if hit is None:
             r = self.router

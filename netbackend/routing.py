@@ -177,13 +177,12 @@ class Router:
             nh = self.num_hosts
             while q:
                 u = q.popleft()
-                if u < nh and u != target:
-                    continue  # hosts do not forward
                 du = d[u] + 1
                 for v in self._adj[u]:
                     if d[v] < 0:
                         d[v] = du
-                        q.append(v)
+                        if v >= nh:  # hosts do not forward: they get a distance, not a turn
+                            q.append(v)
             self._dist[target] = d
         return d
 
@@ -237,6 +236,8 @@ class Router:
         """(node indices src..dst, directed link ids) for one flow. Cached."""
         s = self._host_idx(src, "message.src")
         t = self._host_idx(dst, "message.dst")
+        if self.mode == "rail":
+            flow_key = 0  # pinned: the key picks nothing, so every key shares one cached path
         key = (s, t, flow_key)
         hit = self._path_cache.get(key)
         if hit is not None:
@@ -257,7 +258,10 @@ class Router:
                     # (with an anchor switch, distance to t is dist[.] + 1 for every node
                     # but t, so "one step closer" means the same in both tables)
                     want = dist[u] - 1
-                    opts = [lid for v in self._switch_nbrs[u] if dist[v] == want for lid in self._adj[u][v]]
+                    if want == 0:  # one hop from the anchor, the only node at distance 0 (no scan of a spine's ports)
+                        opts = self._adj[u].get(anchor, []) if anchor >= self.num_hosts else []
+                    else:
+                        opts = [lid for v in self._switch_nbrs[u] if dist[v] == want for lid in self._adj[u][v]]
                     if not opts:
                         raise NetworkError(f"no path from {src} to {dst}", field="message.dst", value=dst)
                 lid = self._pick(opts, u, fh, s)
