@@ -172,7 +172,7 @@ class FlowBackend(NetworkBackend):
     def __init__(self, topology: NetTopology, config: NetworkConfig | None = None, seed: int = 0):
         super().__init__(topology, config, seed)
         cfg = self.config
-        self.router = Router(topology, mode=cfg.ecmp, seed=seed)
+        self.router = Router.shared(topology, mode=cfg.ecmp, seed=seed)
         r = self.router
         self._keyed = r.mode != "rail"
         """Whether a flow's key can change its path (hashed ECMP); with rails pinned, paths are cached per pair."""

@@ -91,6 +91,17 @@ class Router:
     the flow key — what rail-optimised deployments pin by configuration.
     """
 
+    @classmethod
+    def shared(cls, topology: NetTopology, mode: str = "hash", seed: int = 0) -> "Router":
+        """The router of ``topology`` for (mode, seed), built once and kept with the topology: its
+        distance tables and paths depend on nothing else, so every backend on that (unchanged) topology
+        can share them (the planner simulates many candidates on one system)."""
+        routers = topology.__dict__.setdefault("_shared_routers", {})
+        r = routers.get((mode, int(seed)))
+        if r is None:
+            r = routers[(mode, int(seed))] = cls(topology, mode=mode, seed=seed)
+        return r
+
     def __init__(self, topology: NetTopology, mode: str = "hash", seed: int = 0):
         if mode not in ("hash", "rail"):
             raise NetworkError("ECMP mode must be 'hash' or 'rail'", field="network.ecmp", value=mode)
