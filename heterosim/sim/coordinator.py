@@ -15,6 +15,9 @@ Execution semantics (as frameworks run on CUDA/NCCL streams):
   completes when its last transfer does (flow schedule from the comm planner);
 * pipeline send/recv rendezvous: the transfer starts once both sides posted.
 
+A chain of local ops (compute and TP collectives, each the only dependent of the one before) runs in
+one step (``_chains``, ``_run_chain``): the same starts and ends, a tenth of the events.
+
 Collectives confined to one node are timed analytically (``intra_time_ns``);
 collectives that span nodes are expanded into their flow schedule: ``net``
 transfers go to the network backend, intra-node pieces to a flow-level model of
