@@ -16,7 +16,7 @@ Execution semantics (as frameworks run on CUDA/NCCL streams):
 * pipeline send/recv rendezvous: the transfer starts once both sides posted.
 
 A chain of local ops (compute and TP collectives, each the only dependent of the one before) runs in
-one step (``_chains``, ``_run_chain``): the same starts and ends, a tenth of the events.
+one step (``_chains``, ``_run_chain``): the same starts and ends, half the events at 1,024 GPUs.
 
 Collectives confined to one node are timed analytically (``intra_time_ns``);
 collectives that span nodes are expanded into their flow schedule: ``net``
