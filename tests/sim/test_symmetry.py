@@ -195,3 +195,21 @@ def test_rails_sharing_spines_unevenly_are_not_merged():
     assert red.sim.iteration_time_ns == full.sim.iteration_time_ns
     assert _per_rank(red) == _per_rank(full)
     assert red.sim.symmetry["merged_rail_groups"] == 0
+
+
+def test_with_hashed_ecmp_pipeline_rails_are_not_merged():
+    # each rail's NIC links also carry what the hash put there, rail by rail, so one rate for all of a
+    # send's rails would be wrong (a 256-GPU TP4 run was 146 us off): every rail is its own flow
+    # stages adjacent (order tp-pp-dp): a replica's two stages share a leaf, so its sends are not hashed
+    # and look alike rail by rail, while the data-parallel rings cross the spines, hashed
+    fabric = {"kind": "leaf_spine", "hosts_per_leaf": 16, "uplink_gbps": 400}
+    sc = _scenario([{"name": "h", "node_type": "dgx-h100", "num_nodes": 4}], pp=2, batch=8, fabric=fabric,
+                   ecmp="hash")
+    sc = api.with_overrides(sc, {"parallelism.order": "tp-cp-ep-pp-dp"})
+    prep = api.prepare(sc)
+    full = api.simulate(prep, record_messages=True, symmetry=False)
+    red = api.simulate(prep, record_messages=True, symmetry=True)
+    assert red.sim.iteration_time_ns == full.sim.iteration_time_ns
+    sends = [sum(1 for m in r.sim.messages if m.collective == "send") for r in (full, red)]
+    lanes = red.sim.symmetry["lanes_simulated"] / red.sim.symmetry["lanes_total"]
+    assert sends[1] == sends[0] * lanes > 0  # the simulated lanes' sends, one flow per rail
