@@ -541,7 +541,7 @@ class Coordinator:
         if hit is not False:
             return hit
         hit = None
-        if not any(self._one_node(g) for g in groups) and self._rails_alike():
+        if not any(self._one_node(g) for g in groups) and self._rails_alike() and self._rails_pinned():
             lead = self._planned(collective, groups[0], size, with_shape=True)
             others = [self._planned(collective, g, size, with_shape=True) for g in groups[1:]]
             # the same schedule up to renaming: same transfer count, dependency structure and reduction
@@ -576,9 +576,15 @@ class Coordinator:
         return ok
 
     def _rails_pinned(self) -> bool:
-        """Whether the network pins rails to paths (``network.ecmp: rail``): no rail's traffic depends on a hash."""
+        """Whether no rail's traffic depends on a hash: rails pinned (``network.ecmp: rail``), or a fabric of
+        one switch (no choice for the hash to make). Else each rail's NIC links also carry what the hash put
+        there, rail by rail, and one rate for a group's rails is wrong (measured: merging a 256-GPU TP4
+        run's pipeline rails under hashed ECMP put it 146 us off the full run)."""
         cfg = getattr(self.net, "config", None)
-        return getattr(cfg, "ecmp", "hash") == "rail"
+        if getattr(cfg, "ecmp", "hash") == "rail":
+            return True
+        topo = getattr(self.net, "topology", None)
+        return topo is not None and len(topo.switches) <= 1
 
     def _links(self, backend, src: str, dst: str, key: int) -> tuple[int, ...]:
         """The links (NIC caps included) of a flow's path, from the flow engine's router."""
@@ -644,11 +650,8 @@ class Coordinator:
             size = max(sop.size_bytes, rsize)
             pairs = tuple(zip(src_lane.ranks, dst_lane.ranks))
             # the TP ranks send their shards at once, one per rail: one flow, the other rails' as copies,
-            # when their paths are alike (as for the lane's parallel data-parallel groups, _post_comm) and
-            # rails are pinned: with hashed ECMP each rail's NIC links also carry other flows the hash put
-            # there, rail by rail (measured: a 256-GPU TP4 run 146 us off when merged)
-            merged = self._merge_plan("send", size, pairs) \
-                if self.symmetry and len(pairs) > 1 and self._rails_pinned() else None
+            # when their paths are alike (as for the lane's parallel data-parallel groups, _post_comm)
+            merged = self._merge_plan("send", size, pairs) if self.symmetry and len(pairs) > 1 else None
             if merged is not None:
                 self._launch_schedule(inst, "send", pairs[0], size, images=merged, merged_groups=len(pairs) - 1)
             else:
