@@ -7,7 +7,7 @@ Targets (issue 15), printed as target/actual ratios measured in this run; not a 
 
     .venv/bin/python benchmarks/bench_run.py [--gpus 1024] [--no-write] [--full] [--compare]
     .venv/bin/python benchmarks/bench_run.py --mlperf
-    .venv/bin/python benchmarks/bench_run.py --sizes 128,1024,4096,mlperf --before 37204f8 [--after HEAD]
+    .venv/bin/python benchmarks/bench_run.py --sizes 128,1024,4096,mlperf --before 37204f8 [--after HEAD] [--ecmp rail]
 
 ``--before REV`` runs each size twice, each in a fresh process (so peak RSS is its own): once with
 the code of git revision REV (extracted with ``git archive``) and once with this tree, and prints
@@ -134,11 +134,11 @@ def scenario_for(size: str, pp: int = 16, batch: int | None = None, ecmp: str = 
             TARGET_1024_S if gpus == 1024 else None)
 
 
-def measure_json(size: str, write: bool) -> None:
+def measure_json(size: str, write: bool, ecmp: str = "hash") -> None:
     """One run in this process, printed as one JSON line (what --before compares)."""
     import heterosim
 
-    sc, _, _ = scenario_for(size)
+    sc, _, _ = scenario_for(size, ecmp=ecmp)
     r = one(sc, write=write, symmetry=True)
     sim = r["res"].sim
     print(json.dumps({"size": size, "code": str(Path(heterosim.__file__).parent.parent),
@@ -149,7 +149,7 @@ def measure_json(size: str, write: bool) -> None:
                       "lanes_total": (sim.symmetry or {}).get("lanes_total", len(sim.lanes))}))
 
 
-def before_after(sizes: list[str], rev: str, write: bool, after: str | None = None) -> None:
+def before_after(sizes: list[str], rev: str, write: bool, after: str | None = None, ecmp: str = "hash") -> None:
     """Each size with the code of ``rev`` and with this tree (or git revision ``after``), each in its
     own process; one table."""
     here = Path(__file__).resolve().parent.parent
@@ -163,13 +163,15 @@ def before_after(sizes: list[str], rev: str, write: bool, after: str | None = No
         for size in sizes:
             pair = []
             for tree in (old, new):
-                cmd = [sys.executable, str(Path(__file__).resolve()), "--json", size] + ([] if write else ["--no-write"])
+                cmd = [sys.executable, str(Path(__file__).resolve()), "--json", size, "--ecmp", ecmp] + \
+                    ([] if write else ["--no-write"])
                 out = subprocess.run(cmd, env={**os.environ, "PYTHONPATH": tree}, check=True, capture_output=True,
                                      text=True).stdout
                 pair.append(json.loads(out.strip().splitlines()[-1]))
                 print(f"  {size:>6} {'before' if tree == old else 'after '}: {pair[-1]}", flush=True)
             rows.append(pair)
     print(f"\nbefore = git {rev}, after = {'git ' + after if after else 'this tree'}; flow backend, symmetry reduction on; "
+          f"leaf-spine sizes with {ecmp} ECMP; "
           f"{'results written (summary, trace, plots)' if write else 'compile + simulate only'}")
     print(f"{'GPUs':>6} | {'wall s (before/after)':>22} {'x':>5} | {'CPU s':>15} {'x':>5} | {'peak RSS GB':>11} | "
           f"{'events':>17} | {'iteration s (before/after)':>26} | lanes")
@@ -203,11 +205,11 @@ def main() -> None:
     ap.add_argument("--json", default=None, metavar="SIZE", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.json:
-        measure_json(args.json, args.write)
+        measure_json(args.json, args.write, args.ecmp)
         return
     if args.before:
         sizes = (args.sizes or ("mlperf" if args.mlperf else str(args.gpus))).split(",")
-        before_after([x.strip() for x in sizes], args.before, args.write, args.after)
+        before_after([x.strip() for x in sizes], args.before, args.write, args.after, args.ecmp)
         return
     if args.mlperf:
         sc = scenario_from_dict(mlperf_scenario())

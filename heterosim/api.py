@@ -57,11 +57,14 @@ def with_overrides(scenario: Scenario, overrides: list[str] | dict | None) -> Sc
     return scenario_from_dict(scenario.model_dump(exclude_unset=False), file=file, base=base, overrides=overrides)
 
 
-def prepare(scenario: Scenario, *, measurements: str | None = None, work_budget: float | None = None) -> Prepared:
+def prepare(scenario: Scenario, *, measurements: str | None = None, work_budget: float | None = None,
+            system=None, compute=None) -> Prepared:
     """Check the scenario cheapest first, then build the system and compile the IR.
 
     Order: GPUs from the node catalog (nothing built), the plan's divisibility rules, the work the
-    compiler would do (budget), then the system, memory fit, precision support, the IR."""
+    compiler would do (budget), then the system, memory fit, precision support, the IR. ``system`` and
+    ``compute``: already built for this scenario's cluster + fabric and hardware (the planner shares them
+    across candidates)."""
     from heterosim import budget
     from heterosim.hardware import ComputeModel
     from heterosim.workload.compiler import compile_workload
@@ -79,7 +82,7 @@ def prepare(scenario: Scenario, *, measurements: str | None = None, work_budget:
         limit = budget.work_budget(work_budget)
         budget.check(budget.estimate_before_compile(scenario, plan, [plan.dp * plan.cp] * plan.pp), limit, file,
                      "compiling this scenario")
-        system = build_system(scenario.cluster, scenario.fabric, file=file)
+        system = system or build_system(scenario.cluster, scenario.fabric, file=file)
         rank_devices = [g.device for g in system.gpus]
         check_plan(scenario, system.num_gpus, rank_devices, file, rank_groups=[g.group for g in system.gpus])
         _check_precision(scenario, system, file)
@@ -88,7 +91,7 @@ def prepare(scenario: Scenario, *, measurements: str | None = None, work_budget:
             from heterosim.workload.groups import check_tp_in_nodes
 
             check_tp_in_nodes(ir.groups["tp"], [g.node for g in system.gpus], scenario.parallelism.stage_tp, file)
-        compute = compute_model(scenario, measurements)
+        compute = compute or compute_model(scenario, measurements)
     except UserError as err:
         raise err.with_file(file) if file else err
     return Prepared(scenario, system, ir, compute, file)

@@ -91,6 +91,17 @@ class Router:
     the flow key — what rail-optimised deployments pin by configuration.
     """
 
+    @classmethod
+    def shared(cls, topology: NetTopology, mode: str = "hash", seed: int = 0) -> "Router":
+        """The router of ``topology`` for (mode, seed), built once and kept with the topology: its
+        distance tables and paths depend on nothing else, so every backend on that (unchanged) topology
+        can share them (the planner simulates many candidates on one system)."""
+        routers = topology.__dict__.setdefault("_shared_routers", {})
+        r = routers.get((mode, int(seed)))
+        if r is None:
+            r = routers[(mode, int(seed))] = cls(topology, mode=mode, seed=seed)
+        return r
+
     def __init__(self, topology: NetTopology, mode: str = "hash", seed: int = 0):
         if mode not in ("hash", "rail"):
             raise NetworkError("ECMP mode must be 'hash' or 'rail'", field="network.ecmp", value=mode)
@@ -177,13 +188,12 @@ class Router:
             nh = self.num_hosts
             while q:
                 u = q.popleft()
-                if u < nh and u != target:
-                    continue  # hosts do not forward
                 du = d[u] + 1
                 for v in self._adj[u]:
                     if d[v] < 0:
                         d[v] = du
-                        q.append(v)
+                        if v >= nh:  # hosts do not forward: they get a distance, not a turn
+                            q.append(v)
             self._dist[target] = d
         return d
 
@@ -237,6 +247,8 @@ class Router:
         """(node indices src..dst, directed link ids) for one flow. Cached."""
         s = self._host_idx(src, "message.src")
         t = self._host_idx(dst, "message.dst")
+        if self.mode == "rail":
+            flow_key = 0  # pinned: the key picks nothing, so every key shares one cached path
         key = (s, t, flow_key)
         hit = self._path_cache.get(key)
         if hit is not None:
@@ -257,7 +269,10 @@ class Router:
                     # (with an anchor switch, distance to t is dist[.] + 1 for every node
                     # but t, so "one step closer" means the same in both tables)
                     want = dist[u] - 1
-                    opts = [lid for v in self._switch_nbrs[u] if dist[v] == want for lid in self._adj[u][v]]
+                    if want == 0:  # one hop from the anchor, the only node at distance 0 (no scan of a spine's ports)
+                        opts = self._adj[u].get(anchor, []) if anchor >= self.num_hosts else []
+                    else:
+                        opts = [lid for v in self._switch_nbrs[u] if dist[v] == want for lid in self._adj[u][v]]
                     if not opts:
                         raise NetworkError(f"no path from {src} to {dst}", field="message.dst", value=dst)
                 lid = self._pick(opts, u, fh, s)

@@ -189,6 +189,10 @@ class Planner:
         tr = scenario.training
         self.model_flops = model_flops_per_iteration(scenario.model, tr.global_batch_size, tr.seq_length)
         self.mean_peak = mean(get_device(g.device).peak_flops(tr.precision) for g in self.system.gpus)
+        self._systems: dict[str, object] = {}
+        """cluster + fabric (JSON) -> its system, shared by the candidates simulated (:meth:`simulate`)."""
+        self._compute = None
+        """The compute model of the simulations (hardware settings are the scenario's for every candidate)."""
 
     # -- one configuration ---------------------------------------------------------------------------------------
     def _config_scenario(self, tp, pp, dp, mbs, sched, v, rc, layers=None, split=None, mapping=None):
@@ -389,14 +393,27 @@ class Planner:
         return cand
 
     # -- simulation -----------------------------------------------------------------------------------------------
-    def simulate(self, cand: Candidate, backend: str = "flow") -> Candidate:
-        """Run the real coordinator on the candidate's scenario; fills sim_time_s, sim_summary, mfu."""
+    def simulate(self, cand: Candidate, backend: str = "flow", symmetry: bool | None = None) -> Candidate:
+        """Run the real coordinator on the candidate's scenario; fills sim_time_s, sim_summary, mfu.
+
+        Candidates share what does not depend on the plan: the system of a cluster + fabric (a mapping
+        may reorder the cluster) and the compute model (its kernel-time memo carries over).
+        ``symmetry``: None = the scenario's ``simulation.symmetry``."""
+        import json
+
         from heterosim import api
+        from topologies import build_system
 
         sc = apply_overrides(self.scenario, cand.overrides)
         sc = apply_overrides(sc, {"training.iterations": 1})
-        prepared = api.prepare(sc)
-        res = api.simulate(prepared, backend=backend, record_messages=False)
+        key = json.dumps([sc.cluster.model_dump(mode="json"), sc.fabric.model_dump(mode="json")], sort_keys=True)
+        system = self._systems.get(key)
+        if system is None:
+            system = self._systems[key] = build_system(sc.cluster, sc.fabric, file=self.file)
+        if self._compute is None:
+            self._compute = api.compute_model(sc)
+        prepared = api.prepare(sc, system=system, compute=self._compute)
+        res = api.simulate(prepared, backend=backend, record_messages=False, symmetry=symmetry)
         cand.sim_time_s = res.summary["iteration_time_s"]
         cand.sim_backend = backend
         cand.sim_summary = res.summary

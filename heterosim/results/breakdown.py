@@ -20,6 +20,7 @@ from collections import defaultdict
 
 COMM_KINDS = ("tp", "cp", "ep", "pp", "dp")
 BUCKETS = ("compute", *[f"exposed_{k}" for k in COMM_KINDS], "bubble", "idle")
+_EXPOSED = {k: f"exposed_{k}" for k in COMM_KINDS}
 
 
 def _overlap(a0: int, a1: int, b0: int, b1: int) -> int:
@@ -31,12 +32,16 @@ def lane_breakdown(lane, prog, iteration_ns: int) -> dict[str, int]:
     ops = prog.ops
     prev_on_stream = _stream_predecessors(prog)
     cursor = 0
-    for oid in prog.streams[prog.stream_of[_first_compute(ops)]] if _first_compute(ops) is not None else []:
-        s, e = lane.start_ns[oid], lane.end_ns[oid]
+    first = _first_compute(ops)
+    start_ns, end_ns = lane.start_ns, lane.end_ns
+    busy = 0
+    for oid in prog.streams[prog.stream_of[first]] if first is not None else []:
+        s, e = start_ns[oid], end_ns[oid]
         if s > cursor:
             _attribute_wait(out, lane, ops, prev_on_stream, ops[oid].deps, cursor, s)
-        out["compute"] += e - s
+        busy += e - s
         cursor = e
+    out["compute"] += busy
     if iteration_ns > cursor:
         # tail: comm still in flight after the last compute op (e.g. ZeRO param gather); the
         # rest is waiting for other ranks to finish, which in a pipeline is its drain.
@@ -70,14 +75,15 @@ def _attribute_wait(out, lane, ops, prev_on_stream, deps, g0: int, g1: int) -> N
     the chain), or for peers to arrive at a collective (idle).
     """
     cursor_end = g1
-    candidates = [d for d in deps if lane.end_ns[d] > g0]
+    end_ns = lane.end_ns
+    candidates = [d for d in deps if end_ns[d] > g0]
     while cursor_end > g0:
         if not candidates:
             out["idle"] += cursor_end - g0
             return
-        x = max(candidates, key=lambda d: lane.end_ns[d])
+        x = candidates[0] if len(candidates) == 1 else max(candidates, key=end_ns.__getitem__)
         op = ops[x]
-        end = min(cursor_end, lane.end_ns[x])
+        end = min(cursor_end, end_ns[x])
         if end < cursor_end:
             out["idle"] += cursor_end - end
             cursor_end = end
@@ -89,7 +95,7 @@ def _attribute_wait(out, lane, ops, prev_on_stream, deps, g0: int, g1: int) -> N
             continue
         kind = op.comm_kind or "dp"
         moving_from = max(g0, min(cursor_end, lane.comm_start_ns.get(x, lane.start_ns[x])))
-        out[f"exposed_{kind}"] += cursor_end - moving_from
+        out[_EXPOSED.get(kind) or f"exposed_{kind}"] += cursor_end - moving_from
         cursor_end = moving_from
         if cursor_end <= g0:
             return
@@ -100,8 +106,10 @@ def _attribute_wait(out, lane, ops, prev_on_stream, deps, g0: int, g1: int) -> N
         if posted < cursor_end:
             out["idle"] += cursor_end - posted  # posted, waiting for peers to arrive
             cursor_end = posted
-        preds = list(op.deps) + ([prev_on_stream[x]] if prev_on_stream[x] >= 0 else [])
-        candidates = [d for d in preds if lane.end_ns[d] > g0]
+        candidates = [d for d in op.deps if end_ns[d] > g0]
+        p = prev_on_stream[x]
+        if p >= 0 and end_ns[p] > g0:
+            candidates.append(p)
 
 
 def breakdown(sim, ir) -> tuple[dict[str, float], list[dict[str, int]]]:

@@ -17,19 +17,24 @@ _STREAM_COLORS = {"compute": "#4c72b0", "tp": "#dd8452", "cp": "#937860", "ep": 
 def plot_timeline(path, sim, ir, max_lanes: int = 32) -> None:
     lanes = sim.lanes[:: max(1, len(sim.lanes) // max_lanes)][:max_lanes]
     fig, ax = plt.subplots(figsize=(12, 0.45 * len(lanes) + 1.5))
+    pixel_ms = sim.iteration_time_ns / 1e6 / 2000  # bars closer than this look joined anyway
+    shared: dict[tuple, dict] = {}  # lanes of mirrored replicas (symmetry reduction) share a timeline
     for row, lane in enumerate(lanes):
         prog = sim.programs[lane.program]
-        per_stream: dict[str, list[tuple[float, float]]] = {}
-        for oid, op in enumerate(prog.ops):
-            # comm ops are drawn while their data moves, not while they wait for a peer
-            s, e = lane.comm_start_ns.get(oid, lane.start_ns[oid]), lane.end_ns[oid]
-            if s >= 0 and e > s:
-                per_stream.setdefault(op.stream, []).append((s / 1e6, (e - s) / 1e6))
-        streams = sorted(per_stream)
-        h = 0.8 / max(1, len(streams))
-        pixel_ms = sim.iteration_time_ns / 1e6 / 2000  # bars closer than this look joined anyway
-        for k, st in enumerate(streams):
-            ax.broken_barh(_merge_bars(per_stream[st], pixel_ms), (row - 0.4 + k * h, h),
+        key = (id(lane.start_ns), id(lane.end_ns), id(lane.comm_start_ns), lane.program)
+        bars = shared.get(key)
+        if bars is None:
+            per_stream: dict[str, list[tuple[float, float]]] = {}
+            moving, start, end = lane.comm_start_ns, lane.start_ns, lane.end_ns
+            for oid, op in enumerate(prog.ops):
+                # comm ops are drawn while their data moves, not while they wait for a peer
+                s, e = moving.get(oid, start[oid]), end[oid]
+                if s >= 0 and e > s:
+                    per_stream.setdefault(op.stream, []).append((s / 1e6, (e - s) / 1e6))
+            bars = shared[key] = {st: _merge_bars(per_stream[st], pixel_ms) for st in sorted(per_stream)}
+        h = 0.8 / max(1, len(bars))
+        for k, st in enumerate(bars):
+            ax.broken_barh(bars[st], (row - 0.4 + k * h, h),
                            color=_STREAM_COLORS.get(st, "#999999"), label=st if row == 0 else None)
     ax.set_yticks(range(len(lanes)))
     ax.set_yticklabels([f"r{l.ranks[0]} s{ir.program_of(l.ranks[0]).stage}" for l in lanes], fontsize=7)

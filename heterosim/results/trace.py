@@ -26,15 +26,15 @@ def write_trace(path, sim, ir, *, max_messages: int = MAX_TRACE_MESSAGES, max_ev
     else:
         lanes, rule = sample_lanes(sim, ir)
     # Serialized by hand: the static part of every op's event (name, args) is encoded once per
-    # program, and only pid/ts/dur are formatted per event (json.dump of 500k dicts is ~5x slower).
-    static: dict[int, list[str]] = {}
-    shared: dict[tuple, list] = {}
+    # program, a timeline's events are joined once with a placeholder for the pid (lanes of mirrored
+    # replicas share it), and only ts/dur are formatted per event (json.dump of 500k dicts is ~5x slower).
+    static: dict[int, list[tuple[str, str]]] = {}
+    shared: dict[tuple, str] = {}
     parts: list[str] = []
     for lane in lanes:
         prog = sim.programs[lane.program]
         if lane.program not in static:
-            static[lane.program] = [_static_part(prog, oid) for oid in range(len(prog.ops))]
-        templates = static[lane.program]
+            static[lane.program] = _static_parts(prog)
         ranks = lane.ranks
         stage = ir.program_of(ranks[0]).stage
         if per_rank:
@@ -43,9 +43,9 @@ def write_trace(path, sim, ir, *, max_messages: int = MAX_TRACE_MESSAGES, max_ev
             procs = [(ranks[0], f"ranks {ranks[0]}-{ranks[-1]} (TP group) stage {stage} ({lane.device})")]
         # lanes of mirrored replicas (symmetry reduction) share their representative's timeline lists
         key = (id(lane.start_ns), id(lane.end_ns), id(lane.comm_start_ns), lane.program)
-        slices = shared.get(key)
-        if slices is None:
-            slices = shared[key] = _slices(prog, lane, templates)
+        chunk = shared.get(key)
+        if chunk is None:
+            chunk = shared[key] = _slices(prog, lane, static[lane.program])
         for pid, name in procs:
             parts.append(json.dumps({"ph": "M", "name": "process_name", "pid": pid, "args": {"name": name}}))
             parts.append(json.dumps({"ph": "M", "name": "process_sort_index", "pid": pid,
@@ -53,8 +53,8 @@ def write_trace(path, sim, ir, *, max_messages: int = MAX_TRACE_MESSAGES, max_ev
             for tid, sname in enumerate(prog.stream_names):
                 parts.append(json.dumps({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
                                          "args": {"name": sname}}))
-            parts.extend(f'{{{head},"pid":{pid},{times},"args":{{{args}{waited}}}}}'
-                         for (head, args), times, waited in slices)
+            if chunk:
+                parts.append(chunk.replace(_PID, str(pid)))
     net_pid = ir.world_size
     parts.append(json.dumps({"ph": "M", "name": "process_name", "pid": net_pid,
                              "args": {"name": "network messages"}}))
@@ -83,32 +83,58 @@ def write_trace(path, sim, ir, *, max_messages: int = MAX_TRACE_MESSAGES, max_ev
         fh.write(f'],"displayTimeUnit":"ns","metadata":{json.dumps(meta)}}}')
 
 
-def _slices(prog, lane, templates) -> list[tuple]:
-    """(static part, times, wait arg) of every op of the lane that ran."""
-    slices = []
-    for oid, op in enumerate(prog.ops):
-        s, e = lane.start_ns[oid], lane.end_ns[oid]
+_PID = "\x00"
+"""Stands for the pid in a joined timeline; JSON text never holds a raw NUL (json.dumps escapes it)."""
+
+
+def _slices(prog, lane, templates) -> str:
+    """Every op of the lane that ran as its X event, joined by ",\\n", the pid left as ``_PID``."""
+    out = []
+    append = out.append
+    start, end, moving_at = lane.start_ns, lane.end_ns, lane.comm_start_ns
+    for oid, (head, args) in enumerate(templates):
+        s, e = start[oid], end[oid]
         if s < 0 or e < 0:
             continue
-        waited = ""
-        if op.kind == "comm":  # the slice covers the data movement; the wait for peers is an arg
-            moving = lane.comm_start_ns.get(oid, s)
-            waited = f',"waited_for_peers_us":{(moving - s) / 1000.0}'
-            s = moving
-        slices.append((templates[oid], f'"ts":{s / 1000.0},"dur":{max(e - s, 0) / 1000.0}', waited))
-    return slices
+        if args[-1] == "\x01":  # comm: the slice covers the data movement; the wait for peers is an arg
+            moving = moving_at.get(oid, s)
+            append(f'{head}{moving / 1000.0},"dur":{max(e - moving, 0) / 1000.0},"args":{{{args[:-1]}'
+                   f',"waited_for_peers_us":{(moving - s) / 1000.0}}}}}')
+        else:
+            append(f'{head}{s / 1000.0},"dur":{max(e - s, 0) / 1000.0},"args":{{{args}}}}}')
+    return ",\n".join(out)
 
 
-def _static_part(prog, oid: int) -> tuple[str, str]:
-    """(head fields, args fields) of an op's X event, JSON-encoded without braces (as json.dumps writes them)."""
-    op = prog.ops[oid]
-    head = f'"ph": "X", "name": {_js(op.name)}, "cat": {_js(op.kind)}, "tid": {_js(prog.stream_of[oid])}'
-    args = f'"phase": {_js(op.phase)}, "mb": {_js(op.microbatch)}, "layer": {_js(op.layer)}'
-    if op.kind == "comm":
-        args += f', "collective": {_js(op.collective)}, "bytes": {_js(op.size_bytes)}, "group": {_js(op.group)}'
-    else:
-        args += f', "flops": {_js(op.flops)}'
-    return head, args
+def _static_parts(prog) -> list[tuple[str, str]]:
+    """Per op: (its X event's fields up to ``"ts":``, its args fields), JSON-encoded as json.dumps writes
+    them; a comm op's args end in ``\\x01`` (a marker: it gets the wait-for-peers arg)."""
+    js = _js
+    strs: dict = {}  # a str encodes the same wherever it is (and never equals a non-str key)
+
+    def st(v) -> str:
+        out = strs.get(v) if type(v) is str else None
+        if out is None:
+            out = js(v)
+            if type(v) is str:
+                strs[v] = out
+        return out
+
+    out = []
+    stream_of = prog.stream_of
+    for oid, op in enumerate(prog.ops):
+        mb, layer = op.microbatch, op.layer
+        head = (f'{{"ph": "X", "name": {strs.get(op.name) or st(op.name)}, "cat": {strs.get(op.kind) or st(op.kind)}, '
+                f'"tid": {stream_of[oid]},"pid":{_PID},"ts":')
+        args = (f'"phase": {strs.get(op.phase) or st(op.phase)}, '
+                f'"mb": {int.__repr__(mb) if type(mb) is int else js(mb)}, '
+                f'"layer": {int.__repr__(layer) if type(layer) is int else js(layer)}')
+        if op.kind == "comm":
+            args += (f', "collective": {strs.get(op.collective) or st(op.collective)}, "bytes": {js(op.size_bytes)}, '
+                     f'"group": {strs.get(op.group) or st(op.group)}\x01')
+        else:
+            args += f', "flops": {js(op.flops)}'
+        out.append((head, args))
+    return out
 
 
 _JS: dict = {}

@@ -15,6 +15,9 @@ Execution semantics (as frameworks run on CUDA/NCCL streams):
   completes when its last transfer does (flow schedule from the comm planner);
 * pipeline send/recv rendezvous: the transfer starts once both sides posted.
 
+A chain of local ops (compute and TP collectives, each the only dependent of the one before) runs in
+one step (``_chains``, ``_run_chain``): the same starts and ends, half the events at 1,024 GPUs.
+
 Collectives confined to one node are timed analytically (``intra_time_ns``);
 collectives that span nodes are expanded into their flow schedule: ``net``
 transfers go to the network backend, intra-node pieces to a flow-level model of
@@ -49,6 +52,44 @@ class _ProgramInfo:
     ndeps: list[int]
     dependents: list[list[int]]
     stream_names: list[str]
+    chain_next: list[int] = field(default_factory=list)
+    """op id -> the op that may run right after it as one step (:func:`_chains`), or -1."""
+
+
+def _chains(ops: list[Op], streams: list[list[int]], stream_of: list[int], stream_pos: list[int],
+            dependents: list[list[int]]) -> list[int]:
+    """Per op Y: Z when Z is Y's only dependent and nothing but Y's chain can start the op after Y on its stream.
+
+    Then, once Y (local) runs and Z waits on nothing else, Z's start is Y's end whatever else happens
+    meanwhile: no other op's wait count changes when Y ends, and the op that next heads Y's stream
+    waits only on ops further down the chain, which run after Y. The coordinator runs such chains of
+    local ops (compute and TP collectives: a layer's forward is a dozen of them) in one step and
+    queues only the last op's end, with every op's start and end as they would be one by one."""
+    n = len(ops)
+    nxt = [-1] * n
+    for y in range(n - 1, -1, -1):
+        deps_of_y = dependents[y]
+        if len(deps_of_y) != 1:
+            continue
+        z = deps_of_y[0]
+        s = stream_of[y]
+        stream = streams[s]
+        p = stream_pos[y] + 1
+        w = stream[p] if p < len(stream) else -1
+        if w >= 0 and w != z:
+            wd = ops[w].deps
+            if not wd:
+                continue
+            need = set(wd)  # w's deps must all lie on the chain from z on (they are before w)
+            top = max(wd)
+            c = z
+            while 0 <= c <= top and need:
+                need.discard(c)
+                c = nxt[c]
+            if need:
+                continue
+        nxt[y] = z
+    return nxt
 
 
 def _prepare_program(ops: list[Op]) -> _ProgramInfo:
@@ -72,7 +113,8 @@ def _prepare_program(ops: list[Op]) -> _ProgramInfo:
             if d >= i and d >= len(ops):
                 raise SimulationError(f"op {op.name!r} depends on unknown op id {d}")
             dependents[d].append(i)
-    return _ProgramInfo(ops, stream_of, streams, stream_pos, ndeps, dependents, list(names))
+    return _ProgramInfo(ops, stream_of, streams, stream_pos, ndeps, dependents, list(names),
+                        _chains(ops, streams, stream_of, stream_pos, dependents))
 
 
 @dataclass
@@ -209,6 +251,7 @@ class Coordinator:
         self._sym_stats = {"orbit_schedules": 0, "orbit_transfers": 0, "orbit_flows": 0, "copies_sent": 0,
                            "merged_rail_groups": 0}
         self._merge_memo: dict[tuple, Any] = {}
+        self._links_memo: dict[tuple, tuple[int, ...]] = {}
         # what results need even when messages are not recorded
         self.net_bytes = 0
         self.net_messages = 0
@@ -263,19 +306,31 @@ class Coordinator:
                 if op.kind == "comm":
                     used.add("pp" if op.collective in ("send", "recv") else op.group)
         canon: dict[tuple, int] = {}
+        by_table: dict[int, int] = {}
 
         def lane_key(g: tuple[int, ...]):
-            table = tuple(self._local_durations(self.lanes[self.lane_of_rank[g[0]]]))
-            return canon.setdefault(table, len(canon))
+            table = self._local_durations(self.lanes[self.lane_of_rank[g[0]]])  # one list per kind of lane
+            k = by_table.get(id(table))
+            if k is None:
+                k = by_table[id(table)] = canon.setdefault(tuple(table), len(canon))
+            return k
 
         gpus = self.system.gpus
+        memo: dict[tuple, tuple] = {}
 
         def pp_profile(a: int, b: int, rates_only: bool = False):
+            key = (a, b, rates_only)
+            hit = memo.get(key)
+            if hit is not None:
+                return hit
             if gpus[a].node_index == gpus[b].node_index:
-                if self.intra is None:
-                    return ("intra",)
-                return ("intra", self._profile(self.intra, gpus[a].name, gpus[b].name, 0, rates_only))
-            return ("net",) + tuple(self._profile(self.net, gpus[a].nic, gpus[b].nic, k, rates_only) for k in range(4))
+                hit = ("intra",) if self.intra is None else \
+                    ("intra", self._profile(self.intra, gpus[a].name, gpus[b].name, 0, rates_only))
+            else:
+                hit = ("net",) + tuple(self._profile(self.net, gpus[a].nic, gpus[b].nic, k, rates_only)
+                                       for k in range(4))
+            memo[key] = hit
+            return hit
 
         sym = replica_classes(self.ir, self.system, used, lane_key=lane_key, pp_profile=pp_profile,
                               dp_profile=lambda a, b: pp_profile(a, b, True))
@@ -396,10 +451,42 @@ class Coordinator:
         lane.start_ns[oid] = now
         d = lane.dur[oid]
         if d >= 0:
+            end = now + d
+            if lane.prog.chain_next[oid] >= 0:
+                end, oid = self._run_chain(lane, oid, end)
             self._seq += 1
-            heapq.heappush(self._heap, (now + d, self._seq, _EV_OP_DONE, (lane, oid)))
+            heapq.heappush(self._heap, (end, self._seq, _EV_OP_DONE, (lane, oid)))
         else:
             self._post_comm(lane, lane.prog.ops[oid])
+
+    def _run_chain(self, lane: Lane, cur: int, end: int) -> tuple[int, int]:
+        """Run local ``cur`` (ending at ``end``) and its chain (:func:`_chains`) while the next op waits on
+        nothing but it, heads its stream when ``cur`` ends and is local; (end, op) of the last one, whose
+        end the caller queues. The ops before it end now, ahead of the clock: nothing outside the
+        chain can see it (their only dependent is the next op, and their streams' next ops wait on it)."""
+        prog = lane.prog
+        nxt, stream_of, stream_pos = prog.chain_next, prog.stream_of, prog.stream_pos
+        remaining, dur, busy, head = lane.remaining, lane.dur, lane.busy, lane.head
+        start_ns, end_ns = lane.start_ns, lane.end_ns
+        z = nxt[cur]
+        while z >= 0 and remaining[z] == 1 and dur[z] >= 0:
+            sc, sz = stream_of[cur], stream_of[z]
+            if sz == sc:
+                if stream_pos[z] != stream_pos[cur] + 1:
+                    break
+            elif busy[sz] or head[sz] != stream_pos[z]:
+                break
+            end_ns[cur] = end
+            lane.done_count += 1
+            busy[sc] = False
+            head[sc] += 1
+            remaining[z] = 0
+            busy[sz] = True
+            start_ns[z] = end
+            cur = z
+            end += dur[z]
+            z = nxt[cur]
+        return end, cur
 
     def _complete_op(self, lane: Lane, oid: int) -> None:
         prog = lane.prog
@@ -440,29 +527,76 @@ class Coordinator:
         if len(ready) > 1 and self.symmetry:
             # the TP ranks of a lane start the same collective on parallel groups (one per rail) at once:
             # one schedule, the others' transfers as copies, when their paths are alike
-            groups = self._merge_plan(op, tuple(inst.ranks for inst in ready))
+            groups = self._merge_plan(op.collective, op.size_bytes, tuple(inst.ranks for inst in ready))
             if groups is not None:
                 self._start_instance(ready[0], followers=ready[1:], images=groups)
                 return
         for inst in ready:
             self._start_instance(inst)
 
-    def _merge_plan(self, op: Op, groups: tuple[tuple[int, ...], ...]):
+    def _merge_plan(self, collective: str, size: int, groups: tuple[tuple[int, ...], ...]):
         """Per transfer of the first group's (reduced) schedule: its copies in all the groups, or None."""
-        key = (op.collective, op.size_bytes, groups)
+        key = (collective, size, groups)
         hit = self._merge_memo.get(key, False)
         if hit is not False:
             return hit
         hit = None
-        if not any(self._one_node(g) for g in groups):
-            lead = self._planned(op.collective, groups[0], op.size_bytes, with_shape=True)
-            others = [self._planned(op.collective, g, op.size_bytes, with_shape=True) for g in groups[1:]]
+        if not any(self._one_node(g) for g in groups) and self._rails_alike() and self._rails_pinned():
+            lead = self._planned(collective, groups[0], size, with_shape=True)
+            others = [self._planned(collective, g, size, with_shape=True) for g in groups[1:]]
             # the same schedule up to renaming: same transfer count, dependency structure and reduction
             if lead[0] and all(len(o[0]) == len(lead[0]) and o[1] == lead[1] and (o[2] is None) == (lead[2] is None)
                                for o in others):
                 hit = self._merged_images(lead, others)
         if len(self._merge_memo) < 50_000:
             self._merge_memo[key] = hit
+        return hit
+
+    def _rails_alike(self) -> bool:
+        """Whether the parallel groups of a lane (one per rail) can ride as copies of one another: every
+        node's NICs have links of one rate and delay, and so have all switch-to-switch links (a degraded
+        link anywhere would time one rail's traffic differently, and what shares links with it)."""
+        ok = getattr(self, "_rails_ok", None)
+        if ok is None:
+            net = getattr(self.system, "net", None)
+            if net is None:
+                self._rails_ok = False
+                return False
+            node_of_nic = {g.nic: g.node for g in self.system.gpus}
+            per_node: dict = {}
+            fabric = set()
+            for link in net.links:
+                nic = link.a if link.a in node_of_nic else link.b if link.b in node_of_nic else None
+                if nic is None:
+                    fabric.add((link.rate_gbps, link.delay_ns))
+                else:
+                    per_node.setdefault(node_of_nic[nic], set()).add(
+                        (link.rate_gbps, link.delay_ns, net.host_rate_gbps.get(nic)))
+            ok = self._rails_ok = len(fabric) <= 1 and all(len(v) == 1 for v in per_node.values())
+        return ok
+
+    def _rails_pinned(self) -> bool:
+        """Whether no rail's traffic depends on a hash: rails pinned (``network.ecmp: rail``), or a fabric of
+        one switch (no choice for the hash to make). Else each rail's NIC links also carry what the hash put
+        there, rail by rail, and one rate for a group's rails is wrong (measured: merging a 256-GPU TP4
+        run's pipeline rails under hashed ECMP put it 146 us off the full run)."""
+        cfg = getattr(self.net, "config", None)
+        if getattr(cfg, "ecmp", "hash") == "rail":
+            return True
+        topo = getattr(self.net, "topology", None)
+        return topo is not None and len(topo.switches) <= 1
+
+    def _links(self, backend, src: str, dst: str, key: int) -> tuple[int, ...]:
+        """The links (NIC caps included) of a flow's path, from the flow engine's router."""
+        memo = self._links_memo
+        k = (id(backend), src, dst, key)
+        hit = memo.get(k)
+        if hit is None:
+            prof = self._profilers.get(id(backend))
+            if prof is None:
+                self._profile(backend, src, dst, key, True)
+                prof = self._profilers[id(backend)]
+            hit = memo[k] = prof._path_info(Message(0, src, dst, 1, 0, key))[0]
         return hit
 
     def _merged_images(self, lead, others):
@@ -472,13 +606,21 @@ class Coordinator:
             own = images[i] if images is not None else ()
             backend = self.net if x.link == "net" else self.intra
             p0 = self._profile(backend, x.src_ep, x.dst_ep, x.flow_key, True) if backend is not None else None
+            used = set(self._links(backend, x.src_ep, x.dst_ep, x.flow_key)) if backend is not None else set()
             copies = list(own)
             for o in others:
                 y = o[0][i]
                 if y.link != x.link or y.latency_ns != x.latency_ns or abs(y.size_bytes - x.size_bytes) > 64:
                     return None
-                if backend is not None and self._profile(backend, y.src_ep, y.dst_ep, y.flow_key, True) != p0:
-                    return None
+                if backend is not None:
+                    if self._profile(backend, y.src_ep, y.dst_ep, y.flow_key, True) != p0:
+                        return None
+                    # the groups' paths share no link: two rails on one spine link would meet each other there
+                    # while a third has its link alone, and one rate for all of them would be wrong
+                    links = self._links(backend, y.src_ep, y.dst_ep, y.flow_key)
+                    if used.intersection(links):
+                        return None
+                    used.update(links)
                 copies.append((y.src_ep, y.dst_ep))
                 if o[2] is not None:
                     copies.extend(o[2][i])
@@ -506,8 +648,15 @@ class Coordinator:
         rsize = self.programs[dst_lane.program].ops[recv_side[1]].size_bytes
         if len(src_lane.ranks) == len(dst_lane.ranks):
             size = max(sop.size_bytes, rsize)
-            for a, b in zip(src_lane.ranks, dst_lane.ranks):
-                self._launch_schedule(inst, "send", (a, b), size)
+            pairs = tuple(zip(src_lane.ranks, dst_lane.ranks))
+            # the TP ranks send their shards at once, one per rail: one flow, the other rails' as copies,
+            # when their paths are alike (as for the lane's parallel data-parallel groups, _post_comm)
+            merged = self._merge_plan("send", size, pairs) if self.symmetry and len(pairs) > 1 else None
+            if merged is not None:
+                self._launch_schedule(inst, "send", pairs[0], size, images=merged, merged_groups=len(pairs) - 1)
+            else:
+                for a, b in pairs:
+                    self._launch_schedule(inst, "send", (a, b), size)
         else:  # stages of different TP degree (parallelism.stage_tp): re-shard between the two TP groups
             for a, b, nbytes in reshard_transfers(src_lane.ranks, sop.size_bytes, dst_lane.ranks, rsize):
                 self._launch_schedule(inst, "send", (a, b), nbytes)
@@ -560,7 +709,8 @@ class Coordinator:
                 f.start_ns = self._now
                 del self._instances[f.key]
             inst.followers = followers  # type: ignore[attr-defined]
-            self._launch_schedule(inst, op.collective, inst.ranks, op.size_bytes, images=images)
+            self._launch_schedule(inst, op.collective, inst.ranks, op.size_bytes, images=images,
+                                  merged_groups=len(followers))
             if inst.pending == 0:
                 self._finish_instance(inst)
             return
@@ -574,7 +724,7 @@ class Coordinator:
             self._finish_instance(inst)
 
     def _launch_schedule(self, inst: _Instance, collective: str, ranks: tuple[int, ...], size: int,
-                         images: list | None = None) -> None:
+                         images: list | None = None, merged_groups: int = 0) -> None:
         if self._one_node(ranks):
             d = self._intra_collective_ns(collective, ranks, size)
             inst.pending += 1
@@ -587,8 +737,8 @@ class Coordinator:
         state = _ScheduleState(inst, xfers, struct)
         if merged is not None:
             images = merged
-            self._sym_stats["merged_rail_groups"] += len(inst.followers)  # type: ignore[attr-defined]
-        if images is not None:
+            self._sym_stats["merged_rail_groups"] += merged_groups
+        if images is not None and collective != "send":  # (a pipeline send's copies are its rails)
             ss = self._sym_stats
             ss["orbit_schedules"] += 1
             ss["orbit_flows"] += len(xfers)

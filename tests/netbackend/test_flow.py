@@ -229,3 +229,32 @@ def test_scale_smoke():
     assert len(done) == 3000
     c = b.counters
     assert c.refilled_flows / max(c.refills, 1) < 200
+
+
+def test_backends_on_one_topology_share_its_router_and_time_alike():
+    topo = leaf_spine(leaves=2, spines=2, hosts_per_leaf=2)
+    a = FlowBackend(topo, NetworkConfig(ecmp="hash"), seed=3)
+    b = FlowBackend(topo, NetworkConfig(ecmp="hash"), seed=3)
+    assert a.router is b.router
+    assert FlowBackend(topo, NetworkConfig(ecmp="hash"), seed=4).router is not a.router
+    assert FlowBackend(topo, NetworkConfig(ecmp="rail"), seed=3).router is not a.router
+    # the shared router's paths are a fresh one's, and a second run on it times the same
+    fresh = Router(topo, mode="hash", seed=3)
+    hosts = topo.hosts
+    for k in range(8):
+        assert a.router.route(hosts[0], hosts[-1], k) == fresh.route(hosts[0], hosts[-1], k)
+    done = []
+    for backend in (a, b):
+        for i in range(6):
+            backend.send(Message(i + 1, hosts[i % 2], hosts[2 + i % 2], 1_000_000, 0, flow_key=i))
+        done.append(run_all(backend))
+    assert done[0] == done[1]
+
+
+def test_rail_pinned_paths_ignore_the_flow_key():
+    topo = leaf_spine(leaves=2, spines=4, hosts_per_leaf=2)
+    r = Router(topo, mode="rail")
+    h = Router(topo, mode="hash")
+    src, dst = topo.hosts[0], topo.hosts[-1]
+    assert len({tuple(r.route(src, dst, k)[1]) for k in range(16)}) == 1
+    assert len({tuple(h.route(src, dst, k)[1]) for k in range(16)}) > 1  # (the hash does use it)

@@ -169,3 +169,47 @@ def test_message_records_stop_at_the_limit_and_counters_do_not():
     assert full.summary["inter_node_comm_share"] == pytest.approx(_inter_node_share(full.sim), rel=1e-12)
     assert full.sim.net_bytes == sum(m.size_bytes for m in full.sim.messages if m.link == "net")
     assert few.sim.net_bytes == full.sim.net_bytes
+
+
+def test_pipeline_sends_ride_their_rails_as_copies_and_stay_bit_identical():
+    # TP8: a pipeline send is 8 transfers, one per rail; with rails alike they are one flow with copies
+    sc = _scenario([H100], pp=2)
+    prep = api.prepare(sc)
+    full = api.simulate(prep, record_messages=True, symmetry=False)
+    red = api.simulate(prep, record_messages=True, symmetry=True)
+    assert red.sim.iteration_time_ns == full.sim.iteration_time_ns
+    assert _per_rank(red) == _per_rank(full)
+    assert red.sim.net_bytes == full.sim.net_bytes and red.sim.all_messages == full.sim.all_messages
+    # the full run has a flow per rail (8) per replica (DP4) for every pipeline send; the reduced one one
+    full_sends = sum(1 for m in full.sim.messages if m.collective == "send")
+    red_sends = sum(1 for m in red.sim.messages if m.collective == "send")
+    assert red_sends > 0 and red_sends * 8 * 4 == full_sends
+
+
+def test_rails_sharing_spines_unevenly_are_not_merged():
+    # one node per leaf, 3 spines, rails pinned: rails 0, 3, 6 share spine 0's links, 2 and 5 spine 2's,
+    # so a pipeline send's rails do not all get one rate; they must be simulated one by one
+    fabric = {"kind": "leaf_spine", "hosts_per_leaf": 8, "num_spines": 3, "uplink_gbps": 400}
+    full, red = _both(_scenario([{"name": "h", "node_type": "dgx-h100", "num_nodes": 4}], pp=2, batch=8,
+                                fabric=fabric))
+    assert red.sim.iteration_time_ns == full.sim.iteration_time_ns
+    assert _per_rank(red) == _per_rank(full)
+    assert red.sim.symmetry["merged_rail_groups"] == 0
+
+
+def test_with_hashed_ecmp_pipeline_rails_are_not_merged():
+    # each rail's NIC links also carry what the hash put there, rail by rail, so one rate for all of a
+    # send's rails would be wrong (a 256-GPU TP4 run was 146 us off): every rail is its own flow
+    # stages adjacent (order tp-pp-dp): a replica's two stages share a leaf, so its sends are not hashed
+    # and look alike rail by rail, while the data-parallel rings cross the spines, hashed
+    fabric = {"kind": "leaf_spine", "hosts_per_leaf": 16, "uplink_gbps": 400}
+    sc = _scenario([{"name": "h", "node_type": "dgx-h100", "num_nodes": 4}], pp=2, batch=8, fabric=fabric,
+                   ecmp="hash")
+    sc = api.with_overrides(sc, {"parallelism.order": "tp-cp-ep-pp-dp"})
+    prep = api.prepare(sc)
+    full = api.simulate(prep, record_messages=True, symmetry=False)
+    red = api.simulate(prep, record_messages=True, symmetry=True)
+    assert red.sim.iteration_time_ns == full.sim.iteration_time_ns
+    sends = [sum(1 for m in r.sim.messages if m.collective == "send") for r in (full, red)]
+    lanes = red.sim.symmetry["lanes_simulated"] / red.sim.symmetry["lanes_total"]
+    assert sends[1] == sends[0] * lanes > 0  # the simulated lanes' sends, one flow per rail
