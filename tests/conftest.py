@@ -18,3 +18,20 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "scale" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def ub_tp8_result():
+    """One DGX H100, TP 8 with sequence parallelism and tp_comm_overlap, one micro-batch of 4k tokens,
+    simulated: the userbuffers case both the compiler's and the planner's tests check by hand."""
+    from heterosim import api
+    from heterosim.config.loader import scenario_from_dict
+
+    model = {"name": "g", "num_layers": 2, "hidden_size": 4096, "num_attention_heads": 32,
+             "ffn_hidden_size": 16384, "vocab_size": 32000, "max_seq_length": 4096}
+    s = scenario_from_dict({
+        "name": "ub", "model": model,
+        "parallelism": {"tp": 8, "pp": 1, "sequence_parallel": True, "tp_comm_overlap": True},
+        "training": {"global_batch_size": 1, "micro_batch_size": 1, "seq_length": 4096, "precision": "bf16"},
+        "cluster": {"groups": [{"name": "g", "node_type": "dgx-h100", "num_nodes": 1}]}})
+    return api.simulate(api.prepare(s), record_messages=False)

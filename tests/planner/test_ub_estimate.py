@@ -79,20 +79,13 @@ def test_planner_layer_estimate_follows_userbuffers_schedule():
     assert cost.layer_fwd_ns > _ns(cm, attn, dev, prec) + _ns(cm, mlp, dev, prec)
 
 
-def test_planner_layer_estimate_equals_the_simulated_layer():
+def test_planner_layer_estimate_equals_the_simulated_layer(ub_tp8_result):
     # One code path: the planner's per-layer estimate is the span the simulator gives the same layer (one
     # node, tp 8 + SP + tp_comm_overlap, one micro-batch, measured H100 kernels as run uses them)
     from heterosim import api
-    from heterosim.config.loader import scenario_from_dict
 
-    model = {"name": "g", "num_layers": 2, "hidden_size": 4096, "num_attention_heads": 32,
-             "ffn_hidden_size": 16384, "vocab_size": 32000, "max_seq_length": 4096}
-    s = scenario_from_dict({
-        "name": "ub", "model": model,
-        "parallelism": {"tp": 8, "pp": 1, "sequence_parallel": True, "tp_comm_overlap": True},
-        "training": {"global_batch_size": 1, "micro_batch_size": 1, "seq_length": 4096, "precision": "bf16"},
-        "cluster": {"groups": [{"name": "g", "node_type": "dgx-h100", "num_nodes": 1}]}})
-    res = api.simulate(api.prepare(s), record_messages=False)
+    res = ub_tp8_result
+    s = res.prepared.scenario
     lane = res.sim.lanes[0]
     ops = res.prepared.ir.programs[lane.program].ops
 

@@ -119,21 +119,16 @@ def test_unfused_attention_keeps_the_score_matrix():
     assert unf["activations"] - fused["activations"] == pytest.approx(5 * a * s_len * s_len * layers * in_flight)
 
 
-def test_tp_comm_overlap_runs_as_the_userbuffers_pipeline():
-    # One node, tp = 8 with SP and tp_comm_overlap. The pipelines (compiler._Emitter.block_ub) worked by
-    # hand: ring all-gather + chunked first GEMM ends at head + max(GEMM chunks, all-gather) + last chunk;
-    # the closing GEMM's other chunks run beside the first reduce-scatter, the last reduce-scatter after
-    # both. Checked on the simulated timeline of the forward MLP block of micro-batch 0, layer 0.
+def test_tp_comm_overlap_runs_as_the_userbuffers_pipeline(ub_tp8_result):
+    # One node, tp = 8 with SP and tp_comm_overlap (tests/conftest.py). The pipelines
+    # (compiler._Emitter.block_ub) worked by hand: ring all-gather + chunked first GEMM ends at head +
+    # max(GEMM chunks, all-gather) + last chunk; the closing GEMM's other chunks run beside the first
+    # reduce-scatter, the last reduce-scatter after both. Checked on the simulated timeline of the
+    # forward MLP block of micro-batch 0, layer 0.
     from heterosim import api
 
-    model = {"name": "g", "num_layers": 2, "hidden_size": 4096, "num_attention_heads": 32,
-             "ffn_hidden_size": 16384, "vocab_size": 32000, "max_seq_length": 4096}
-    s = scenario_from_dict({
-        "name": "ub", "model": model,
-        "parallelism": {"tp": 8, "pp": 1, "sequence_parallel": True, "tp_comm_overlap": True},
-        "training": {"global_batch_size": 1, "micro_batch_size": 1, "seq_length": 4096, "precision": "bf16"},
-        "cluster": {"groups": [{"name": "g", "node_type": "dgx-h100", "num_nodes": 1}]}})
-    res = api.simulate(api.prepare(s), record_messages=False)
+    res = ub_tp8_result
+    s = res.prepared.scenario
     lane = res.sim.lanes[0]
     ops = res.prepared.ir.programs[lane.program].ops
     blk = [o for o in ops if o.phase == "fwd" and o.layer == 0 and o.microbatch == 0
