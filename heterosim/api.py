@@ -301,23 +301,18 @@ def _symmetry(sc: Scenario, backend: str) -> bool:
 def write_results(result: RunResult, out_dir: str | Path) -> Path:
     """summary.json, trace.json, network.json, plots and the tables asked for (``output.tables``), atomically."""
     from heterosim.results import plots
-    from heterosim.results.tables import table_format, write_messages_table, write_ops_table
+    from heterosim.results.tables import check_tables, write_tables
     from heterosim.results.trace import write_trace
     from heterosim.results.writer import atomic_dir, write_json
 
     sc = result.prepared.scenario
     out = Path(out_dir)
-    fmt = sc.output.table_format
-    if sc.output.tables != "summary":
-        table_format(fmt, 0, result.prepared.file)  # a missing pyarrow says so before anything is written
+    check_tables(sc.output, result.prepared.file)
     with atomic_dir(out) as tmp:
         write_json(tmp / "summary.json", result.summary)
         if sc.output.trace:
             write_trace(tmp / "trace.json", result.sim, result.prepared.ir)
-        if sc.output.tables in ("ops", "all"):
-            write_ops_table(tmp, result.sim, result.prepared.ir, fmt)
-        if sc.output.tables == "all":
-            write_messages_table(tmp, result.sim, fmt)
+        write_tables(tmp, sc.output, result.sim, result.prepared.ir)
         stats = result.sim.net_stats
         if stats is not None:
             write_json(tmp / "network.json", {"messages": stats.messages, "bytes_delivered": stats.bytes_delivered,

@@ -78,18 +78,13 @@ def _max_util(fab: dict) -> dict:
 def write_results(res, out_dir) -> Path:
     from heterosim.results.writer import atomic_dir, write_json
 
-    from heterosim.results.tables import table_format, write_messages_table, write_ops_table
+    from heterosim.results.tables import check_tables, write_tables
 
     cs = res.prepared.scenario
     out = Path(out_dir)
-    fmt = cs.output.table_format
-    if cs.output.tables != "summary":
-        table_format(fmt, 0, res.prepared.file)  # a missing pyarrow says so before anything is written
+    check_tables(cs.output, res.prepared.file)
     with atomic_dir(out) as tmp:
-        if cs.output.tables in ("ops", "all"):  # global ranks; programs are labelled "<job>: <stage>"
-            write_ops_table(tmp, res.sim, res.merged_ir, fmt)
-        if cs.output.tables == "all":
-            write_messages_table(tmp, res.sim, fmt)
+        write_tables(tmp, cs.output, res.sim, res.merged_ir)  # global ranks; programs labelled "<job>: <stage>"
         write_json(tmp / "summary.json", res.summary)
         write_json(tmp / "fabric.json", res.fabric)
         stats = res.sim.net_stats

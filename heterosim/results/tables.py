@@ -81,6 +81,20 @@ def write_messages_table(directory, sim, fmt: str = "csv") -> str:
     return _write(directory, "messages", MESSAGE_COLUMNS, _message_rows(sim), kind)
 
 
+def check_tables(output, file: str | None = None) -> None:
+    """Before anything is written: Parquet asked for without pyarrow is a one-line error."""
+    if output.tables != "summary":
+        table_format(output.table_format, 0, file)
+
+
+def write_tables(directory, output, sim, ir) -> None:
+    """The per-op and per-message tables ``output.tables`` asks for (``ir`` labels the ops' stages)."""
+    if output.tables in ("ops", "all"):
+        write_ops_table(directory, sim, ir, output.table_format)
+    if output.tables == "all":
+        write_messages_table(directory, sim, output.table_format)
+
+
 def _write(directory, stem: str, columns: list[str], rows, kind: str) -> str:
     from pathlib import Path
 
