@@ -1036,18 +1036,8 @@ class AcceleratedNs3Backend(NetworkBackend):
         g = self._groups[src] = _Group(src, self._router.link_rate_gbps[tails[0][4][0]] / 8.0, float(t))
         self.counts["partitions_closed_form"] += 1
         for i, removed, lead, status, ports, conn in reversed(tails):  # posting order
-            orig = self._inner_of[i][0]
-            m = self._msgs[orig]
-            self._release(("n", i), ports)
-            if status == 2:  # nothing of it was sent: it leaves ns-3 whole
-                del self._inner_of[i]
-                self._by_src[src].remove(i)
-                self.inner.forget(i)
-                self._prefix.pop(orig, None)
-            else:
-                self._migrated.add(i)
-                self._parts[orig] = self._parts.get(orig, 1) + 1
-            self.counts["bytes_packet_level"] -= removed
+            m = self._msgs[self._inner_of[i][0]]
+            self._took_out(i, status, removed)
             self.counts["bytes_migrated"] += removed
             wire, last, prev = self._wire(removed, m.step_bytes)
             f = _Flow(m, ports, wire + lead, wire + lead, self._tail_ns(ports, last, prev), payload=removed,
@@ -1102,11 +1092,11 @@ class AcceleratedNs3Backend(NetworkBackend):
         for i in active:
             comps.setdefault(find(i), []).append(i)
         for comp in comps.values():
-            rates = self._ff_steady(comp, t)
+            rates = self._ff_steady(comp)
             if rates is not None:
                 self._ff_start(comp, rates, t)
 
-    def _ff_steady(self, comp: list[int], t: int) -> dict[int, float] | None:
+    def _ff_steady(self, comp: list[int]) -> dict[int, float] | None:
         """Each flow's delivery rate (bytes/ns) if the partition is steady, else None."""
         conns = set()
         rates = {}
@@ -1140,27 +1130,16 @@ class AcceleratedNs3Backend(NetworkBackend):
         sid = next(self._seq)
         st = _Steady(sid, float(t), [], marks_rate)
         for i in comp:
-            orig, ports, conn, _ = self._inner_of[i]
+            orig, ports, _, _ = self._inner_of[i]
             m = self._msgs[orig]
             delivered = self._ff_hist[i][-1][1]
             size = self.inner._size[i]
-            status, kept, removed = (int(x) for x in self.inner._sim.TrimMessage(hi[m.src], hi[m.dst],
-                                                                                 m.connection, i))
+            status, _, removed = (int(x) for x in self.inner._sim.TrimMessage(hi[m.src], hi[m.dst],
+                                                                             m.connection, i))
             if status == 0:
                 continue  # its last step is being sent: it stays at packet level, beside the others
-            self._release(("n", i), ports)
-            if status == 2:
-                del self._inner_of[i]
-                self._by_src[m.src].remove(i)
-                self.inner.forget(i)
-                self._prefix.pop(orig, None)
-                self._ff_hist.pop(i, None)
-                lead = 0
-            else:
-                self._migrated.add(i)
-                self._parts[orig] = self._parts.get(orig, 1) + 1
-                lead = max(0, size - removed - delivered)
-            self.counts["bytes_packet_level"] -= removed
+            self._took_out(i, status, removed)
+            lead = 0 if status == 2 else max(0, size - removed - delivered)
             st.flows.append(_FFlow(i, orig, ports, lead, removed, rates[i]))
             for p in ports:
                 own = self._owners.setdefault(p, {})
@@ -1178,15 +1157,8 @@ class AcceleratedNs3Backend(NetworkBackend):
         dt = max(0.0, t - st.t0)
         self._extrap_marks += st.marks_per_ns * dt
         for f in st.flows:
-            for p in f.ports:
-                own = self._owners[p]
-                own[("s", sid)] -= 1
-                if not own[("s", sid)]:
-                    del own[("s", sid)]
-                    if not own:
-                        del self._owners[p]
+            self._release(("s", sid), f.ports)
             done_at = st.t0 + (f.lead + f.payload) / f.rate
-            m = self._msgs[f.orig]
             if done_at <= t + 1e-6:
                 self.counts["bytes_fast_forwarded"] += f.payload
                 heapq.heappush(self._events, (done_at, next(self._seq), "done", f.orig))
@@ -1194,7 +1166,24 @@ class AcceleratedNs3Backend(NetworkBackend):
             sent = int(max(0.0, f.rate * dt - f.lead) // self._mtu) * self._mtu
             sent = min(sent, f.payload - 1)
             self.counts["bytes_fast_forwarded"] += sent
-            self._post_inner(f.orig, m, f.payload - sent, t, f.ports, handed_back=True)
+            self._post_inner(f.orig, self._msgs[f.orig], f.payload - sent, t, f.ports, handed_back=True)
+
+    def _took_out(self, i: int, status: int, removed: int) -> None:
+        """Bookkeeping after RdmaNic::TrimMessage took ``removed`` bytes of inner message ``i`` out of
+        ns-3 (status 1: ns-3 finishes the kept request, one more piece of the message; status 2: nothing
+        of it was sent, it leaves ns-3 whole).  Its ports are no longer held at packet level."""
+        orig, ports, _, _ = self._inner_of[i]
+        self._release(("n", i), ports)
+        if status == 2:
+            del self._inner_of[i]
+            self._by_src[self._msgs[orig].src].remove(i)
+            self.inner.forget(i)
+            self._prefix.pop(orig, None)
+            self._ff_hist.pop(i, None)
+        else:
+            self._migrated.add(i)
+            self._parts[orig] = self._parts.get(orig, 1) + 1
+        self.counts["bytes_packet_level"] -= removed
 
     def _queue_bytes(self) -> list[float]:
         if self._queue_at != self._now:
@@ -1243,7 +1232,9 @@ class AcceleratedNs3Backend(NetworkBackend):
         c["connections_at_packet_level"] = len(self._dirty)
         c["fallback_packet_level"] = total > 0 and c["bytes_closed_form"] == 0 and c["bytes_fast_forwarded"] == 0
         c["note"] = ("no partition qualified for closed form: plain packet level" if c["fallback_packet_level"]
-                     else "closed-form flows build no queue: no ECN/CNP/PFC counters extrapolated")
+                     else "closed-form flows build no queue: no ECN/CNP/PFC counters extrapolated" + (
+                         "; ECN marks of fast-forwarded intervals extrapolated (extrapolated_counters)"
+                         if self._ff_on else ""))
         c["extrapolated_counters"] = ({"ecn_marks": int(round(self._extrap_marks)),
                                        "how": "marks per ns on a partition's ports over the window before "
                                               "each fast-forward, times its length; not in ns-3's port counters"}
