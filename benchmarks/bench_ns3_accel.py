@@ -118,6 +118,20 @@ def run_traffic(mode: str, seed: int = 1, nudge: tuple[int, int] | None = None) 
             "fct": st.fct_ns, "extra": st.extra}
 
 
+def _isolated(fn, arg, mode: str, **kw) -> dict:
+    """``fn`` in a child process (netbackend.ns3.run_isolated), with the globals set here."""
+    from netbackend.ns3 import run_isolated
+
+    return run_isolated(_call, fn.__name__, arg, mode, ECMP, kw)
+
+
+def _call(name: str, arg, mode: str, ecmp: str | None, kw: dict) -> dict:
+    global ECMP
+    ECMP = ecmp
+    fn = globals()[name]
+    return fn(mode, **kw) if arg is None else fn(arg, mode, **kw)
+
+
 def row(name: str, off: dict, auto: dict) -> None:
     p50o, p99o = _fct_stats(off["fct"])
     p50a, p99a = _fct_stats(auto["fct"])
@@ -151,23 +165,24 @@ def main() -> None:
           f"{'closed':>7}  counters off/auto")
     cases = []
     if not args.skip_small:
-        cases += [("quickstart (16 GPUs)", lambda m: run_training(str(root / "scenarios/quickstart.yaml"), m)),
-                  ("traffic: rings+incast", run_traffic)]
+        cases += [("quickstart (16 GPUs)", run_training, str(root / "scenarios/quickstart.yaml")),
+                  ("traffic: rings+incast", run_traffic, None)]
     if args.h4:
-        cases.append(("H4-LLaMA-65B (128 GPUs)",
-                      lambda m: run_training(str(root / "scenarios/suites/h-suite/h4-llama1-65b.yaml"), m)))
+        cases.append(("H4-LLaMA-65B (128 GPUs)", run_training,
+                      str(root / "scenarios/suites/h-suite/h4-llama1-65b.yaml")))
     if args.gpt3:
         from bench_ns3_training import scenario
 
-        cases.append(("GPT-3 175B b64 (128 GPUs)", lambda m: run_training(scenario(64), m)))
-    for name, fn in cases:
-        off = fn("off")
-        auto = fn("auto")
+        cases.append(("GPT-3 175B b64 (128 GPUs)", run_training, scenario(64)))
+    for name, fn, arg in cases:
+        # Each run in its own fresh process: neither inherits the other's heap, caches or ns-3 state.
+        off = _isolated(fn, arg, "off")
+        auto = _isolated(fn, arg, "auto")
         row(name, off, auto)
         if fn is run_traffic:
             # The incast's outcome hangs on microseconds: the reference itself, with one 256 KB
             # message that starts as the incast does moved by 1 us, is what auto is compared with.
-            nudged = run_traffic("off", nudge=(97, 1000))
+            nudged = _isolated(run_traffic, None, "off", nudge=(97, 1000))
             print(f"{'':<28} sensitivity: off with message 97 started 1 us later: last completion "
                   f"{_rel(off['iteration_ns'], nudged['iteration_ns']):+.3%}, FCT p50/p99 "
                   f"{_rel(_fct_stats(off['fct'])[0], _fct_stats(nudged['fct'])[0]):+.3%}/"

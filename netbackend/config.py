@@ -253,6 +253,12 @@ class AccelerationConfig(_Strict):
     their unsent steps leave ns-3 and finish at those rates until a flow ends or another joins.
     Experimental and off: measured outside issue 12's accuracy targets (GPT-3 175B b64: FCT p99
     +17.5 %, ECN marks +68 %; README, "Accelerated packet level")."""
+    memoize: bool = False
+    """Replay congested partitions that repeat (accel.py, _memo_batch): messages that start together,
+    share a port and find their ports idle, with every connection fresh or settled, take the
+    completion offsets and port counters ns-3 gave the same set (hosts, ECMP keys, sizes, steps,
+    connection states) the first time.  Training repeats such sets every micro-batch (the same
+    pipeline sends)."""
     theta: float = Field(0.05, gt=0, lt=1)
     """Steady-state band: |r1 - r2| / mean of a flow's delivery rates over two consecutive windows."""
     window_packets: int = Field(64, gt=0)

@@ -42,7 +42,17 @@ themselves, ns-3 keeps the work request each is sending and the remaining steps 
 form.  Steady-state fast-forward of congested partitions (``fast_forward``, off: _ff_check) is
 experimental: measured outside issue 12's targets (README), because the rates of a short window
 are not DCQCN's long-run ones and ns-3's idle QPs recover their rate while fast-forwarded.
-Memoization is not implemented; its counter reports 0.
+
+Memoization (``memoize``, _memo_batch): training repeats congested episodes (the same pipeline
+sends collide on the same hashed ports every micro-batch).  An episode starts when messages of
+different NICs start together on ports that are idle, on connections that are fresh or settled;
+messages that later start on its ports join its script.  The first time, ns-3 runs it and the
+wrapper records the script, each completion offset, the port counters and, at each joiner's
+start, every message's delivered bytes and DCQCN state.  The next episode with the same first
+batch is replayed from the record as long as the same joiners come at the same offsets; when
+they do not, its messages go back to ns-3 with the bytes and DCQCN state the record had there
+(RdmaNic::RestoreConnectionCc; queues start empty).  Two starts with the same key differ only in
+what packet level itself leaves to chance (random ECN marking) and in alpha below SETTLED_ALPHA.
 """
 from __future__ import annotations
 
@@ -56,7 +66,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from netbackend.base import Completion, Message, NetStats, NetworkBackend
-from netbackend.config import NetworkConfig
+from netbackend.config import NetworkConfig, resolved_dcqcn
 from netbackend.errors import NetworkError, UserError
 from netbackend.routing import Router
 
@@ -229,6 +239,57 @@ class _Steady:
         return min(self.t0 + (f.lead + f.payload) / f.rate for f in self.flows)
 
 
+SETTLED_ALPHA = 0.01
+"""A connection whose QPs had CNPs counts as settled (memo state "settled") once it is back at line
+rate with alpha at most this: its next cut takes at most alpha / 2 = 0.5 % of its rate (DCQCN's
+RC (1 - alpha / 2), Zhu et al., SIGCOMM'15), so two settled starts differ by under half of issue
+12's 1 % iteration tolerance in their first cut and not at all afterwards."""
+
+
+_MEMO_STATS = ("ecn_marks", "paused_ns", "tx_bytes", "tx_packets")
+"""Port statistics a replay adds (PortStat names); tx_packets are counted apart from the simulated hops."""
+
+
+@dataclass
+class _MemoEntry:
+    """What one isolated, congested partition did in ns-3, relative to its start."""
+
+    script: list[tuple[int, tuple]]
+    """(start offset, description) of each message: the first batch in key order, then the joiners."""
+    offsets: list[int]
+    """Completion offset of each message (from the episode's start), in script order."""
+    progress: list[tuple[int, list[int], list[list[float]]]]
+    """(offset, delivered bytes and connection state (RdmaNic::SaveConnectionCc) of each message
+    that had started) at each joiner's start: where a replay that leaves its script there stands."""
+    settle: list[float]
+    """Per message: ns after its completion until its connection is settled again (0: already)."""
+    port_deltas: dict[str, dict[int, float]]
+    """Port statistic -> port -> increase over the episode."""
+    closed_bytes: dict[int, float]
+    """Port -> wire bytes the wrapper delivered in closed form there (migrated tails)."""
+
+
+@dataclass
+class _Memo:
+    """An episode being recorded (``entry`` None: ns-3 runs it) or replayed, with its ports."""
+
+    rid: int
+    key: tuple
+    t0: int
+    msgs: list[Message]
+    ports: set[int]
+    entry: _MemoEntry | None = None
+    script: list[tuple[int, tuple]] = field(default_factory=list)
+    """(start offset, description) of each message in the order they joined."""
+    progress: list[tuple[int, list[int], list[list[float]]]] = field(default_factory=list)
+    """(offset, bytes each earlier message had delivered, its connection's DCQCN state) at each
+    joiner's start."""
+    fin: dict[int, int] = field(default_factory=dict)
+    start_stats: dict[str, list[float]] = field(default_factory=dict)
+    start_closed: dict[int, float] = field(default_factory=dict)
+    settle: dict[int, float | None] = field(default_factory=dict)
+
+
 def check_acceleration(config: NetworkConfig) -> None:
     """Reject acceleration settings that have no closed form (one-line UserError)."""
     if config.acceleration.mode == "off":
@@ -256,8 +317,8 @@ class AcceleratedNs3Backend(NetworkBackend):
             update={"mode": "off"})})
         acc = config.acceleration
         self._ff_on = acc.fast_forward
-        if self._ff_on:
-            kw = dict(kw, track_message_bytes=True)  # delivery rates of packet-level flows
+        if self._ff_on or acc.memoize:
+            kw = dict(kw, track_message_bytes=True)  # delivery rates / progress of packet-level flows
         self.inner = Ns3Backend(topology, inner_cfg, seed, **kw)
         self._router = Router(topology, mode=config.ecmp, seed=seed)
         self._share = config.acceleration.share_ports
@@ -324,7 +385,9 @@ class AcceleratedNs3Backend(NetworkBackend):
                        "partitions_closed_form": 0, "handbacks": 0, "flows_handed_back": 0, "memo_hits": 0,
                        "connections_recovered": 0, "messages_rate_limited": 0,
                        "handbacks_over_capacity": 0, "migrations": 0, "bytes_migrated": 0,
-                       "fast_forwards": 0,
+                       "fast_forwards": 0, "messages_replayed": 0, "memo_recorded": 0,
+                       "memo_invalidated": 0, "memo_interrupts": 0, "memo_unsettled": 0, "memo_states_restored": 0,
+                       "replay_state_mismatch": 0,
                        "not_qualified": {}}
         self._wall = 0.0
         self._theta = acc.theta
@@ -339,6 +402,24 @@ class AcceleratedNs3Backend(NetworkBackend):
         """Last (time, ECN marks per port) samples."""
         self._steady: dict[int, _Steady] = {}
         self._extrap_marks = 0.0
+        self._memo_on = acc.memoize and tr.qps_per_connection == 1
+        self._memo: dict[tuple, _MemoEntry] = {}
+        self._rec: dict[int, _Memo] = {}
+        """Partitions being recorded (ns-3 runs them) or replayed, by id."""
+        self._memo_port: dict[int, int] = {}
+        """Port -> the recorded or replayed partition that holds it."""
+        self._rec_of: dict[int, int] = {}
+        """Message id -> the partition it belongs to, until it completes."""
+        self._ns3_conns: set = set()
+        """Connections that ever had a message in ns-3 (the others have fresh QPs there)."""
+        self._settle: dict[Any, float] = {}
+        """Connection -> when a replayed episode would have left it settled again."""
+        self._replayed: dict[str, dict[int, float]] = {}
+        """Port statistic -> port -> what replayed episodes added (not in ns-3's counters)."""
+        if self._memo_on:
+            dq = resolved_dcqcn(config)
+            self._alpha_g = float(dq["g"])
+            self._alpha_ns = float(dq["alpha_update_interval_ns"])
 
     # ------------------------------------------------------------ interface
     @property
@@ -417,6 +498,8 @@ class AcceleratedNs3Backend(NetworkBackend):
             batch = []
             while self._starts and self._starts[0][0] <= limit:
                 batch.append(heapq.heappop(self._starts)[2])
+            if batch and self._memo_on:
+                batch = self._memo_batch(batch, limit)
             if batch:
                 self._batch = {}
                 for msg in batch:  # a NIC's QPs starting together share it from the first packet
@@ -446,6 +529,16 @@ class AcceleratedNs3Backend(NetworkBackend):
             elif kind == "ff":
                 if what in self._steady:
                     self._ff_end(what, math.ceil(when))
+            elif kind == "memo":  # a replayed message's recorded completion
+                rid, mid = what
+                m = self._rec.get(rid)
+                if m is not None and m.entry is not None and mid not in m.fin:
+                    out.append(self._complete(mid, t))
+            elif kind == "memo_expect":  # the script's next message did not come on time
+                rid, n = what
+                m = self._rec.get(rid)
+                if m is not None and len(m.msgs) <= n:
+                    self._memo_interrupt(rid, t)
             else:  # "done": a closed-form message delivered (reported at the whole ns t >= when)
                 c = self._part_done(what, t)
                 if c is not None:
@@ -626,7 +719,7 @@ class AcceleratedNs3Backend(NetworkBackend):
             return None
         line, ai, hai, fast, interval, bc = v[:6]
         out = []
-        for i in range(6, len(v), 5):
+        for i in range(6, len(v), 7):  # per QP: RC, RT, stages, next increase, CNP seen, alpha (rdma-nic.h)
             rate, target, tstage, _bstage, nxt = v[i:i + 5]
             tr = _Trajectory(rate, target, int(tstage), nxt, line, ai, hai, int(fast), interval)
             if bc > 0 and not (rate >= line and target >= line):
@@ -643,6 +736,8 @@ class AcceleratedNs3Backend(NetworkBackend):
         self._msgs[msg.id] = msg
         self._bump(msg, +1, float(t))
         ports = self._ports(msg)
+        if (self._memo_port or self._settle) and self._memo_touch(msg, ports, t):
+            return  # a replayed episode's scripted message
         if self._steady:
             for sid in sorted({o[1] for p in ports for o in self._owners.get(p, ()) if o[0] == "s"}):
                 self._ff_end(sid, t)
@@ -899,11 +994,15 @@ class AcceleratedNs3Backend(NetworkBackend):
 
     def _post_inner(self, orig: int, msg: Message, size: int, t: int, ports: list[int],
                     handed_back: bool = False) -> None:
+        if self._memo_port and orig not in self._rec_of:  # e.g. a hand-back beside an episode's joiner
+            for rid in sorted({self._memo_port[p] for p in ports if p in self._memo_port}):
+                self._memo_stop(rid, t)
         self._bring_inner_to(t)
         iid = next(self._next_inner)
         self.inner.send(Message(iid, msg.src, msg.dst, size, t, msg.flow_key, msg.connection,
                                 msg.step_bytes))
         self._inner_of[iid] = (orig, ports, self._conn_key(msg), self._marks(ports))
+        self._ns3_conns.add(self._conn_key(msg))
         self._by_src.setdefault(msg.src, []).append(iid)
         self._prefix[orig] = (iid, msg.size_bytes - size)
         for p in ports:
@@ -1045,6 +1144,288 @@ class AcceleratedNs3Backend(NetworkBackend):
             self._add_flow(g, conn, f, states[conn], t)
         self._rerate(g, float(t))
 
+    # -------------------------------------------------------- memoization
+    def _memo_batch(self, batch: list[Message], t: int) -> list[Message]:
+        """Start episodes: replay the congested partitions of this batch that ran before, record
+        the new ones.  Returns the messages to start as usual.
+
+        An episode starts with a connected set of messages starting together at ``t`` (two are
+        connected when their data paths share a port) in which some port carries messages of two
+        NICs (not source-bounded: it goes to ns-3).  It must find every port idle (no flow of any
+        kind, so ns-3 runs it on empty queues as it did the first time) and each connection fresh
+        (no CNP ever) or settled (SETTLED_ALPHA).  Messages that start later on its ports join it
+        (_memo_touch); it ends when all have completed.  Its key is the first batch's (hosts, ECMP
+        key, connection, size, step, state) per message; the paths follow from hosts and keys."""
+        parent = {m.id: m.id for m in batch}
+
+        def find(x):
+            while parent[x] != x:
+                parent[x] = parent[parent[x]]
+                x = parent[x]
+            return x
+
+        at: dict[int, int] = {}
+        srcs: dict[int, set] = {}
+        for m in batch:
+            for p in self._ports(m):
+                srcs.setdefault(p, set()).add(m.src)
+                j = at.setdefault(p, m.id)
+                if j != m.id:
+                    parent[find(m.id)] = find(j)
+        comps: dict[int, list[Message]] = {}
+        for m in batch:
+            if self._ports(m):
+                comps.setdefault(find(m.id), []).append(m)
+        replayed: set[int] = set()
+        for comp in comps.values():
+            if len(comp) < 2 or not any(len(srcs[p]) > 1 for m in comp for p in self._ports(m)):
+                continue
+            ports = {p for m in comp for p in self._ports(m)}
+            if any(p in self._owners or p in self._memo_port for p in ports):
+                continue
+            states = [self._memo_state(m) for m in comp]
+            if None in states:
+                continue
+            rows = sorted((self._desc(m, st), i) for i, (m, st) in enumerate(zip(comp, states)))
+            key = tuple(r for r, _ in rows)
+            msgs = [comp[i] for _, i in rows]
+            rec = _Memo(next(self._seq), key, t, [], ports, entry=self._memo.get(key))
+            self._rec[rec.rid] = rec
+            for p in ports:
+                self._memo_port[p] = rec.rid
+            if rec.entry is None:  # record: ns-3 runs it; the counters on its ports are its own
+                rec.start_stats = {k: self._port_vec(k) for k in _MEMO_STATS}
+                rec.start_closed = dict(self._link_bytes)
+                for m, (d, _) in zip(msgs, rows):
+                    self._memo_add(rec, m, d, t)
+                continue
+            self.counts["memo_hits"] += 1
+            for m, (d, _) in zip(msgs, rows):
+                self._memo_add(rec, m, d, t)
+                replayed.add(m.id)
+            self._memo_expect(rec)
+        return [m for m in batch if m.id not in replayed]
+
+    def _desc(self, m: Message, state: str) -> tuple:
+        return (m.src, m.dst, m.flow_key, m.connection, m.size_bytes, m.step_bytes, state)
+
+    def _memo_add(self, rec: _Memo, m: Message, desc: tuple, t: int) -> None:
+        """``m`` is the next message of episode ``rec`` (recorded, or replayed at its offset)."""
+        idx = len(rec.msgs)
+        if rec.entry is None and idx and t > rec.t0:
+            self._bring_inner_to(t)
+            hi = self.inner._host_index
+            rec.progress.append((t - rec.t0, [self.message_rx_bytes(x) for x in rec.msgs],
+                                 [[float(v) for v in self.inner._sim.SaveConnectionCc(hi[x.src], hi[x.dst], x.connection)]
+                                  if self._conn_key(x)[0] != "m" else [] for x in rec.msgs]))
+        rec.msgs.append(m)
+        rec.script.append((t - rec.t0, desc))
+        self._rec_of[m.id] = rec.rid
+        for p in self._ports(m):
+            if p not in rec.ports:
+                rec.ports.add(p)
+                self._memo_port[p] = rec.rid
+        if rec.entry is not None:
+            self._msgs[m.id] = m
+            self._bump(m, +1, float(t))
+            heapq.heappush(self._events, (rec.t0 + rec.entry.offsets[idx], next(self._seq), "memo", (rec.rid, m.id)))
+
+    def _memo_expect(self, rec: _Memo) -> None:
+        """A replay must see its next scripted message start on time; look one ns after."""
+        n = len(rec.msgs)
+        if n < len(rec.entry.script):
+            when = rec.t0 + rec.entry.script[n][0] + 1
+            heapq.heappush(self._events, (when, next(self._seq), "memo_expect", (rec.rid, n)))
+
+    def _port_vec(self, name: str) -> list[float]:
+        return [float(x) for x in self.inner._sim.PortStat(name)]
+
+    def _dcqcn_vec(self, msg: Message, busy_ok: bool) -> list[float]:
+        self._bring_inner_to(self._now)
+        hi = self.inner._host_index
+        v = [float(x) for x in self.inner._sim.ConnectionDcqcnState(hi[msg.src], hi[msg.dst], msg.connection, busy_ok)]
+        return v if len(v) == 6 + 7 and v[5] <= 0 else []  # one QP, no byte counter
+
+    def _memo_state(self, msg: Message) -> str | None:
+        """'fresh', 'settled', or None (a state a recording would not repeat) of its connection."""
+        key = self._conn_key(msg)
+        if key[0] == "m" or not self._reacts:
+            return "fresh"
+        if self._settle.get(key, -1.0) > self._now:
+            return None  # a replayed episode left it slower than ns-3 knows
+        if key not in self._ns3_conns:
+            return "fresh"
+        v = self._dcqcn_vec(msg, False)
+        if not v:
+            return None  # busy or a cut due
+        line = v[0]
+        rate, target, _ts, _bs, nxt, seen, alpha = v[6:13]
+        if not seen:
+            return "fresh"
+        if rate >= line and target >= line and nxt < 0 and alpha <= SETTLED_ALPHA:
+            return "settled"
+        return None
+
+    def _settle_ns(self, msg: Message) -> float | None:
+        """How long until ``msg``'s connection is settled again, from its DCQCN state in ns-3 now
+        (its rate trajectory on the increase timer, alpha's decay by 1 - g per period without a
+        CNP); None when a cut check is still due."""
+        if self._conn_key(msg)[0] == "m" or not self._reacts:
+            return 0.0
+        v = self._dcqcn_vec(msg, True)
+        if not v:
+            return None
+        line, ai, hai, fast, interval, _bc = v[:6]
+        rate, target, tstage, _bs, nxt, seen, alpha = v[6:13]
+        tr = _Trajectory(rate, target, int(tstage), nxt, line, ai, hai, int(fast), interval)
+        t_line = float(self._now)
+        while not tr.at_line():
+            if tr.next_ns < 0:
+                return None
+            t_line = tr.next_ns
+            tr.advance_to(tr.next_ns)
+        t_alpha = float(self._now)
+        if seen and alpha > SETTLED_ALPHA:  # one period more: the grid's phase
+            periods = math.ceil(math.log(SETTLED_ALPHA / alpha) / math.log(1.0 - self._alpha_g)) + 1
+            t_alpha += periods * self._alpha_ns
+        return max(t_line, t_alpha) - self._now
+
+    def _memo_touch(self, msg: Message, ports: list[int], t: int) -> bool:
+        """A message starts on an episode's ports: it joins a recording (with its connection's
+        state; one that a recording would not repeat drops it), and a replay if the script has it
+        next at this offset (True: replayed, not started), else the replay goes back to ns-3."""
+        ck = self._conn_key(msg)
+        until = self._settle.get(ck)
+        if until is not None:
+            if until > t:  # ns-3 starts it at the rate it had before the replayed episode
+                self.counts["replay_state_mismatch"] += 1
+            else:
+                del self._settle[ck]
+        rids = sorted({self._memo_port[p] for p in ports if p in self._memo_port})
+        if not rids or msg.id in self._rec_of:  # (a first-batch message of a recording: in it)
+            return False
+        if len(rids) > 1:  # two episodes meet: neither is the answer for its key alone
+            for rid in rids:
+                self._memo_stop(rid, t)
+            return False
+        rec = self._rec[rids[0]]
+        state = self._memo_state(msg)
+        if state is None:
+            self._memo_stop(rec.rid, t)
+            return False
+        desc = self._desc(msg, state)
+        if rec.entry is None:
+            self._memo_add(rec, msg, desc, t)
+            return False
+        n = len(rec.msgs)
+        if n < len(rec.entry.script) and rec.entry.script[n] == (t - rec.t0, desc):
+            self._memo_add(rec, msg, desc, t)
+            self._memo_expect(rec)
+            return True
+        self._memo_stop(rec.rid, t)
+        return False
+
+    def _memo_stop(self, rid: int, t: int) -> None:
+        rec = self._rec.get(rid)
+        if rec is None:
+            return
+        if rec.entry is None:
+            self.counts["memo_invalidated"] += 1
+            del self._rec[rid]
+            self._memo_release(rec)
+        else:
+            self._memo_interrupt(rid, t)
+
+    def _memo_release(self, rec: _Memo) -> None:
+        for p in rec.ports:
+            if self._memo_port.get(p) == rec.rid:
+                del self._memo_port[p]
+        for m in rec.msgs:
+            if self._rec_of.get(m.id) == rec.rid:
+                del self._rec_of[m.id]
+
+    def _memo_done(self, rid: int, msg: Message, fin: int) -> None:
+        """A message of a recorded or replayed episode completed (from _complete)."""
+        rec = self._rec.get(rid)
+        if rec is None:
+            return
+        rec.fin[msg.id] = fin
+        ck = self._conn_key(msg)
+        last_of_conn = all(m.id in rec.fin for m in rec.msgs if self._conn_key(m) == ck)
+        if rec.entry is None and last_of_conn:
+            rec.settle[msg.id] = self._settle_ns(msg)
+        if rec.entry is not None and last_of_conn:
+            s = rec.entry.settle[rec.msgs.index(msg)]
+            if s and ck[0] != "m":
+                self._settle[ck] = max(self._settle.get(ck, 0.0), fin + s)
+        if len(rec.fin) < len(rec.msgs) or (rec.entry is not None and len(rec.msgs) < len(rec.entry.script)):
+            return
+        del self._rec[rid]
+        self._memo_release(rec)
+        if rec.entry is None:
+            self._memo_store(rec)
+            return
+        self._add_replayed(rec.entry, 1.0)
+        self.counts["messages_replayed"] += len(rec.msgs)
+        self.counts["bytes_replayed"] += sum(m.size_bytes for m in rec.msgs)
+
+    def _memo_store(self, rec: _Memo) -> None:
+        """A recording ended: keep its script, completion offsets and what ns-3 counted on its ports."""
+        if any(v is None for v in rec.settle.values()):
+            self.counts["memo_unsettled"] += 1
+            return
+        now = {k: self._port_vec(k) for k in _MEMO_STATS}
+        deltas = {k: {p: now[k][p] - rec.start_stats[k][p] for p in sorted(rec.ports)
+                      if now[k][p] != rec.start_stats[k][p]} for k in _MEMO_STATS}
+        closed = {p: self._link_bytes.get(p, 0.0) - rec.start_closed.get(p, 0.0) for p in sorted(rec.ports)
+                  if self._link_bytes.get(p, 0.0) != rec.start_closed.get(p, 0.0)}
+        self._memo[rec.key] = _MemoEntry(list(rec.script), [rec.fin[m.id] - rec.t0 for m in rec.msgs],
+                                         list(rec.progress),
+                                         [rec.settle.get(m.id) or 0.0 for m in rec.msgs], deltas, closed)
+        self.counts["memo_recorded"] += 1
+
+    def _add_replayed(self, e: _MemoEntry, frac: float) -> None:
+        for k, per_port in e.port_deltas.items():
+            acc = self._replayed.setdefault(k, {})
+            for p, v in per_port.items():
+                acc[p] = acc.get(p, 0.0) + frac * v
+        for p, v in e.closed_bytes.items():
+            self._link_bytes[p] = self._link_bytes.get(p, 0.0) + frac * v
+
+    def _memo_interrupt(self, rid: int, t: int) -> None:
+        """A replay leaves its script (another message on its ports, or a scripted one that did not
+        come): its messages not yet complete go to ns-3 with the bytes they would not have
+        delivered by ``t`` at their recorded mean rate, on their connections as ns-3 has them (the
+        counters count the elapsed share)."""
+        rec = self._rec.pop(rid)
+        self._memo_release(rec)
+        e = rec.entry
+        if self._memo.get(rec.key) is e:
+            del self._memo[rec.key]  # this start goes on otherwise now: record it afresh next time
+        dt = t - rec.t0
+        self._add_replayed(e, min(1.0, dt / (max(e.offsets) or 1)))
+        self.counts["memo_interrupts"] += 1
+        for i, (m, (start, _), off) in enumerate(zip(rec.msgs, e.script, e.offsets)):
+            if m.id in rec.fin:
+                self.counts["messages_replayed"] += 1
+                self.counts["bytes_replayed"] += m.size_bytes
+                continue
+            # delivered bytes: linear between the recorded points around dt (exact at a joiner's start)
+            pts = [(start, 0)] + [(o, b[i]) for o, b, _ in e.progress if i < len(b)] + [(off, m.size_bytes)]
+            lo = max((p for p in pts if p[0] <= dt), default=pts[0])
+            hi = min((p for p in pts if p[0] >= dt), default=pts[-1])
+            est = lo[1] if hi[0] == lo[0] else lo[1] + (hi[1] - lo[1]) * (dt - lo[0]) / (hi[0] - lo[0])
+            done = max(0, min(int(est) // self._mtu * self._mtu, m.size_bytes - 1))
+            self.counts["bytes_replayed"] += done
+            self.counts["messages_packet_level"] += 1
+            self._post_inner(m.id, m, m.size_bytes - done, t, self._ports(m), handed_back=True)
+            # its connection as the recording had it at the last joiner's start before dt (exact when
+            # the script was left there); a connection ns-3 has not met yet starts fresh
+            cc = [c[i] for o, _, c in e.progress if o <= dt and i < len(c) and c[i]]
+            hi = self.inner._host_index
+            if cc and self.inner._sim.RestoreConnectionCc(hi[m.src], hi[m.dst], m.connection, cc[-1]):
+                self.counts["memo_states_restored"] += 1
+
     # ------------------------------------------------------ fast-forward
     def _ff_check(self, t: int) -> None:
         """Sample the delivery of every packet-level message; fast-forward the partitions whose
@@ -1129,6 +1510,10 @@ class AcceleratedNs3Backend(NetworkBackend):
             marks_rate = sum(vb[p] - va[p] for p in ports) / max(1, tb - ta)
         sid = next(self._seq)
         st = _Steady(sid, float(t), [], marks_rate)
+        for i in comp:  # a recording must be ns-3's own answer
+            rid = self._rec_of.get(self._inner_of[i][0])
+            if rid is not None and rid in self._rec and self._rec[rid].entry is None:
+                self._memo_stop(rid, t)
         for i in comp:
             orig, ports, _, _ = self._inner_of[i]
             m = self._msgs[orig]
@@ -1192,11 +1577,15 @@ class AcceleratedNs3Backend(NetworkBackend):
         return self._queue_vec
 
     def _complete(self, mid: int, fin: int) -> Completion:
-        self._bump(self._msgs.pop(mid), -1, float(fin))
+        msg = self._msgs.pop(mid)
+        self._bump(msg, -1, float(fin))
         self._pending.discard(mid)
         self._fct[mid] = (self._start.pop(mid), fin)
         size = self._size.pop(mid)
         self._bytes_delivered += size
+        rid = self._rec_of.get(mid)
+        if rid is not None:
+            self._memo_done(rid, msg, fin)
         return Completion(mid, fin)
 
     def message_rx_bytes(self, msg: Message) -> int:
@@ -1224,13 +1613,36 @@ class AcceleratedNs3Backend(NetworkBackend):
         names = self.inner._port_links
         for p, b in self._link_bytes.items():
             link_bytes[names[p]] = link_bytes.get(names[p], 0) + int(round(b))
+        extra = dict(st.extra)
+        rp = {k: sum(v.values()) for k, v in self._replayed.items()}
+        for p, b in self._replayed.get("tx_bytes", {}).items():
+            link_bytes[names[p]] = link_bytes.get(names[p], 0) + int(round(b))
+        if rp:
+            port_names = [str(n) for n in self.inner._sim.PortNames()]
+            marks = dict(extra["ecn_marks_per_port"])
+            for p, v in self._replayed.get("ecn_marks", {}).items():
+                marks[port_names[p]] = marks.get(port_names[p], 0) + int(round(v))
+            cnp_per_mark = extra["cnps_sent"] / extra["ecn_marks"] if extra["ecn_marks"] else 1.0
+            extra.update(ecn_marks_per_port=marks, ecn_marks=sum(marks.values()),
+                         cnps_sent=extra["cnps_sent"] + int(round(rp.get("ecn_marks", 0.0) * cnp_per_mark)),
+                         pfc_paused_ns_total=extra["pfc_paused_ns_total"] + int(round(rp.get("paused_ns", 0.0))))
         c = dict(self.counts)
-        total = c["bytes_closed_form"] + c["bytes_packet_level"] + c["bytes_fast_forwarded"]
+        total = c["bytes_closed_form"] + c["bytes_packet_level"] + c["bytes_fast_forwarded"] + c["bytes_replayed"]
         c["closed_form_share"] = c["bytes_closed_form"] / total if total else 0.0
         c["fast_forwarded_share"] = c["bytes_fast_forwarded"] / total if total else 0.0
-        c["accelerated_share"] = c["closed_form_share"] + c["fast_forwarded_share"]
+        c["replayed_share"] = c["bytes_replayed"] / total if total else 0.0
+        c["accelerated_share"] = c["closed_form_share"] + c["fast_forwarded_share"] + c["replayed_share"]
+        c["memo_entries"] = len(self._memo)
+        c["replayed_counters"] = ({"ecn_marks": int(round(rp.get("ecn_marks", 0.0))),
+                                   "pfc_paused_ns": int(round(rp.get("paused_ns", 0.0))),
+                                   "packet_hops": int(round(rp.get("tx_packets", 0.0))),
+                                   "how": "the port counters ns-3 gave the recorded episode, added once per "
+                                          "replay (a share for an interrupted one); CNPs at the run's CNPs per "
+                                          "mark; included in ecn_marks, cnps_sent, pfc_paused_ns_total and "
+                                          "link bytes, not in packet_hops"}
+                                  if self._memo_on else {})
         c["connections_at_packet_level"] = len(self._dirty)
-        c["fallback_packet_level"] = total > 0 and c["bytes_closed_form"] == 0 and c["bytes_fast_forwarded"] == 0
+        c["fallback_packet_level"] = total > 0 and c["accelerated_share"] == 0
         c["note"] = ("no partition qualified for closed form: plain packet level" if c["fallback_packet_level"]
                      else "closed-form flows build no queue: no ECN/CNP/PFC counters extrapolated" + (
                          "; ECN marks of fast-forwarded intervals extrapolated (extrapolated_counters)"
@@ -1240,7 +1652,6 @@ class AcceleratedNs3Backend(NetworkBackend):
                                               "each fast-forward, times its length; not in ns-3's port counters"}
                                       if self._ff_on else {})
         c["wrapper_wall_s"] = self._wall
-        extra = dict(st.extra)
         extra["acceleration"] = c
         return NetStats(messages=len(self._fct), bytes_delivered=self._bytes_delivered, fct_ns=dict(self._fct),
                         link_bytes=link_bytes, extra=extra)

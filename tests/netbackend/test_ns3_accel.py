@@ -346,3 +346,121 @@ def test_fast_forward_never_starts_on_short_windows_of_unsteady_flows():
     msgs = [Message(i, f"h{i}", "h3", 200_000, 0, connection=0) for i in range(3)]
     _, st = run(star(4), msgs, "auto", **FF)
     assert st.extra["acceleration"]["fast_forwards"] == 0
+
+
+# ------------------------------------------------------------------ memoization
+GAP_NS = 100_000_000
+"""Between rounds: DCQCN's alpha decays by (1 - 1/256) per 1 us period without a CNP (the dcqcn
+preset), so 100 ms leave (255/256)^100000 of it, far below SETTLED_ALPHA: the QPs are settled."""
+
+
+def incast_rounds(rounds: int = 6, extra: list[Message] | None = None) -> list[Message]:
+    """The same 2-to-1 incast every GAP_NS (as a pipeline send repeats every micro-batch)."""
+    msgs = []
+    for r in range(rounds):
+        msgs += [Message(2 * r + 1, "h0", "h3", 4_000_000, r * GAP_NS, connection=0, step_bytes=524_288),
+                 Message(2 * r + 2, "h1", "h3", 4_000_000, r * GAP_NS, connection=0, step_bytes=524_288)]
+    return msgs + (extra or [])
+
+
+def test_packet_level_messages_added_ahead_of_their_start_are_not_a_stall():
+    """A message added for 100 ms later is not in flight meanwhile (the watchdog once said
+    "no progress" at 50 ms)."""
+    msgs = [Message(1, "h0", "h3", 1_000_000, 0), Message(2, "h1", "h3", 1_000_000, GAP_NS)]
+    done, _ = run(star(4), msgs, "off")
+    assert done[2] >= GAP_NS + 1_000_000 * 8 / 100
+
+
+def test_memo_replays_a_repeating_incast_within_target():
+    """Round 1 starts on fresh QPs (alpha = 1 at the first CNP), round 2 on settled ones: two
+    recordings; rounds 3-6 repeat round 2's key and are replayed.  Against packet level, which
+    itself varies from round to round (random ECN marking), every FCT is within issue 12's 5 %,
+    the rounds' total within 1 %, ECN marks within 10 %; fewer than half the packets are simulated."""
+    msgs = incast_rounds()
+    off, st_off = run(star(4), msgs, "off")
+    _, st_auto = run(star(4), msgs, "auto")
+    got, st = run(star(4), msgs, "auto", memoize=True)
+    a = st.extra["acceleration"]
+    assert (a["memo_recorded"], a["memo_hits"], a["messages_replayed"]) == (2, 4, 8)
+    assert a["bytes_packet_level"] + a["bytes_closed_form"] + a["bytes_replayed"] == sum(m.size_bytes for m in msgs)
+    assert a["replay_state_mismatch"] == 0 and a["memo_interrupts"] == 0
+    for m in msgs:
+        ref = off[m.id] - m.start_ns
+        assert abs(got[m.id] - m.start_ns - ref) <= 0.05 * ref, m.id
+    # Rounds run one after another like the steps of an iteration: their total within 1 %.  Each
+    # replayed round is off by no more than packet level's own rounds differ among themselves.
+    ends = {name: [max(d[2 * r + 1], d[2 * r + 2]) - r * GAP_NS for r in range(6)] for name, d in
+            (("off", off), ("memo", got))}
+    assert abs(sum(ends["memo"]) - sum(ends["off"])) <= 0.01 * sum(ends["off"])
+    spread = max(ends["off"][1:]) - min(ends["off"][1:])
+    assert all(abs(m - o) <= spread for m, o in zip(ends["memo"][2:], ends["off"][2:]))
+    assert abs(st.extra["ecn_marks"] - st_off.extra["ecn_marks"]) <= 0.10 * st_off.extra["ecn_marks"]
+    assert a["replayed_counters"]["ecn_marks"] > 0
+    assert st.extra["packet_hops"] < st_auto.extra["packet_hops"] / 2
+
+
+def test_memo_replay_interrupted_goes_back_to_packet_level():
+    """A third sender joins round 4 (a replay) 300 us in, which its script does not have: the
+    replayed messages post what they had not delivered by then to ns-3, the entry is dropped,
+    round 5 records afresh and round 6 replays it.  Every byte arrives once, and no message of
+    round 4 ends before h3's port could carry the round at line rate."""
+    late = Message(100, "h2", "h3", 2_000_000, 3 * GAP_NS + 300_000, connection=0, step_bytes=524_288)
+    msgs = incast_rounds(extra=[late])
+    got, st = run(star(4), msgs, "auto", memoize=True)
+    a = st.extra["acceleration"]
+    assert (a["memo_interrupts"], a["memo_recorded"], a["memo_hits"]) == (1, 3, 3)
+    assert set(got) == {m.id for m in msgs}
+    assert a["bytes_packet_level"] + a["bytes_closed_form"] + a["bytes_replayed"] == sum(m.size_bytes for m in msgs)
+    from conformance import RATE_GBPS
+    assert max(got[7], got[8], got[100]) - 3 * GAP_NS >= (2 * 4_000_000 + 2_000_000) * 8 / RATE_GBPS
+
+
+def test_memo_episode_follows_its_script():
+    """A flow through h3's port 100 us into round 2 joins that recording (its script).  Round 3
+    starts alike but the flow does not come: one ns after its scripted start the replay goes back
+    to ns-3, with the bytes and DCQCN state the recording had there; round 4 records again, rounds
+    5-6 replay.  Judged as issue 12 judges (FCT p50 / p99 within 5 %, the rounds' total within
+    1 %): per message, packet level's own rounds split the port unevenly at random (853 / 908 us
+    in round 3, ECN marking is random), so a single message is no measure."""
+    touch = Message(100, "h2", "h3", 500_000, GAP_NS + 100_000, connection=0)
+    msgs = incast_rounds(extra=[touch])
+    off, _ = run(star(4), msgs, "off")
+    got, st = run(star(4), msgs, "auto", memoize=True)
+    a = st.extra["acceleration"]
+    assert (a["memo_recorded"], a["memo_hits"], a["memo_interrupts"]) == (3, 3, 1)
+    assert a["memo_states_restored"] == 2
+    assert a["bytes_packet_level"] + a["bytes_closed_form"] + a["bytes_replayed"] == sum(m.size_bytes for m in msgs)
+    fo = [off[m.id] - m.start_ns for m in msgs]
+    fg = [got[m.id] - m.start_ns for m in msgs]
+    for q in (0.5, 0.99):
+        assert abs(pct(fg, q) - pct(fo, q)) <= 0.05 * pct(fo, q), q
+    ends = {name: [max(d[2 * r + 1], d[2 * r + 2]) - r * GAP_NS for r in range(6)] for name, d in
+            (("off", off), ("memo", got))}
+    assert abs(sum(ends["memo"]) - sum(ends["off"])) <= 0.01 * sum(ends["off"])
+
+
+def test_connection_cc_state_saved_and_restored_with_its_timers():
+    """RdmaNic::SaveConnectionCc / RestoreConnectionCc: mid-incast, connection h0->h3's DCQCN state
+    copied onto h1->h3 reads back the same through ConnectionDcqcnState (RC, RT, stage, CNP seen,
+    alpha, and the increase timer's expiry: the timers are re-armed, not just the numbers)."""
+    msgs = [Message(1, "h0", "h3", 4_000_000, 0, connection=0, step_bytes=524_288),
+            Message(2, "h1", "h3", 4_000_000, 0, connection=0, step_bytes=524_288)]
+    with Ns3Backend(star(4), cfg("off"), 0) as b:
+        for m in msgs:
+            b.send(m)
+        b.advance(300_000)
+        sim, hi = b._sim, b._host_index
+        saved = [float(v) for v in sim.SaveConnectionCc(hi["h0"], hi["h3"], 0)]
+        assert len(saved) == 16 and saved[9] == 1.0, "h0's QP has had CNPs 300 us into the incast"
+        assert sim.RestoreConnectionCc(hi["h1"], hi["h3"], 0, saved)
+        a = [float(v) for v in sim.ConnectionDcqcnState(hi["h0"], hi["h3"], 0, True)]
+        c = [float(v) for v in sim.ConnectionDcqcnState(hi["h1"], hi["h3"], 0, True)]
+        assert a and a == c
+        assert not sim.RestoreConnectionCc(hi["h2"], hi["h3"], 0, saved), "no such connection"
+        run_all(b)
+
+
+def test_memo_is_deterministic():
+    a, sa = run(star(4), incast_rounds(), "auto", memoize=True)
+    b, sb = run(star(4), incast_rounds(), "auto", memoize=True)
+    assert a == b and sa.extra["ecn_marks"] == sb.extra["ecn_marks"]

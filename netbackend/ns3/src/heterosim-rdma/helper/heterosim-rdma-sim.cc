@@ -223,6 +223,19 @@ HeterosimRdmaSim::ConnectionDcqcnState(uint32_t srcHost, uint32_t dstHost, int64
 }
 
 std::vector<double>
+HeterosimRdmaSim::SaveConnectionCc(uint32_t srcHost, uint32_t dstHost, int64_t connection) const
+{
+    return m_impl->helper->GetNic(srcHost)->SaveConnectionCc(dstHost, connection);
+}
+
+bool
+HeterosimRdmaSim::RestoreConnectionCc(uint32_t srcHost, uint32_t dstHost, int64_t connection,
+                                      const std::vector<double>& state)
+{
+    return m_impl->helper->GetNic(srcHost)->RestoreConnectionCc(dstHost, connection, state);
+}
+
+std::vector<double>
 HeterosimRdmaSim::TrimMessage(uint32_t srcHost, uint32_t dstHost, int64_t connection, uint64_t msgId)
 {
     return m_impl->helper->TrimMessage(srcHost, dstHost, connection, msgId);

@@ -54,6 +54,10 @@ class HeterosimRdmaSim
     /// RdmaNic::ConnectionDcqcnState of @p srcHost's connection to @p dstHost.
     std::vector<double> ConnectionDcqcnState(uint32_t srcHost, uint32_t dstHost, int64_t connection,
                                              bool busyOk) const;
+    /// RdmaNic::SaveConnectionCc / RestoreConnectionCc of @p srcHost's connection to @p dstHost.
+    std::vector<double> SaveConnectionCc(uint32_t srcHost, uint32_t dstHost, int64_t connection) const;
+    bool RestoreConnectionCc(uint32_t srcHost, uint32_t dstHost, int64_t connection,
+                             const std::vector<double>& state);
     /// RdmaNetworkHelper::TrimMessage: {status, unsent bytes kept, bytes removed}.
     std::vector<double> TrimMessage(uint32_t srcHost, uint32_t dstHost, int64_t connection, uint64_t msgId);
     double RunWallSeconds() const;

@@ -305,6 +305,11 @@ void
 RdmaNetworkHelper::Post(uint64_t id, uint32_t src, uint32_t dst, uint64_t bytes, uint32_t flowHash,
                         int64_t connection, uint64_t stepBytes)
 {
+    if (m_started++ == 0)
+    {
+        // The stall clock starts with the first message in flight, not when it was added.
+        m_lastProgressNs = Simulator::Now().GetNanoSeconds();
+    }
     if (bytes == 0 || src == dst)
     {
         // Nothing crosses the fabric: done when posted.
@@ -321,6 +326,7 @@ RdmaNetworkHelper::TrimMessage(uint32_t src, uint32_t dst, int64_t connection, u
     if (r[0] == 2.0)
     {
         m_pending--;
+        m_started--;
     }
     return r;
 }
@@ -337,6 +343,7 @@ RdmaNetworkHelper::Complete(uint64_t id)
     const int64_t now = Simulator::Now().GetNanoSeconds();
     m_completions.emplace_back(id, now);
     m_pending--;
+    m_started--;
     m_lastProgressNs = now;
     if (m_stopAt != now)
     {
@@ -386,7 +393,7 @@ RdmaNetworkHelper::Watchdog()
         Simulator::Stop();
         return;
     }
-    if (m_pending > 0 && now - m_lastProgressNs >= m_stallLimit.GetNanoSeconds())
+    if (m_started > 0 && now - m_lastProgressNs >= m_stallLimit.GetNanoSeconds())
     {
         std::ostringstream os;
         bool any = false;

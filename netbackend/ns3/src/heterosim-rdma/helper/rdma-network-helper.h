@@ -128,6 +128,7 @@ class RdmaNetworkHelper : public Object, public RdmaDeliverySink
     std::vector<Ptr<RdmaNetDevice>> m_portDevs;
     RdmaCounters m_counters;
     uint64_t m_pending{0};
+    uint64_t m_started{0}; ///< posted and not complete: a message added for later is not in flight
     std::vector<std::pair<uint64_t, int64_t>> m_completions;
     int64_t m_stopAt{-1};
     EventId m_completionStop; ///< the stop scheduled by a completion, cancelled when Run returns

@@ -36,6 +36,32 @@ DcqcnRp::Cut()
     bytesSinceEvent = 0;
 }
 
+double
+DcqcnRp::AlphaAt(int64_t nowNs) const
+{
+    if (!cnpSeen)
+    {
+        return alpha;
+    }
+    if (!m_p->vendor)
+    {
+        const int64_t k = nowNs > alphaRefNs ? (nowNs - alphaRefNs) / m_p->alphaIntervalNs : 0;
+        return k > 0 ? alpha * std::pow(1.0 - m_p->g, static_cast<double>(k)) : alpha;
+    }
+    if (nowNs < alphaNextNs)
+    {
+        return alpha;
+    }
+    const int64_t periods = (nowNs - alphaNextNs) / m_p->alphaIntervalNs + 1;
+    // The first period that ended may have seen a CNP; the rest saw none.
+    double a = alphaCnp ? (1.0 - m_p->g) * alpha + m_p->g : (1.0 - m_p->g) * alpha;
+    if (periods > 1)
+    {
+        a *= std::pow(1.0 - m_p->g, static_cast<double>(periods - 1));
+    }
+    return a;
+}
+
 void
 DcqcnRp::CatchUpAlpha(int64_t nowNs)
 {
@@ -44,12 +70,7 @@ DcqcnRp::CatchUpAlpha(int64_t nowNs)
         return;
     }
     const int64_t periods = (nowNs - alphaNextNs) / m_p->alphaIntervalNs + 1;
-    // The first period that ended may have seen a CNP; the rest saw none.
-    alpha = alphaCnp ? (1.0 - m_p->g) * alpha + m_p->g : (1.0 - m_p->g) * alpha;
-    if (periods > 1)
-    {
-        alpha *= std::pow(1.0 - m_p->g, static_cast<double>(periods - 1));
-    }
+    alpha = AlphaAt(nowNs);
     alphaCnp = false;
     alphaNextNs += periods * m_p->alphaIntervalNs;
 }

@@ -70,6 +70,11 @@ class DcqcnRp
     int64_t NextDecreaseCheckNs(int64_t nowNs) const;
     /// VENDOR: apply every alpha period that ended at or before @p nowNs.
     void CatchUpAlpha(int64_t nowNs);
+    /// The alpha a CNP at @p nowNs would start from (every period that ended
+    /// by then applied: VENDOR as CatchUpAlpha, PAPER whole periods since the
+    /// last CNP), without changing the state.  The accelerated backend reads it
+    /// to tell a settled connection (a cut would take under 1 % of its rate).
+    double AlphaAt(int64_t nowNs) const;
     /// The rate-increase timer fired; returns the stage applied.
     Stage OnIncreaseTimer();
     /// @p bytes were sent; returns true if the byte counter fired (rate raised).

@@ -463,9 +463,94 @@ RdmaNic::ConnectionDcqcnState(uint32_t dstHost, int64_t connection, bool busyOk)
                                  ? (Simulator::Now() + Simulator::GetDelayLeft(qp.incTimer)).GetNanoSeconds()
                                  : -1;
         out.insert(out.end(), {qp.cc.rate, qp.cc.target, static_cast<double>(qp.cc.timerStage),
-                               static_cast<double>(qp.cc.byteStage), static_cast<double>(next)});
+                               static_cast<double>(qp.cc.byteStage), static_cast<double>(next),
+                               qp.cc.cnpSeen ? 1.0 : 0.0,
+                               qp.cc.AlphaAt(Simulator::Now().GetNanoSeconds())});
     }
     return out;
+}
+
+std::vector<double>
+RdmaNic::SaveConnectionCc(uint32_t dstHost, int64_t connection) const
+{
+    const auto it = m_connIndex.find(std::make_pair(dstHost, connection));
+    if (m_cc != CC_DCQCN || it == m_connIndex.end() || m_conns[it->second].qps.size() != 1)
+    {
+        return {};
+    }
+    const auto q = m_qps.find(m_conns[it->second].qps[0]);
+    if (q == m_qps.end())
+    {
+        return {};
+    }
+    const SendQp& qp = q->second;
+    const DcqcnRp& c = qp.cc;
+    const int64_t now = Simulator::Now().GetNanoSeconds();
+    auto left = [](const EventId& e) {
+        return e.IsPending() ? static_cast<double>(Simulator::GetDelayLeft(e).GetNanoSeconds()) : -1.0;
+    };
+    return {c.rate,
+            c.target,
+            c.alpha,
+            static_cast<double>(c.timerStage),
+            static_cast<double>(c.byteStage),
+            static_cast<double>(c.bytesSinceEvent),
+            c.lastCutNs >= 0 ? 1.0 : 0.0,
+            static_cast<double>(c.lastCutNs - now),
+            static_cast<double>(c.alphaRefNs - now),
+            c.cnpSeen ? 1.0 : 0.0,
+            c.alphaCnp ? 1.0 : 0.0,
+            c.decreaseCnp ? 1.0 : 0.0,
+            static_cast<double>(c.alphaNextNs - now),
+            static_cast<double>(c.gridNs - now),
+            left(qp.incTimer),
+            left(qp.decTimer)};
+}
+
+bool
+RdmaNic::RestoreConnectionCc(uint32_t dstHost, int64_t connection, const std::vector<double>& s)
+{
+    const auto it = m_connIndex.find(std::make_pair(dstHost, connection));
+    if (m_cc != CC_DCQCN || s.size() != 16 || it == m_connIndex.end() ||
+        m_conns[it->second].qps.size() != 1)
+    {
+        return false;
+    }
+    const auto q = m_qps.find(m_conns[it->second].qps[0]);
+    if (q == m_qps.end())
+    {
+        return false;
+    }
+    SendQp& qp = q->second;
+    DcqcnRp& c = qp.cc;
+    const int64_t now = Simulator::Now().GetNanoSeconds();
+    auto at = [now](double rel) { return now + static_cast<int64_t>(std::llround(rel)); };
+    c.rate = s[0];
+    c.target = s[1];
+    c.alpha = s[2];
+    c.timerStage = static_cast<uint32_t>(s[3]);
+    c.byteStage = static_cast<uint32_t>(s[4]);
+    c.bytesSinceEvent = static_cast<uint64_t>(s[5]);
+    c.lastCutNs = s[6] > 0 ? at(s[7]) : -1;
+    c.alphaRefNs = at(s[8]);
+    c.cnpSeen = s[9] > 0;
+    c.alphaCnp = s[10] > 0;
+    c.decreaseCnp = s[11] > 0;
+    c.alphaNextNs = at(s[12]);
+    c.gridNs = at(s[13]);
+    qp.incTimer.Cancel();
+    if (s[14] >= 0)
+    {
+        qp.incTimer = Simulator::Schedule(NanoSeconds(std::llround(s[14])), &RdmaNic::OnIncreaseTimer,
+                                          this, qp.id);
+    }
+    qp.decTimer.Cancel();
+    if (s[15] >= 0)
+    {
+        qp.decTimer = Simulator::Schedule(NanoSeconds(std::llround(s[15])), &RdmaNic::OnDecreaseCheck,
+                                          this, qp.id);
+    }
+    return true;
 }
 
 std::vector<double>

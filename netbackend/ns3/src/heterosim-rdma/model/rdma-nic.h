@@ -111,7 +111,8 @@ class RdmaNic : public Object, public RdmaPortOwner
     /// trajectory: empty when the connection is unknown, busy (data outstanding,
     /// steps waiting) or a cut check is pending; else {line rate bit/s, R_AI,
     /// R_HAI, F, increase interval ns, byte counter bytes} then per QP {RC bit/s,
-    /// RT bit/s, timer stage, byte stage, next increase-timer expiry ns (-1: none)}.
+    /// RT bit/s, timer stage, byte stage, next increase-timer expiry ns (-1: none),
+    /// 1 if it ever had a CNP else 0, the alpha a CNP now would start from}.
     std::vector<double> ConnectionDcqcnState(uint32_t dstHost, int64_t connection,
                                              bool busyOk = false) const;
     /// Remove the unsent tail of message @p msgId, the newest one on connection
@@ -123,6 +124,18 @@ class RdmaNic : public Object, public RdmaPortOwner
     /// removed, 1 tail removed, 2 the message removed whole (nothing of it was
     /// sent; it will never complete).
     std::vector<double> TrimMessage(uint32_t dstHost, int64_t connection, uint64_t msgId);
+    /// The whole DCQCN reaction-point state of that connection's QP (one QP,
+    /// DCQCN only; empty otherwise), every time in it relative to now:
+    /// {RC, RT, alpha, timer stage, byte stage, bytes since the last event,
+    /// has a cut, last cut, alpha reference, CNP seen, CNP in the alpha period,
+    /// CNP since the last check, alpha period end, cut-check grid, increase
+    /// timer left (-1: none), cut check left (-1: none)}.  With
+    /// RestoreConnectionCc, the accelerated backend hands a connection back to
+    /// packet level in the congestion state a recorded episode had at that point.
+    std::vector<double> SaveConnectionCc(uint32_t dstHost, int64_t connection) const;
+    /// Set the state SaveConnectionCc returned (times shifted to now) and re-arm
+    /// its timers; false if the connection has no single DCQCN QP.
+    bool RestoreConnectionCc(uint32_t dstHost, int64_t connection, const std::vector<double>& state);
     const DcqcnParams& GetDcqcnParams() const { return m_dcqcn; }
     const HpccParams& GetHpccParams() const { return m_hpcc; }
     CcMode GetCcMode() const { return m_cc; }

@@ -402,6 +402,52 @@ class DcqcnVendorTestCase : public TestCase
     }
 };
 
+// AlphaAt: the alpha a CNP would start from, read without changing the state
+// (the accelerated backend's test for a settled connection), both reactions.
+class DcqcnAlphaAtTestCase : public TestCase
+{
+  public:
+    DcqcnAlphaAtTestCase()
+        : TestCase("DCQCN alpha read ahead without side effects")
+    {
+    }
+
+  private:
+    void DoRun() override
+    {
+        DcqcnParams p = Params100G(); // alpha period 1 us, g = 1/256
+        p.vendor = true;
+        const double g = p.g;
+        DcqcnRp rp;
+        rp.Init(&p, 0);
+        NS_TEST_ASSERT_MSG_EQ_TOL(rp.AlphaAt(1000000), 1.0, 1e-15, "no CNP yet: alpha stays 1");
+        rp.OnCnp(10000); // first CNP: alpha 1, periods end at 11, 12, ... us
+        NS_TEST_ASSERT_MSG_EQ_TOL(rp.AlphaAt(10999), 1.0, 1e-15, "no period ended yet");
+        NS_TEST_ASSERT_MSG_EQ_TOL(rp.AlphaAt(14000), std::pow(1 - g, 4), 1e-15, "periods ending 11..14 us");
+        NS_TEST_ASSERT_MSG_EQ_TOL(rp.alpha, 1.0, 1e-15, "reading changed nothing");
+        rp.OnCnp(19500); // catches up 11..19 us (9 periods), the period ending 20 us has a CNP
+        const double at19 = std::pow(1 - g, 9);
+        NS_TEST_ASSERT_MSG_EQ_TOL(rp.alpha, at19, 1e-15, "nine CNP-less periods applied");
+        const double at22 = ((1 - g) * at19 + g) * std::pow(1 - g, 2);
+        NS_TEST_ASSERT_MSG_EQ_TOL(rp.AlphaAt(22001), at22, 1e-15, "+g only in the period with the CNP");
+        DcqcnRp copy = rp;
+        copy.CatchUpAlpha(22001);
+        NS_TEST_ASSERT_MSG_EQ_TOL(copy.alpha, rp.AlphaAt(22001), 1e-15, "as CatchUpAlpha would set it");
+        // After 70 ms idle the alpha left is (1 - g)^70000 of it: a settled connection.
+        NS_TEST_ASSERT_MSG_EQ_TOL(rp.AlphaAt(70022001), at22 * std::pow(1 - g, 70000), 1e-15, "decayed");
+
+        DcqcnParams q = p; // PAPER: decay by whole periods since the last CNP
+        q.vendor = false;
+        q.alphaIntervalNs = 55000;
+        DcqcnRp pr;
+        pr.Init(&q, 0);
+        pr.OnCnp(0); // alpha 1, then (1 - g) * 1 + g = 1
+        NS_TEST_ASSERT_MSG_EQ_TOL(pr.AlphaAt(54999), 1.0, 1e-15, "no whole period yet");
+        NS_TEST_ASSERT_MSG_EQ_TOL(pr.AlphaAt(110000), std::pow(1 - g, 2), 1e-15, "two periods");
+        NS_TEST_ASSERT_MSG_EQ_TOL(pr.alpha, 1.0, 1e-15, "reading changed nothing");
+    }
+};
+
 // DCQCN as in the SIGCOMM'15 paper: cut on each CNP, alpha timer 55 us
 // restarted by CNPs, F = 5, timer and byte counter (10 MB), R_AI 40 Mb/s,
 // R_HAI 400 Mb/s, RT <- RC on every cut.
@@ -604,6 +650,7 @@ class HeterosimRdmaTestSuite : public TestSuite
         AddTestCase(new DcqcnByteCounterTestCase, Duration::QUICK);
         AddTestCase(new DcqcnVendorTestCase, Duration::QUICK);
         AddTestCase(new DcqcnPaperTestCase, Duration::QUICK);
+        AddTestCase(new DcqcnAlphaAtTestCase, Duration::QUICK);
         AddTestCase(new DctcpWindowTestCase, Duration::QUICK);
         AddTestCase(new GoBackNTestCase, Duration::QUICK);
         AddTestCase(new HpccWindowTestCase, Duration::QUICK);
