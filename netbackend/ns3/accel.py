@@ -223,6 +223,9 @@ class _FFlow:
     """Payload taken out of ns-3 (whole NCCL steps)."""
     rate: float
     """Delivered payload bytes per ns over the last window."""
+    cc: list[float] = field(default_factory=list)
+    """Its connection's DCQCN state when the fast-forward began (RdmaNic::SaveConnectionCc),
+    restored when it goes back: the QP does not recover its rate while its bytes are elsewhere."""
 
 
 @dataclass
@@ -1505,7 +1508,7 @@ class AcceleratedNs3Backend(NetworkBackend):
         hi = self.inner._host_index
         marks_rate = 0.0
         if self._reacts and len(self._ff_marks) >= 2:
-            (ta, va), (tb, vb) = self._ff_marks[-2], self._ff_marks[-1]
+            (ta, va), (tb, vb) = self._ff_marks[0], self._ff_marks[-1]  # the two windows judged steady
             ports = {p for i in comp for p in self._inner_of[i][1]}
             marks_rate = sum(vb[p] - va[p] for p in ports) / max(1, tb - ta)
         sid = next(self._seq)
@@ -1523,9 +1526,10 @@ class AcceleratedNs3Backend(NetworkBackend):
                                                                              m.connection, i))
             if status == 0:
                 continue  # its last step is being sent: it stays at packet level, beside the others
+            cc = [float(v) for v in self.inner._sim.SaveConnectionCc(hi[m.src], hi[m.dst], m.connection)]
             self._took_out(i, status, removed)
             lead = 0 if status == 2 else max(0, size - removed - delivered)
-            st.flows.append(_FFlow(i, orig, ports, lead, removed, rates[i]))
+            st.flows.append(_FFlow(i, orig, ports, lead, removed, rates[i], cc))
             for p in ports:
                 own = self._owners.setdefault(p, {})
                 own[("s", sid)] = own.get(("s", sid), 0) + 1
@@ -1551,7 +1555,11 @@ class AcceleratedNs3Backend(NetworkBackend):
             sent = int(max(0.0, f.rate * dt - f.lead) // self._mtu) * self._mtu
             sent = min(sent, f.payload - 1)
             self.counts["bytes_fast_forwarded"] += sent
-            self._post_inner(f.orig, self._msgs[f.orig], f.payload - sent, t, f.ports, handed_back=True)
+            m = self._msgs[f.orig]
+            self._post_inner(f.orig, m, f.payload - sent, t, f.ports, handed_back=True)
+            if f.cc:
+                hi = self.inner._host_index
+                self.inner._sim.RestoreConnectionCc(hi[m.src], hi[m.dst], m.connection, f.cc)
 
     def _took_out(self, i: int, status: int, removed: int) -> None:
         """Bookkeeping after RdmaNic::TrimMessage took ``removed`` bytes of inner message ``i`` out of
