@@ -82,7 +82,8 @@ def h_suite_rows(names: list[str], budget_s: float) -> None:
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
-    print(f"{'H-suite scenario':<22} {'CPU s':>7} {'wall s':>7} {'iteration s':>12} {'hops':>7} {'closed':>7}  "
+    print(f"{'H-suite scenario':<22} {'CPU s':>7} {'wall s':>7} {'iteration s':>12} {'hops':>7} {'closed':>7} "
+          f"{'replayed':>8}  "
           f"target {H_TARGET_S / 60:.0f} min   why flows stayed packet level")
     for name in names:
         sc = api.load(str(root / H_SUITE / f"{name}.yaml"))
@@ -97,7 +98,8 @@ def h_suite_rows(names: list[str], budget_s: float) -> None:
         verdict = ("met" if cpu <= H_TARGET_S else "NOT met") if not stopped else (
             f"NOT met: stopped at {prog['now_ns'] / 1e9:.3f} s simulated")
         print(f"{name:<22} {cpu:>7.0f} {wall:>7.0f} {it:>12} {st.extra['packet_hops'] / 1e6:>6.0f}M "
-              f"{a.get('closed_form_share', 0):>7.1%}  {verdict}   {a.get('not_qualified')}", flush=True)
+              f"{a.get('closed_form_share', 0):>7.1%} {a.get('replayed_share', 0):>8.1%}  {verdict}   "
+              f"{a.get('not_qualified')}", flush=True)
 
 
 def main() -> None:
