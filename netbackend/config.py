@@ -251,14 +251,16 @@ class AccelerationConfig(_Strict):
     """Steady-state fast-forward of congested packet-level partitions (accel.py, _ff_check): once
     every flow of a partition delivers at a rate that stayed within ``theta`` over two windows,
     their unsent steps leave ns-3 and finish at those rates until a flow ends or another joins.
-    Experimental and off: measured outside issue 12's accuracy targets (GPT-3 175B b64: FCT p99
-    +17.5 %, ECN marks +68 %; README, "Accelerated packet level")."""
+    Experimental and off: ECN marks outside issue 12's 10 % (a 3-flow incast: 176 vs 300, the
+    marks come in the transients it skips) and no CPU saved on GPT-3 175B b64 (README,
+    "Accelerated packet level")."""
     memoize: bool = False
     """Replay congested partitions that repeat (accel.py, _memo_batch): messages that start together,
     share a port and find their ports idle, with every connection fresh or settled, take the
     completion offsets and port counters ns-3 gave the same set (hosts, ECMP keys, sizes, steps,
     connection states) the first time.  Training repeats such sets every micro-batch (the same
-    pipeline sends)."""
+    pipeline sends).  Off by default: within issue 12's accuracy targets but little saved where
+    measured (GPT-3 175B b64 / 128 H100: packet hops -11 %; H4-LLaMA-65B: none; README)."""
     theta: float = Field(0.05, gt=0, lt=1)
     """Steady-state band: |r1 - r2| / mean of a flow's delivery rates over two consecutive windows."""
     window_packets: int = Field(64, gt=0)
