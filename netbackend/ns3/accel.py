@@ -293,6 +293,29 @@ class _Memo:
     settle: dict[int, float | None] = field(default_factory=dict)
 
 
+def _components(items: list, ports_of) -> list[list]:
+    """Connected sets of ``items`` (two are connected when their ports share one), union-find; each
+    set and the sets in the order of ``items``."""
+    parent = {id(x): id(x) for x in items}
+
+    def find(x):
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    at: dict[int, int] = {}
+    for x in items:
+        for p in ports_of(x):
+            j = at.setdefault(p, id(x))
+            if j != id(x):
+                parent[find(id(x))] = find(j)
+    comps: dict[int, list] = {}
+    for x in items:
+        comps.setdefault(find(id(x)), []).append(x)
+    return list(comps.values())
+
+
 def check_acceleration(config: NetworkConfig) -> None:
     """Reject acceleration settings that have no closed form (one-line UserError)."""
     if config.acceleration.mode == "off":
@@ -1159,28 +1182,13 @@ class AcceleratedNs3Backend(NetworkBackend):
         (no CNP ever) or settled (SETTLED_ALPHA).  Messages that start later on its ports join it
         (_memo_touch); it ends when all have completed.  Its key is the first batch's (hosts, ECMP
         key, connection, size, step, state) per message; the paths follow from hosts and keys."""
-        parent = {m.id: m.id for m in batch}
-
-        def find(x):
-            while parent[x] != x:
-                parent[x] = parent[parent[x]]
-                x = parent[x]
-            return x
-
-        at: dict[int, int] = {}
         srcs: dict[int, set] = {}
         for m in batch:
             for p in self._ports(m):
                 srcs.setdefault(p, set()).add(m.src)
-                j = at.setdefault(p, m.id)
-                if j != m.id:
-                    parent[find(m.id)] = find(j)
-        comps: dict[int, list[Message]] = {}
-        for m in batch:
-            if self._ports(m):
-                comps.setdefault(find(m.id), []).append(m)
+        comps = _components([m for m in batch if self._ports(m)], self._ports)
         replayed: set[int] = set()
-        for comp in comps.values():
+        for comp in comps:
             if len(comp) < 2 or not any(len(srcs[p]) > 1 for m in comp for p in self._ports(m)):
                 continue
             ports = {p for m in comp for p in self._ports(m)}
@@ -1457,25 +1465,8 @@ class AcceleratedNs3Backend(NetworkBackend):
             h.append((t, int(sim.MessageRxBytes(hi[m.dst], i))))
         if self._reacts:
             self._ff_marks.append((t, [float(x) for x in sim.PortStat("ecn_marks")]))
-        # partitions: union-find of packet-level messages over the ports they cross
-        parent = {i: i for i in active}
-
-        def find(x):
-            while parent[x] != x:
-                parent[x] = parent[parent[x]]
-                x = parent[x]
-            return x
-
-        at_port: dict[int, int] = {}
-        for i in active:
-            for p in self._inner_of[i][1]:
-                j = at_port.setdefault(p, i)
-                if j != i:
-                    parent[find(i)] = find(j)
-        comps: dict[int, list[int]] = {}
-        for i in active:
-            comps.setdefault(find(i), []).append(i)
-        for comp in comps.values():
+        comps = _components(active, lambda i: self._inner_of[i][1])  # partitions of packet-level messages
+        for comp in comps:
             rates = self._ff_steady(comp)
             if rates is not None:
                 self._ff_start(comp, rates, t)
