@@ -7,7 +7,8 @@ closed form.  Targets (issue 12): iteration time within 1 %, FCT p50 / p99 withi
 
     .venv/bin/python benchmarks/bench_ns3_accel.py                 # quickstart + traffic cases
     .venv/bin/python benchmarks/bench_ns3_accel.py --h4            # + H4-LLaMA-65B (minutes off)
-    .venv/bin/python benchmarks/bench_ns3_accel.py --gpt3          # + GPT-3 175B b64 / 128 GPUs (~13 min off)
+    .venv/bin/python benchmarks/bench_ns3_accel.py --gpt3          # + GPT-3 175B b64 / 128 GPUs (~23 min off)
+    .venv/bin/python benchmarks/bench_ns3_accel.py --memoize       # auto with memoization (off by default)
 """
 from __future__ import annotations
 
@@ -46,6 +47,9 @@ WALL_LIMIT_S = 6 * 3600.0
 ECMP: str | None = None
 """--ecmp: override network.ecmp in every case (None: the scenario's own)."""
 
+ACC: dict = {}
+"""--memoize / --fast-forward: acceleration settings added to every auto run."""
+
 
 def run_training(scenario: str | dict, mode: str) -> dict:
     from heterosim import api
@@ -55,7 +59,7 @@ def run_training(scenario: str | dict, mode: str) -> dict:
         sc = scenario_from_dict(scenario)
     else:
         sc = api.load(scenario)
-    acc = sc.network.acceleration.model_copy(update={"mode": mode})
+    acc = sc.network.acceleration.model_copy(update={"mode": mode, **(ACC if mode == "auto" else {})})
     upd = {"backend": "ns3", "acceleration": acc} | ({"ecmp": ECMP} if ECMP else {})
     upd["wall_limit_s"] = WALL_LIMIT_S
     sc = sc.model_copy(update={"network": sc.network.model_copy(update=upd)})
@@ -100,7 +104,8 @@ def run_traffic(mode: str, seed: int = 1, nudge: tuple[int, int] | None = None) 
     from netbackend.ns3 import Ns3Backend
 
     topo = traffic_topology()
-    cfg = NetworkConfig(backend="ns3", cc="dcqcn", acceleration={"mode": mode}, ecmp=ECMP or "hash")
+    cfg = NetworkConfig(backend="ns3", cc="dcqcn", acceleration={"mode": mode, **(ACC if mode == "auto" else {})},
+                        ecmp=ECMP or "hash")
     msgs = traffic_messages(topo, seed)
     if nudge:
         msgs = [Message(m.id, m.src, m.dst, m.size_bytes, m.start_ns + (nudge[1] if m.id == nudge[0] else 0),
@@ -122,12 +127,12 @@ def _isolated(fn, arg, mode: str, **kw) -> dict:
     """``fn`` in a child process (netbackend.ns3.run_isolated), with the globals set here."""
     from netbackend.ns3 import run_isolated
 
-    return run_isolated(_call, fn.__name__, arg, mode, ECMP, kw)
+    return run_isolated(_call, fn.__name__, arg, mode, ECMP, ACC, kw)
 
 
-def _call(name: str, arg, mode: str, ecmp: str | None, kw: dict) -> dict:
-    global ECMP
-    ECMP = ecmp
+def _call(name: str, arg, mode: str, ecmp: str | None, acc: dict, kw: dict) -> dict:
+    global ECMP, ACC
+    ECMP, ACC = ecmp, acc
     fn = globals()[name]
     return fn(mode, **kw) if arg is None else fn(arg, mode, **kw)
 
@@ -147,7 +152,9 @@ def row(name: str, off: dict, auto: dict) -> None:
           f"wall/CPU > 1.1 means the machine was shared)", flush=True)
     print(f"{'':<28} auto: {acc.get('messages_closed_form')} msgs closed form, {acc.get('messages_packet_level')} "
           f"packet level, {acc.get('partitions_closed_form')} partitions, {acc.get('handbacks')} hand-backs, "
-          f"{acc.get('memo_hits')} memo hits, not qualified {acc.get('not_qualified')}", flush=True)
+          f"{acc.get('memo_hits')} memo hits ({acc.get('replayed_share', 0.0):.1%} of bytes replayed, "
+          f"{acc.get('memo_interrupts')} interrupted), {acc.get('fast_forwards')} fast-forwards "
+          f"({acc.get('fast_forwarded_share', 0.0):.1%}), not qualified {acc.get('not_qualified')}", flush=True)
 
 
 def main() -> None:
@@ -157,9 +164,14 @@ def main() -> None:
     ap.add_argument("--skip-small", action="store_true")
     ap.add_argument("--ecmp", choices=["hash", "rail"], help="override network.ecmp (the partitions need the "
                     "ns-3 switches to choose the paths netbackend.routing.Router does)")
+    ap.add_argument("--memoize", action="store_true", help="auto runs with acceleration.memoize")
+    ap.add_argument("--fast-forward", action="store_true", help="auto runs with acceleration.fast_forward "
+                    "(theta 0.02, 512-packet windows)")
     args = ap.parse_args()
     global ECMP
     ECMP = args.ecmp
+    ACC.update({"memoize": True} if args.memoize else {})
+    ACC.update({"fast_forward": True, "theta": 0.02, "window_packets": 512} if args.fast_forward else {})
     root = Path(__file__).resolve().parents[1]
     print(f"{'scenario':<28} {'off s':>8} {'auto s':>8} {'speedup':>8} {'iter':>9} {'FCT p50':>9} {'FCT p99':>9} "
           f"{'closed':>7}  counters off/auto")
