@@ -762,10 +762,12 @@ class FlowBackend(NetworkBackend):
                 # An outside flow faster than this level on the link would deny the S flows
                 # freezing here their bottleneck: it joins S now. Levels only rise, so none of
                 # its links has frozen yet and the filling simply goes on.
-                lim = share * (1 + _REL) + 1e-15
                 # (only flows outside S can be pulled in; a link carrying S flows alone has none)
-                pulled = [g for q in l.active for g in q.flows.values() if g.rate > lim and g.seq not in S] \
-                    if l.nflows > len(l.s) else None
+                if l.nflows > len(l.s):
+                    lim = share * (1 + _REL) + 1e-15
+                    pulled = [g for q in l.active for g in q.flows.values() if g.rate > lim and g.seq not in S]
+                else:
+                    pulled = None
                 if pulled:
                     for g in pulled:
                         S[g.seq] = g
