@@ -147,7 +147,7 @@ class _LinkClass:
         # the pass's flows on the class, their old rates times copies, their copies not yet frozen, and
         # what the frozen and outside flows leave of the capacity (attributes: cheaper than dicts by class)
         self.mark = 0
-        self.s: list[_Flow] = []
+        self.s: list[_Flow] | None = None
         self.osum = 0.0
         self.cnt = 0
         self.res = 0.0
@@ -863,6 +863,11 @@ class FlowBackend(NetworkBackend):
                 heapq.heappush(drains, (f.drain_t, sq, f.ver, f))
             else:
                 f.drain_t = math.inf
+        for l in s_on:
+            # the scratch lists would hold drained flows, whose ``nb`` holds the class: a reference
+            # cycle, and the run disables the cyclic collector (heterosim.api.simulate), so it would
+            # never be freed (measured at 4,096 GPUs with hash ECMP: 6.3 GB peak instead of 3.4)
+            l.s = None
         if len(drains) > 4 * self._active + 256:
             # superseded predictions outnumber live ones: rebuild in place (callers hold this list)
             drains[:] = [(f.drain_t, f.seq, f.ver, f) for f in self._live.values() if f.drain_t != math.inf]
