@@ -818,8 +818,10 @@ class Coordinator:
 
     def _start_transfer(self, state: "_ScheduleState", i: int) -> None:
         x = state.xfers[i]
-        start = self._now + int(x.latency_ns)
-        backend = self.net if x.link == "net" else self.intra
+        now = self._now
+        start = now + int(x.latency_ns)
+        net = x.link == "net"
+        backend = self.net if net else self.intra
         self._msg_seq += 1
         mid = self._msg_seq
         state.outstanding += 1
@@ -830,20 +832,24 @@ class Coordinator:
             self.messages.append(rec)
             state.records[i] = rec
         images = state.images[i] if state.images is not None else ()
-        self.all_messages += 1 + len(images)
-        if x.link == "net":
-            self.net_bytes += x.size_bytes * (1 + len(images))
-            self.net_messages += 1 + len(images)
-        if backend is None or x.size_bytes <= 0:
+        copies = 1 + len(images)
+        self.all_messages += copies
+        size = x.size_bytes
+        if net:
+            self.net_bytes += size * copies
+            self.net_messages += copies
+        if backend is None or size <= 0:
             self._push(start, _EV_XFER_READY, ("xfer_done", mid))
             return
-        if start > self._now:
-            self._push(start, _EV_XFER_READY, ("xfer_send", (backend, mid, x, images)))
+        if start > now:
+            self._seq += 1
+            heapq.heappush(self._heap, (start, self._seq, _EV_XFER_READY, ("xfer_send", (backend, mid, x, images))))
         else:
             self._send(backend, mid, x, images, start)
 
     def _send(self, backend, mid: int, x, images: tuple, start: int) -> None:
-        self._catch_up(backend)
+        if backend.now_ns < self._now:
+            self._catch_up(backend)
         if x.link == "net":
             if self._net_inflight == 0:
                 self._net_busy_since = start
@@ -982,9 +988,10 @@ class Coordinator:
                         for c in intra.advance(t):
                             self._now = max(self._now, c.finish_ns)
                             self._transfer_done(c.id)
+                    self.events += len(completions)
+                    done = self._transfer_done
                     for c in completions:
-                        self.events += 1
-                        self._transfer_done(c.id)
+                        done(c.id)
                     continue
             if bound is None:
                 break
