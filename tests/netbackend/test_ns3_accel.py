@@ -188,6 +188,7 @@ def test_unsupported_cc_is_one_field_error():
     (["network.acceleration.theta=0"], ["network.acceleration.theta", "0"]),
     (["network.acceleration.window_packets=0"], ["network.acceleration.window_packets", "0"]),
     (["network.cc=hpcc", "network.acceleration.mode=auto"], ["network.cc", "hpcc"]),
+    (["network.acceleration.memoize=sometimes"], ["network.acceleration.memoize", "sometimes"]),
 ])
 def test_cli_bad_acceleration_is_one_line(tmp_path, sets, needles):
     out = tmp_path / "res"
