@@ -343,7 +343,8 @@ class AcceleratedNs3Backend(NetworkBackend):
             update={"mode": "off"})})
         acc = config.acceleration
         self._ff_on = acc.fast_forward
-        if self._ff_on or acc.memoize:
+        self._memo_on = acc.memoize and config.transport.qps_per_connection == 1
+        if self._ff_on or self._memo_on:
             kw = dict(kw, track_message_bytes=True)  # delivery rates / progress of packet-level flows
         self.inner = Ns3Backend(topology, inner_cfg, seed, **kw)
         self._router = Router(topology, mode=config.ecmp, seed=seed)
@@ -428,7 +429,6 @@ class AcceleratedNs3Backend(NetworkBackend):
         """Last (time, ECN marks per port) samples."""
         self._steady: dict[int, _Steady] = {}
         self._extrap_marks = 0.0
-        self._memo_on = acc.memoize and tr.qps_per_connection == 1
         self._memo: dict[tuple, _MemoEntry] = {}
         self._rec: dict[int, _Memo] = {}
         """Partitions being recorded (ns-3 runs them) or replayed, by id."""
@@ -738,9 +738,7 @@ class AcceleratedNs3Backend(NetworkBackend):
         key = self._conn_key(msg)
         if key[0] == "m" or self.config.cc == "none":
             return None if key[0] == "m" else []
-        self._bring_inner_to(self._now)
-        hi = self.inner._host_index
-        v = [float(x) for x in self.inner._sim.ConnectionDcqcnState(hi[msg.src], hi[msg.dst], msg.connection, busy_ok)]
+        v = self._dcqcn_read(msg, busy_ok)
         if not v:
             return None
         line, ai, hai, fast, interval, bc = v[:6]
@@ -1205,7 +1203,7 @@ class AcceleratedNs3Backend(NetworkBackend):
             for p in ports:
                 self._memo_port[p] = rec.rid
             if rec.entry is None:  # record: ns-3 runs it; the counters on its ports are its own
-                rec.start_stats = {k: self._port_vec(k) for k in _MEMO_STATS}
+                rec.start_stats = {k: self.inner._port_stat(k) for k in _MEMO_STATS}
                 rec.start_closed = dict(self._link_bytes)
                 for m, (d, _) in zip(msgs, rows):
                     self._memo_add(rec, m, d, t)
@@ -1225,10 +1223,8 @@ class AcceleratedNs3Backend(NetworkBackend):
         idx = len(rec.msgs)
         if rec.entry is None and idx and t > rec.t0:
             self._bring_inner_to(t)
-            hi = self.inner._host_index
             rec.progress.append((t - rec.t0, [self.message_rx_bytes(x) for x in rec.msgs],
-                                 [[float(v) for v in self.inner._sim.SaveConnectionCc(hi[x.src], hi[x.dst], x.connection)]
-                                  if self._conn_key(x)[0] != "m" else [] for x in rec.msgs]))
+                                 [self._save_cc(x) if self._conn_key(x)[0] != "m" else [] for x in rec.msgs]))
         rec.msgs.append(m)
         rec.script.append((t - rec.t0, desc))
         self._rec_of[m.id] = rec.rid
@@ -1248,14 +1244,24 @@ class AcceleratedNs3Backend(NetworkBackend):
             when = rec.t0 + rec.entry.script[n][0] + 1
             heapq.heappush(self._events, (when, next(self._seq), "memo_expect", (rec.rid, n)))
 
-    def _port_vec(self, name: str) -> list[float]:
-        return [float(x) for x in self.inner._sim.PortStat(name)]
-
-    def _dcqcn_vec(self, msg: Message, busy_ok: bool) -> list[float]:
+    def _dcqcn_read(self, msg: Message, busy_ok: bool) -> list[float]:
+        """RdmaNic::ConnectionDcqcnState of ``msg``'s connection, with ns-3 brought to now."""
         self._bring_inner_to(self._now)
         hi = self.inner._host_index
-        v = [float(x) for x in self.inner._sim.ConnectionDcqcnState(hi[msg.src], hi[msg.dst], msg.connection, busy_ok)]
+        return [float(x) for x in self.inner._sim.ConnectionDcqcnState(hi[msg.src], hi[msg.dst], msg.connection, busy_ok)]
+
+    def _dcqcn_vec(self, msg: Message, busy_ok: bool) -> list[float]:
+        v = self._dcqcn_read(msg, busy_ok)
         return v if len(v) == 6 + 7 and v[5] <= 0 else []  # one QP, no byte counter
+
+    def _save_cc(self, msg: Message) -> list[float]:
+        """RdmaNic::SaveConnectionCc of ``msg``'s connection (empty: none, or not one DCQCN QP)."""
+        hi = self.inner._host_index
+        return [float(v) for v in self.inner._sim.SaveConnectionCc(hi[msg.src], hi[msg.dst], msg.connection)]
+
+    def _restore_cc(self, msg: Message, state: list[float]) -> bool:
+        hi = self.inner._host_index
+        return bool(self.inner._sim.RestoreConnectionCc(hi[msg.src], hi[msg.dst], msg.connection, state))
 
     def _memo_state(self, msg: Message) -> str | None:
         """'fresh', 'settled', or None (a state a recording would not repeat) of its connection."""
@@ -1385,7 +1391,7 @@ class AcceleratedNs3Backend(NetworkBackend):
         if any(v is None for v in rec.settle.values()):
             self.counts["memo_unsettled"] += 1
             return
-        now = {k: self._port_vec(k) for k in _MEMO_STATS}
+        now = {k: self.inner._port_stat(k) for k in _MEMO_STATS}
         deltas = {k: {p: now[k][p] - rec.start_stats[k][p] for p in sorted(rec.ports)
                       if now[k][p] != rec.start_stats[k][p]} for k in _MEMO_STATS}
         closed = {p: self._link_bytes.get(p, 0.0) - rec.start_closed.get(p, 0.0) for p in sorted(rec.ports)
@@ -1433,8 +1439,7 @@ class AcceleratedNs3Backend(NetworkBackend):
             # its connection as the recording had it at the last joiner's start before dt (exact when
             # the script was left there); a connection ns-3 has not met yet starts fresh
             cc = [c[i] for o, _, c in e.progress if o <= dt and i < len(c) and c[i]]
-            hi = self.inner._host_index
-            if cc and self.inner._sim.RestoreConnectionCc(hi[m.src], hi[m.dst], m.connection, cc[-1]):
+            if cc and self._restore_cc(m, cc[-1]):
                 self.counts["memo_states_restored"] += 1
 
     # ------------------------------------------------------ fast-forward
@@ -1464,7 +1469,7 @@ class AcceleratedNs3Backend(NetworkBackend):
                 h = self._ff_hist[i] = deque(maxlen=3)
             h.append((t, int(sim.MessageRxBytes(hi[m.dst], i))))
         if self._reacts:
-            self._ff_marks.append((t, [float(x) for x in sim.PortStat("ecn_marks")]))
+            self._ff_marks.append((t, self.inner._port_stat("ecn_marks")))
         comps = _components(active, lambda i: self._inner_of[i][1])  # partitions of packet-level messages
         for comp in comps:
             rates = self._ff_steady(comp)
@@ -1517,7 +1522,7 @@ class AcceleratedNs3Backend(NetworkBackend):
                                                                              m.connection, i))
             if status == 0:
                 continue  # its last step is being sent: it stays at packet level, beside the others
-            cc = [float(v) for v in self.inner._sim.SaveConnectionCc(hi[m.src], hi[m.dst], m.connection)]
+            cc = self._save_cc(m)
             self._took_out(i, status, removed)
             lead = 0 if status == 2 else max(0, size - removed - delivered)
             st.flows.append(_FFlow(i, orig, ports, lead, removed, rates[i], cc))
@@ -1549,8 +1554,7 @@ class AcceleratedNs3Backend(NetworkBackend):
             m = self._msgs[f.orig]
             self._post_inner(f.orig, m, f.payload - sent, t, f.ports, handed_back=True)
             if f.cc:
-                hi = self.inner._host_index
-                self.inner._sim.RestoreConnectionCc(hi[m.src], hi[m.dst], m.connection, f.cc)
+                self._restore_cc(m, f.cc)
 
     def _took_out(self, i: int, status: int, removed: int) -> None:
         """Bookkeeping after RdmaNic::TrimMessage took ``removed`` bytes of inner message ``i`` out of
@@ -1571,7 +1575,7 @@ class AcceleratedNs3Backend(NetworkBackend):
 
     def _queue_bytes(self) -> list[float]:
         if self._queue_at != self._now:
-            self._queue_vec = [float(x) for x in self.inner._sim.PortStat("queue_bytes")]
+            self._queue_vec = self.inner._port_stat("queue_bytes")
             self._queue_at = self._now
         return self._queue_vec
 

@@ -470,20 +470,27 @@ RdmaNic::ConnectionDcqcnState(uint32_t dstHost, int64_t connection, bool busyOk)
     return out;
 }
 
-std::vector<double>
-RdmaNic::SaveConnectionCc(uint32_t dstHost, int64_t connection) const
+const RdmaNic::SendQp*
+RdmaNic::SingleDcqcnQp(uint32_t dstHost, int64_t connection) const
 {
     const auto it = m_connIndex.find(std::make_pair(dstHost, connection));
     if (m_cc != CC_DCQCN || it == m_connIndex.end() || m_conns[it->second].qps.size() != 1)
     {
-        return {};
+        return nullptr;
     }
     const auto q = m_qps.find(m_conns[it->second].qps[0]);
-    if (q == m_qps.end())
+    return q == m_qps.end() ? nullptr : &q->second;
+}
+
+std::vector<double>
+RdmaNic::SaveConnectionCc(uint32_t dstHost, int64_t connection) const
+{
+    const SendQp* found = SingleDcqcnQp(dstHost, connection);
+    if (found == nullptr)
     {
         return {};
     }
-    const SendQp& qp = q->second;
+    const SendQp& qp = *found;
     const DcqcnRp& c = qp.cc;
     const int64_t now = Simulator::Now().GetNanoSeconds();
     auto left = [](const EventId& e) {
@@ -510,18 +517,12 @@ RdmaNic::SaveConnectionCc(uint32_t dstHost, int64_t connection) const
 bool
 RdmaNic::RestoreConnectionCc(uint32_t dstHost, int64_t connection, const std::vector<double>& s)
 {
-    const auto it = m_connIndex.find(std::make_pair(dstHost, connection));
-    if (m_cc != CC_DCQCN || s.size() != 16 || it == m_connIndex.end() ||
-        m_conns[it->second].qps.size() != 1)
+    const SendQp* found = SingleDcqcnQp(dstHost, connection);
+    if (found == nullptr || s.size() != 16)
     {
         return false;
     }
-    const auto q = m_qps.find(m_conns[it->second].qps[0]);
-    if (q == m_qps.end())
-    {
-        return false;
-    }
-    SendQp& qp = q->second;
+    SendQp& qp = const_cast<SendQp&>(*found); // m_qps itself is not const here
     DcqcnRp& c = qp.cc;
     const int64_t now = Simulator::Now().GetNanoSeconds();
     auto at = [now](double rel) { return now + static_cast<int64_t>(std::llround(rel)); };

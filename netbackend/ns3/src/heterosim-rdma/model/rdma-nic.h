@@ -231,6 +231,9 @@ class RdmaNic : public Object, public RdmaPortOwner
     void OnCnp(SendQp& qp);
     void OnIncreaseTimer(uint32_t qpId);
     void OnDecreaseCheck(uint32_t qpId);
+    /// The only QP of connection (@p dstHost, @p connection) under DCQCN, else
+    /// nullptr (Save/RestoreConnectionCc).
+    const SendQp* SingleDcqcnQp(uint32_t dstHost, int64_t connection) const;
     void SendNack(RecvQp& rq);
     void OnNackTimer(uint64_t rxKey);
     void ScheduleDecreaseCheck(SendQp& qp);
