@@ -842,14 +842,12 @@ class Coordinator:
             self._push(start, _EV_XFER_READY, ("xfer_done", mid))
             return
         if start > now:
-            self._seq += 1
-            heapq.heappush(self._heap, (start, self._seq, _EV_XFER_READY, ("xfer_send", (backend, mid, x, images))))
+            self._push(start, _EV_XFER_READY, ("xfer_send", (backend, mid, x, images)))
         else:
             self._send(backend, mid, x, images, start)
 
     def _send(self, backend, mid: int, x, images: tuple, start: int) -> None:
-        if backend.now_ns < self._now:
-            self._catch_up(backend)
+        self._catch_up(backend)
         if x.link == "net":
             if self._net_inflight == 0:
                 self._net_busy_since = start
