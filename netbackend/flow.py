@@ -538,7 +538,6 @@ class FlowBackend(NetworkBackend):
             heapq.heappop(drains)
             gone.append(f)
         seeds: dict[int, _Flow] = {}
-        start_of, done, fct, heappush = self._start_of, self._done, self._fct, heapq.heappush
         for f in gone:
             f.ver += 1
             self._active -= 1
@@ -566,16 +565,7 @@ class FlowBackend(NetworkBackend):
                 self._idle[p] = None
             msg = f.msg
             drain_ns = math.ceil(f.drain_t - 1e-6)
-            # (self._finish, inlined: once per message)
-            mid = msg.id
-            t_start = start_of.pop(mid)
-            fin = (drain_ns if drain_ns > t_start else t_start) + f.lat_ns
-            heappush(done, (fin, mid))
-            fct[mid] = (t_start, fin)
-            self._bytes_delivered += msg.size_bytes * f.copies
-            self._copies += f.copies
-            if fin > self._last_finish:
-                self._last_finish = fin
+            self._finish(msg, drain_ns, f.lat_ns, f.copies)
             if msg.connection >= 0:
                 self._next_on_connection(msg, drain_ns)
         for f in gone:
@@ -678,9 +668,6 @@ class FlowBackend(NetworkBackend):
         self._copies += copies
         if fin > self._last_finish:
             self._last_finish = fin
-
-    def _wire_bytes(self, size: int) -> int:
-        return size + -(-size // self._mtu) * self._hdr
 
     def _path_info(self, msg: Message) -> tuple[tuple[int, ...], int, float]:
         """(links incl. NIC caps, propagation + switch latency, sum of 1/capacity after the first link).
