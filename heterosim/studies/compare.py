@@ -209,6 +209,26 @@ def _child(payload: tuple) -> dict[str, Any]:
         return {"cc": cc, "_error": str(err)}
 
 
+def run_per_cc(child, what, network: NetworkConfig, names: list[str], backend: str,
+               workers: int | None) -> list[dict[str, Any]]:
+    """``child((what, cc, backend))`` for each CC setting, each in a fresh spawned process (ns-3
+    keeps global state per process), after one probe child has built the backend for every setting
+    so that an unsupported one fails as one line before any simulation.  A child reports its
+    failure as ``{"_error": line, "cc": cc}``."""
+    ctx = multiprocessing.get_context("spawn")
+    n = max(1, min(len(names), workers or os.cpu_count() or 1))
+    with ProcessPoolExecutor(max_workers=n, mp_context=ctx, max_tasks_per_child=1) as pool:
+        problems = pool.submit(_probe, (backend, network, names)).result()
+        for c in names:
+            if problems.get(c):
+                raise UserError(f"not supported by the {backend} backend: {problems[c]}", field="cc", value=c)
+        rows = list(pool.map(child, [(what, c, backend) for c in names]))
+    errors = [r for r in rows if "_error" in r]
+    if errors:
+        raise UserError(errors[0]["_error"], field="cc", value=errors[0]["cc"])
+    return rows
+
+
 def _probe(payload: tuple) -> dict[str, str | None]:
     """cc -> error line (or None): build the backend for each setting on a 2-host fabric."""
     backend, base_cfg, ccs = payload
@@ -253,17 +273,7 @@ def compare(scenario, ccs: list[str] | str, *, out: Path | str, overrides=None, 
     from netbackend.registry import backend_class
 
     backend_class(backend)  # unknown backend: one line now, not in a child
-    ctx = multiprocessing.get_context("spawn")
-    n = max(1, min(len(names), workers or os.cpu_count() or 1))
-    with ProcessPoolExecutor(max_workers=n, mp_context=ctx, max_tasks_per_child=1) as pool:
-        problems = pool.submit(_probe, (backend, sc.network, names)).result()
-        for c in names:
-            if problems.get(c):
-                raise UserError(f"not supported by the {backend} backend: {problems[c]}", field="cc", value=c)
-        rows = list(pool.map(_child, [(sc, c, backend) for c in names]))
-    errors = [r for r in rows if "_error" in r]
-    if errors:
-        raise UserError(errors[0]["_error"], field="cc", value=errors[0]["cc"])
+    rows = run_per_cc(_child, sc, sc.network, names, backend, workers)
     write_outputs(Path(out), rows, scenario_name=sc.name, backend=backend)
     return [{k: v for k, v in r.items() if not k.startswith("_")} for r in rows]
 

@@ -10,15 +10,12 @@ CC-name parsing and backend probe of ``heterosim compare``.
 from __future__ import annotations
 
 import csv
-import multiprocessing
-import os
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from heterosim.errors import UserError
-from heterosim.studies.compare import _parse_ccs, _probe
+from heterosim.studies.compare import _parse_ccs, run_per_cc
 from heterosim.traffic.build import KINDS, TrafficPlan, load_traffic, plan
 from heterosim.traffic.config import TrafficScenario
 from heterosim.traffic.metrics import IdealFct, SIZE_BINS, fabric_summary, percentiles, slowdown_summary
@@ -163,17 +160,7 @@ def run_traffic(scenario: TrafficScenario | str | Path, out: str | Path, *, ccs:
     if len(names) == 1 and name != "ns3":
         results = [simulate(p, cc=names[0], backend=name)]
     else:
-        ctx = multiprocessing.get_context("spawn")
-        n = max(1, min(len(names), jobs or os.cpu_count() or 1))
-        with ProcessPoolExecutor(max_workers=n, mp_context=ctx, max_tasks_per_child=1) as pool:
-            problems = pool.submit(_probe, (name, sc.network, names)).result()
-            for c in names:
-                if problems.get(c):
-                    raise UserError(f"not supported by the {name} backend: {problems[c]}", field="cc", value=c)
-            results = list(pool.map(_child, [(p, c, name) for c in names]))
-        errors = [r for r in results if "_error" in r]
-        if errors:
-            raise UserError(errors[0]["_error"], field="cc", value=errors[0]["cc"])
+        results = run_per_cc(_child, p, sc.network, names, name, jobs)
     write_outputs(Path(out), results, multi=ccs is not None)
     return [r["summary"] for r in results]
 

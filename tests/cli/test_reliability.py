@@ -12,15 +12,9 @@ import textwrap
 import pytest
 
 from heterosim.cli import main
+from tiny_scenario import TINY_YAML
 
-GOOD = """
-name: t
-model: gpt3-1.7b
-parallelism: {tp: 2, pp: 2}
-training: {global_batch_size: 16, micro_batch_size: 1, seq_length: 2048}
-cluster:
-  groups: [{name: h100, node_type: dgx-h100, num_nodes: 1}]
-"""
+GOOD = TINY_YAML
 
 
 def cli(capsys, monkeypatch, cwd, *args):

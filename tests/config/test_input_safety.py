@@ -11,21 +11,9 @@ import pytest
 from heterosim import api
 from heterosim.config.loader import load_scenario, parse_scalar
 from heterosim.errors import ConfigError, UserError
+from tiny_scenario import TINY_YAML, write
 
-BASE = """
-name: t
-model: gpt3-1.7b
-parallelism: {tp: 2, pp: 2}
-training: {global_batch_size: 16, micro_batch_size: 1, seq_length: 2048}
-cluster:
-  groups: [{name: h100, node_type: dgx-h100, num_nodes: 1}]
-"""
-
-
-def write(tmp_path, text, name="s.yaml"):
-    p = tmp_path / name
-    p.write_text(textwrap.dedent(text))
-    return p
+BASE = TINY_YAML
 
 
 def one_line_error(exc_info, *needles):
