@@ -1,7 +1,6 @@
 """Scenario loading: references, overrides, number parsing, one-line errors."""
 from __future__ import annotations
 
-
 import pytest
 
 from heterosim.config.loader import load_scenario, parse_scalar
