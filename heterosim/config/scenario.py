@@ -44,6 +44,12 @@ class SimulationConfig(Strict):
     symmetry: bool = True
     """Simulate one data-parallel replica per class of identical ones and one flow per orbit of a
     symmetric collective (heterosim/sim/symmetry.py); false = every lane and transfer."""
+    hashed_copies: Literal["exact", "slowest"] = "exact"
+    """Copies (replicas, ring positions, rails) whose paths differ only in the links the ECMP hash chose.
+    exact: never alike, each is simulated on its own (no reduction under ``network.ecmp: hash``);
+    slowest: they ride as one group flow, each copy loading its own hashed links (collisions included),
+    the group moving at its slowest copy's pace (data-parallel training waits for its slowest replica).
+    Approximate; where paths are not hashed nothing changes."""
 
 
 class CommConfig(Strict):

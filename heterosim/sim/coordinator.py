@@ -202,7 +202,7 @@ class Coordinator:
                  intra_time_ns: Callable | None = None, comm_options: dict | None = None,
                  progress: Callable[[int, int], None] | None = None, record_messages: bool = True,
                  symmetry: bool = False, message_limit: int | None = None,
-                 release_ns: dict[int, int] | None = None):
+                 release_ns: dict[int, int] | None = None, hashed_copies: str = "exact"):
         if plan_collective is None or intra_time_ns is None:
             from heterosim.comm import intra_time_ns as _intra, plan_collective as _plan
 
@@ -241,6 +241,9 @@ class Coordinator:
         self.events = 0
         # symmetry reduction (heterosim/sim/symmetry.py)
         self.symmetry = symmetry
+        self.hash_slowest = symmetry and hashed_copies == "slowest"
+        """Copies whose ECMP-hashed paths differ ride as one group flow at its slowest copy's pace
+        (``simulation.hashed_copies``, heterosim/config/scenario.py); else they are never alike."""
         self.sym = None
         self._active = [True] * len(self.lanes)
         self._orbit_memo: dict[tuple, Any] = {}
@@ -351,8 +354,9 @@ class Coordinator:
             prof = backend if isinstance(backend, FlowBackend) else FlowBackend(backend.topology, backend.config,
                                                                                   backend.seed)
             self._profilers[id(backend)] = prof
+        links = not self.hash_slowest  # (slowest: which links the hash chose does not tell copies apart)
         try:
-            return prof.rate_profile(src, dst, key) if rates_only else prof._profile(src, dst, key)
+            return prof.rate_profile(src, dst, key, links) if rates_only else prof._profile(src, dst, key, links)
         except Exception:
             return None
 
@@ -541,7 +545,8 @@ class Coordinator:
         if hit is not False:
             return hit
         hit = None
-        if not any(self._one_node(g) for g in groups) and self._rails_alike() and self._rails_pinned():
+        if not any(self._one_node(g) for g in groups) and self._rails_alike() \
+                and (self.hash_slowest or self._rails_pinned()):
             lead = self._planned(collective, groups[0], size, with_shape=True)
             others = [self._planned(collective, g, size, with_shape=True) for g in groups[1:]]
             # the same schedule up to renaming: same transfer count, dependency structure and reduction
@@ -602,6 +607,9 @@ class Coordinator:
     def _merged_images(self, lead, others):
         xfers, _, images, _ = lead
         out = []
+        # with hashed paths taken as alike (hash_slowest) rails may meet on a link: the group, one flow with
+        # two copies there, moves at that pace (as the lane's op, which ends with its slowest rail, does)
+        disjoint = not (self.hash_slowest and not self._rails_pinned())
         for i, x in enumerate(xfers):
             own = images[i] if images is not None else ()
             backend = self.net if x.link == "net" else self.intra
@@ -617,10 +625,11 @@ class Coordinator:
                         return None
                     # the groups' paths share no link: two rails on one spine link would meet each other there
                     # while a third has its link alone, and one rate for all of them would be wrong
-                    links = self._links(backend, y.src_ep, y.dst_ep, y.flow_key)
-                    if used.intersection(links):
-                        return None
-                    used.update(links)
+                    if disjoint:
+                        links = self._links(backend, y.src_ep, y.dst_ep, y.flow_key)
+                        if used.intersection(links):
+                            return None
+                        used.update(links)
                 copies.append((y.src_ep, y.dst_ep))
                 if o[2] is not None:
                     copies.extend(o[2][i])
@@ -858,7 +867,8 @@ class Coordinator:
             return
         self._sym_stats["copies_sent"] += len(images)
         send_group = getattr(backend, "send_group", None)
-        if send_group is not None and send_group(msg, images):
+        if send_group is not None and (send_group(msg, images, hashed_alike=True) if self.hash_slowest
+                                       else send_group(msg, images)):
             return
         # copies one by one; the transfer completes with the last of them
         backend.send(msg)
@@ -1040,6 +1050,7 @@ class Coordinator:
         sym = None
         if self.symmetry:
             sym = {"lanes_simulated": len(active), "lanes_total": len(self.lanes),
+                   "hashed_copies": "slowest" if self.hash_slowest else "exact",
                    "replica_classes": self.sym.summary() if self.sym is not None else None, **self._sym_stats}
         return SimResult(end, self.lanes, self.programs, self._dur_tables, self.messages, self._finished_instances,
                          self.events, net.stats(), intra.stats() if intra is not None else None,
