@@ -202,7 +202,7 @@ class Coordinator:
                  intra_time_ns: Callable | None = None, comm_options: dict | None = None,
                  progress: Callable[[int, int], None] | None = None, record_messages: bool = True,
                  symmetry: bool = False, message_limit: int | None = None,
-                 release_ns: dict[int, int] | None = None, hashed_copies: str = "exact"):
+                 release_ns: dict[int, int] | None = None, hashed_copies: str | None = None):
         if plan_collective is None or intra_time_ns is None:
             from heterosim.comm import intra_time_ns as _intra, plan_collective as _plan
 
@@ -241,6 +241,10 @@ class Coordinator:
         self.events = 0
         # symmetry reduction (heterosim/sim/symmetry.py)
         self.symmetry = symmetry
+        if hashed_copies is None:
+            from heterosim.config.scenario import SimulationConfig
+
+            hashed_copies = SimulationConfig.model_fields["hashed_copies"].default
         self.hash_slowest = symmetry and hashed_copies == "slowest"
         """Copies whose ECMP-hashed paths differ ride as one group flow at its slowest copy's pace
         (``simulation.hashed_copies``, heterosim/config/scenario.py); else they are never alike."""

@@ -86,7 +86,8 @@ def test_heterogeneous_hashed_cluster_within_half_a_percent_and_kinds_never_merg
 
 def test_exact_mode_merges_nothing_hashed():
     sc = _scenario([{"name": "h", "node_type": "dgx-h100", "num_nodes": 16}], batch=32, fabric=LEAF16, ecmp="hash")
-    red = api.simulate(api.prepare(sc), record_messages=False, symmetry=True)  # default: exact
+    sc = api.with_overrides(sc, {"simulation.hashed_copies": "exact"})
+    red = api.simulate(api.prepare(sc), record_messages=False, symmetry=True)
     assert red.sim.symmetry["hashed_copies"] == "exact"
     assert red.sim.symmetry["replica_classes"] is None and red.sim.symmetry["copies_sent"] == 0
 
