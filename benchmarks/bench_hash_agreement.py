@@ -1,10 +1,11 @@
-"""Agreement of the approximate hash-ECMP reduction (``simulation.hashed_copies: slowest``) with the full run.
+"""Agreement of the approximate hash-ECMP reductions (``simulation.hashed_copies``) with the full run.
 
 Under hashed ECMP the copies of a transfer (replicas, ring positions, rails) take paths the hash chose,
-so no exact replica reduction exists (benchmarks/hash_replica_signatures.py). ``slowest`` sends them as
-one group flow anyway, each copy on its own hashed links, the group at its slowest copy's pace. The
-issue's rule for a reduction that is not exact: within 0.5% of the full simulation. This prints, for
-each case, the full run (every lane and transfer, the reference) against the reduced one:
+so no exact replica reduction exists (benchmarks/hash_replica_signatures.py). ``ops`` sends the copies
+one op waits for (ring positions, rails) as one group flow anyway, each copy on its own hashed links,
+the group at its slowest copy's pace; ``ops_and_replicas`` also simulates data-parallel replicas once.
+The issue's rule for a reduction that is not exact: within 0.5% of the full simulation. This prints, for
+each case, the full run (every lane and transfer, the reference) against each reduced one:
 
 * iteration time, and its relative difference;
 * the breakdown (compute, exposed comm per dim, bubble, idle; fractions of the iteration averaged over
@@ -13,7 +14,7 @@ each case, the full run (every lane and transfer, the reference) against the red
   percent of the iteration;
 * CPU seconds of each simulation and their ratio.
 
-    .venv/bin/python benchmarks/bench_hash_agreement.py [--cases 256,512,1024,hetero512]
+    .venv/bin/python benchmarks/bench_hash_agreement.py [--cases 256,512,1024,hetero512] [--modes ops,ops_and_replicas]
 
 Cases: a GPU count is bench_run.py's GPT-3 175B shape (TP8 PP16, DP = GPUs / 128, leaf-spine, hash
 ECMP); ``hetero512`` is GPT-3 175B on 32 DGX H100 (400G NICs) + 32 DGX A100 (200G NICs), TP4 PP8 DP16,
@@ -89,11 +90,14 @@ def run(sc, symmetry: bool) -> tuple:
     return res, time.process_time() - c0
 
 
-def compare(name: str) -> dict:
+def compare(name: str, modes: list[str]) -> list[dict]:
     sc, title = case(name)
-    sc = api.with_overrides(sc, {"simulation.hashed_copies": "slowest"})
     full, cpu_full = run(sc, False)
-    red, cpu_red = run(sc, True)
+    return [agree(name, title, mode, full, cpu_full, *run(api.with_overrides(sc, {"simulation.hashed_copies": mode}),
+                                                         True)) for mode in modes]
+
+
+def agree(name, title, mode, full, cpu_full, red, cpu_red) -> dict:
     T = full.sim.iteration_time_ns
     d_iter = (red.sim.iteration_time_ns - T) / T
     bf, br = flat_breakdown(full.summary["breakdown"]), flat_breakdown(red.summary["breakdown"])
@@ -108,7 +112,7 @@ def compare(name: str) -> dict:
             if d > d_stage:
                 d_stage, worst_stage = d, (s, k)
     sym = red.sim.symmetry
-    return {"name": name, "title": title, "iter_full": T, "iter_red": red.sim.iteration_time_ns, "d_iter": d_iter,
+    return {"name": name, "mode": mode, "title": title, "iter_full": T, "iter_red": red.sim.iteration_time_ns, "d_iter": d_iter,
             "d_cat": d_cat, "worst_cat": worst_cat, "d_stage": d_stage, "worst_stage": worst_stage,
             "cpu_full": cpu_full, "cpu_red": cpu_red, "events_full": full.sim.events, "events_red": red.sim.events,
             "lanes": f"{sym['lanes_simulated']}/{sym['lanes_total']}",
@@ -118,22 +122,23 @@ def compare(name: str) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cases", default="256,512,1024,hetero512")
+    ap.add_argument("--modes", default="ops,ops_and_replicas", help="simulation.hashed_copies values to compare")
     args = ap.parse_args()
     rows = []
     for name in args.cases.split(","):
-        r = compare(name.strip())
-        rows.append(r)
-        print(f"  {r['title']}: {r}", flush=True)
-    print("\nfull = every lane and transfer (symmetry off); reduced = symmetry on, simulation.hashed_copies: slowest;"
-          " hash ECMP; flow backend")
-    print(f"{'case':>9} | {'iteration s full':>16} {'reduced':>12} {'rel':>9} | {'breakdown max':>13} | "
+        for r in compare(name.strip(), args.modes.split(",")):
+            rows.append(r)
+            print(f"  {r['title']}: {r}", flush=True)
+    print("\nfull = every lane and transfer (symmetry off); reduced = symmetry on with simulation.hashed_copies as"
+          " named; hash ECMP; flow backend")
+    print(f"{'case':>9} {'mode':>16} | {'iteration s full':>16} {'reduced':>12} {'rel':>9} | {'breakdown max':>13} | "
           f"{'per stage max':>13} | {'CPU s full':>10} {'reduced':>8} {'x':>5} | lanes   | within 0.5%")
     for r in rows:
         ok = max(abs(r["d_iter"]), r["d_cat"], r["d_stage"]) <= TOLERANCE
-        print(f"{r['name']:>9} | {r['iter_full'] / 1e9:16.6f} {r['iter_red'] / 1e9:12.6f} {r['d_iter']:+9.2e} | "
+        print(f"{r['name']:>9} {r['mode']:>16} | {r['iter_full'] / 1e9:16.6f} {r['iter_red'] / 1e9:12.6f} {r['d_iter']:+9.2e} | "
               f"{r['d_cat']:12.3%}  | {r['d_stage']:12.3%}  | {r['cpu_full']:10.1f} {r['cpu_red']:8.1f} "
               f"{r['cpu_full'] / r['cpu_red']:5.1f} | {r['lanes']:7} | {'yes' if ok else 'NO'}")
-        print(f"{'':>9}   worst breakdown category {r['worst_cat']}; worst stage/category {r['worst_stage']}; "
+        print(f"{'':>26}   worst breakdown category {r['worst_cat']}; worst stage/category {r['worst_stage']}; "
               f"events {r['events_full']:,} -> {r['events_red']:,}; replica classes {r['classes']}")
 
 

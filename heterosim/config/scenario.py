@@ -44,16 +44,16 @@ class SimulationConfig(Strict):
     symmetry: bool = True
     """Simulate one data-parallel replica per class of identical ones and one flow per orbit of a
     symmetric collective (heterosim/sim/symmetry.py); false = every lane and transfer."""
-    hashed_copies: Literal["exact", "slowest"] = "slowest"
-    """Copies (replicas, ring positions, rails) whose paths differ only in the links the ECMP hash chose.
-    exact: never alike, each is simulated on its own (no reduction under ``network.ecmp: hash``);
-    slowest: they ride as one group flow, each copy loading its own hashed links (collisions included),
-    the group moving at its slowest copy's pace (data-parallel training waits for its slowest replica).
-    Approximate, so the default only because it met issue 15's rule (within 0.5% of the full run) where
-    measured (benchmarks/bench_hash_agreement.py, GPT-3 175B, hash ECMP): iteration time within 0.024%,
-    breakdown categories within 0.26% of the iteration, per-stage categories within 0.40%, at 256, 512 and
-    1,024 A100s and on 32 DGX H100 + 32 DGX A100; 14x less CPU at 1,024. Per-stage exposed pipeline time
-    is what moves: every replica gets the slowest one's. Where paths are not hashed nothing changes."""
+    hashed_copies: Literal["exact", "ops", "ops_and_replicas"] = "ops"
+    """Copies whose paths differ only in the links the ECMP hash chose (``network.ecmp: hash``).
+    exact: never alike, each simulated on its own. ops: the copies one operation waits for (a collective's
+    ring positions, a lane's rails) ride as one group flow, each loading its own hashed links (collisions
+    included), the group at its slowest copy's pace, as the op ends with its slowest copy; replicas stay
+    apart. ops_and_replicas: data-parallel replicas too (simulated once, the others' traffic as copies).
+    Both are approximate; where paths are not hashed nothing changes. Default by issue 15's rule (within
+    0.5% of the full run, benchmarks/bench_hash_agreement.py, GPT-3 175B): ops_and_replicas is within it
+    at 256-1,024 A100s but moves a stage's exposed pipeline time by 0.54% of the iteration at 4,096
+    (replicas simulated once send in lockstep, so their pipeline sends collide more than in the full run)."""
 
 
 class CommConfig(Strict):

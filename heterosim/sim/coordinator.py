@@ -245,9 +245,13 @@ class Coordinator:
             from heterosim.config.scenario import SimulationConfig
 
             hashed_copies = SimulationConfig.model_fields["hashed_copies"].default
-        self.hash_slowest = symmetry and hashed_copies == "slowest"
+        self.hash_slowest = symmetry and hashed_copies in ("ops", "ops_and_replicas")
         """Copies whose ECMP-hashed paths differ ride as one group flow at its slowest copy's pace
         (``simulation.hashed_copies``, heterosim/config/scenario.py); else they are never alike."""
+        self.hash_replicas = symmetry and hashed_copies == "ops_and_replicas"
+        """Replicas whose paths differ only in the hashed links are alike too (else only the copies one op waits
+        for: a collective's ring positions, a lane's rails)."""
+        self.hashed_copies = hashed_copies if symmetry else "exact"
         self.sym = None
         self._active = [True] * len(self.lanes)
         self._orbit_memo: dict[tuple, Any] = {}
@@ -325,6 +329,8 @@ class Coordinator:
         gpus = self.system.gpus
         memo: dict[tuple, tuple] = {}
 
+        hashed = self.hash_replicas  # (ops: replicas on other hashed links stay apart, as with exact)
+
         def pp_profile(a: int, b: int, rates_only: bool = False):
             key = (a, b, rates_only)
             hit = memo.get(key)
@@ -332,9 +338,9 @@ class Coordinator:
                 return hit
             if gpus[a].node_index == gpus[b].node_index:
                 hit = ("intra",) if self.intra is None else \
-                    ("intra", self._profile(self.intra, gpus[a].name, gpus[b].name, 0, rates_only))
+                    ("intra", self._profile(self.intra, gpus[a].name, gpus[b].name, 0, rates_only, hashed))
             else:
-                hit = ("net",) + tuple(self._profile(self.net, gpus[a].nic, gpus[b].nic, k, rates_only)
+                hit = ("net",) + tuple(self._profile(self.net, gpus[a].nic, gpus[b].nic, k, rates_only, hashed)
                                        for k in range(4))
             memo[key] = hit
             return hit
@@ -348,7 +354,8 @@ class Coordinator:
             self._active[lane.id] = sym.position[lane.ranks[0]] in sym.rep_replicas
         self._lanes_per_group.clear()
 
-    def _profile(self, backend, src: str, dst: str, key: int, rates_only: bool = False):
+    def _profile(self, backend, src: str, dst: str, key: int, rates_only: bool = False,
+                 hashed_alike: bool | None = None):
         """Network path profile of one flow, from the flow engine: link rates in order and fixed latency,
         or (``rates_only``) what its rate depends on (first, last and narrowest link)."""
         prof = self._profilers.get(id(backend))
@@ -358,7 +365,8 @@ class Coordinator:
             prof = backend if isinstance(backend, FlowBackend) else FlowBackend(backend.topology, backend.config,
                                                                                   backend.seed)
             self._profilers[id(backend)] = prof
-        links = not self.hash_slowest  # (slowest: which links the hash chose does not tell copies apart)
+        # which links the hash chose does not tell copies apart when hashed copies may ride together
+        links = not (self.hash_slowest if hashed_alike is None else hashed_alike)
         try:
             return prof.rate_profile(src, dst, key, links) if rates_only else prof._profile(src, dst, key, links)
         except Exception:
@@ -1054,7 +1062,7 @@ class Coordinator:
         sym = None
         if self.symmetry:
             sym = {"lanes_simulated": len(active), "lanes_total": len(self.lanes),
-                   "hashed_copies": "slowest" if self.hash_slowest else "exact",
+                   "hashed_copies": self.hashed_copies,
                    "replica_classes": self.sym.summary() if self.sym is not None else None, **self._sym_stats}
         return SimResult(end, self.lanes, self.programs, self._dur_tables, self.messages, self._finished_instances,
                          self.events, net.stats(), intra.stats() if intra is not None else None,

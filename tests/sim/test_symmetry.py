@@ -3,8 +3,8 @@
 The full simulation (every lane, every transfer its own flow) is the reference. Where the network
 is uncongested and paths are rail-pinned, the reduced run must be bit-identical (iteration time and
 breakdown); with hashed ECMP and ``simulation.hashed_copies: exact``, copies whose links the hash
-chose are never merged, so exact too (``slowest``, the approximate default, is checked against the full
-run in tests/sim/test_symmetry_hash.py). Heterogeneous groups, stragglers and degraded links must split the replicas into classes, with the same exactness.
+chose are never merged, so exact too (the approximate ``ops`` and ``ops_and_replicas`` are checked against
+the full run in tests/sim/test_symmetry_hash.py). Heterogeneous groups, stragglers and degraded links must split the replicas into classes, with the same exactness.
 """
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def test_hashed_ecmp_over_spines_is_simulated_copy_by_copy_and_exact():
     # each copy on its own links and so among its own collisions (a group of copies takes one rate, the
     # slowest copy's: that made the reduced run 0.97% slow). Such paths are never alike: nothing is merged.
     sc = _scenario([H100], fabric={"kind": "leaf_spine", "hosts_per_leaf": 16, "uplink_gbps": 400}, ecmp="hash")
-    sc = api.with_overrides(sc, {"simulation.hashed_copies": "exact"})  # (slowest: tests/sim/test_symmetry_hash.py)
+    sc = api.with_overrides(sc, {"simulation.hashed_copies": "exact"})  # (approximate: test_symmetry_hash.py)
     full, red = _both(sc)
     assert red.sim.symmetry["replica_classes"] is None
     assert red.sim.symmetry["copies_sent"] == 0

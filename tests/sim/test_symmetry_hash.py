@@ -1,12 +1,15 @@
-"""The approximate reduction under hashed ECMP (``simulation.hashed_copies: slowest``) against the full run.
+"""The approximate reductions under hashed ECMP (``simulation.hashed_copies``) against the full run.
 
 Copies whose paths differ only in the links the ECMP hash chose ride as one group flow, each on its own
-links, at the slowest copy's pace. Issue 15's rule for a reduction that is not exact: iteration time and
+links, at the slowest copy's pace: the copies one op waits for (``ops``: ring positions, rails), and
+also data-parallel replicas (``ops_and_replicas``). Issue 15's rule for a reduction that is not exact: iteration time and
 breakdown within 0.5% of the full simulation (every lane, every transfer its own flow), which is the
 reference computed in each test. Where today's exact reduction applies nothing may change, and
 heterogeneous replicas, stragglers and degraded links must still split the replicas.
 """
 from __future__ import annotations
+
+import pytest
 
 from heterosim import api
 from test_symmetry import H100, _per_rank, _scenario
@@ -16,12 +19,8 @@ TOL = 0.005
 LEAF16 = {"kind": "leaf_spine", "hosts_per_leaf": 16, "uplink_gbps": 400}
 
 
-def _slowest(sc):
-    return api.with_overrides(sc, {"simulation.hashed_copies": "slowest"})
-
-
-def _both(sc):
-    prep = api.prepare(_slowest(sc))
+def _both(sc, mode="ops_and_replicas"):
+    prep = api.prepare(api.with_overrides(sc, {"simulation.hashed_copies": mode}))
     return (api.simulate(prep, record_messages=False, symmetry=False),
             api.simulate(prep, record_messages=False, symmetry=True))
 
@@ -62,9 +61,19 @@ def test_homogeneous_hashed_replicas_merge_within_half_a_percent():
     sc = _scenario([{"name": "h", "node_type": "dgx-h100", "num_nodes": 16}], batch=32, fabric=LEAF16, ecmp="hash")
     full, red = _both(sc)
     sym = red.sim.symmetry
-    assert sym["hashed_copies"] == "slowest"
+    assert sym["hashed_copies"] == "ops_and_replicas"
     assert sym["replica_classes"]["class_sizes"] == [8] and sym["lanes_simulated"] == 2
     assert sym["copies_sent"] > 0 and red.sim.events * 5 < full.sim.events
+    _assert_agrees(full, red)
+
+
+def test_homogeneous_hashed_ops_merge_rings_and_rails_not_replicas_within_half_a_percent():
+    sc = _scenario([{"name": "h", "node_type": "dgx-h100", "num_nodes": 16}], batch=32, fabric=LEAF16, ecmp="hash")
+    full, red = _both(sc, "ops")
+    sym = red.sim.symmetry
+    assert sym["hashed_copies"] == "ops"
+    assert sym["replica_classes"] is None and sym["lanes_simulated"] == sym["lanes_total"] == 16
+    assert sym["orbit_schedules"] > 0 and sym["merged_rail_groups"] > 0 and red.sim.events * 2 < full.sim.events
     _assert_agrees(full, red)
 
 
@@ -75,7 +84,7 @@ def test_heterogeneous_hashed_cluster_within_half_a_percent_and_kinds_never_merg
               {"name": "a", "node_type": "dgx-a100", "num_nodes": 4}]
     sc = api.with_overrides(_scenario(groups, batch=32, fabric=LEAF16, ecmp="hash"),
                             {"parallelism.order": "tp-cp-ep-pp-dp"})
-    full, red = _both(sc)
+    full, red = _both(sc, "ops")
     sym = red.sim.symmetry
     # the data-parallel rings' link profiles (400G, 400G, 200G, 200G) repeat only after all four positions:
     # no replica stands for another (heterosim/sim/symmetry.py, _dp_ring_period), hash or not
@@ -108,10 +117,11 @@ def test_a_degraded_nic_link_still_splits_the_replicas_under_hash():
     _assert_agrees(full, red)
 
 
-def test_slowest_changes_nothing_where_paths_are_not_hashed():
+@pytest.mark.parametrize("mode", ["ops", "ops_and_replicas"])
+def test_nothing_changes_where_paths_are_not_hashed(mode):
     # rails pinned: today's exact reduction applies and stays bit-identical to the full run
     sc = _scenario([H100], pp=2)
-    full, red = _both(sc)
+    full, red = _both(sc, mode)
     assert red.sim.symmetry["replica_classes"]["class_sizes"] == [4]
     assert red.sim.iteration_time_ns == full.sim.iteration_time_ns
     assert red.summary["breakdown"] == full.summary["breakdown"]
