@@ -126,3 +126,15 @@ def test_nothing_changes_where_paths_are_not_hashed(mode):
     assert red.sim.iteration_time_ns == full.sim.iteration_time_ns
     assert red.summary["breakdown"] == full.summary["breakdown"]
     assert _per_rank(red) == _per_rank(full)
+
+
+def test_a_bad_hashed_copies_is_a_one_line_error_naming_field_and_value():
+    from heterosim.config.loader import scenario_from_dict
+    from heterosim.errors import UserError
+
+    d = _scenario([H100]).model_dump(exclude_none=True)
+    d["simulation"] = {"hashed_copies": "fastest"}
+    with pytest.raises(UserError) as err:
+        scenario_from_dict(d)
+    msg = str(err.value)
+    assert "simulation.hashed_copies" in msg and "fastest" in msg and "\n" not in msg
