@@ -146,7 +146,36 @@ def measure_json(size: str, write: bool, ecmp: str = "hash") -> None:
                       "compile_s": r["compile"], "simulate_s": r["simulate"], "write_s": r["write"],
                       "wall_s": r["total"], "cpu_s": r["cpu"], "rss_gb": peak_rss_gb(),
                       "lanes": (sim.symmetry or {}).get("lanes_simulated", len(sim.lanes)),
-                      "lanes_total": (sim.symmetry or {}).get("lanes_total", len(sim.lanes))}))
+                      "lanes_total": (sim.symmetry or {}).get("lanes_total", len(sim.lanes)),
+                      "breakdown": _flat_breakdown(r["res"].summary["breakdown"]),
+                      "stages": _stage_means(r["res"].summary)}))
+
+
+def _flat_breakdown(b: dict) -> dict:
+    """The breakdown's categories (fractions of the iteration averaged over GPUs), one level."""
+    return {"compute": b["compute"], "bubble": b["bubble"], "idle": b["idle"],
+            **{f"exposed_{k}": v for k, v in b["exposed_comm"].items()}}
+
+
+def _stage_means(summary: dict) -> dict:
+    """Per pipeline stage, every category's mean seconds over the stage's GPUs ("stage/category" keys)."""
+    acc: dict = {}
+    for r in summary["per_rank"]:
+        for k, v in r.items():
+            if k in ("compute", "bubble", "idle") or k.startswith("exposed_"):
+                acc.setdefault(f"{r['stage']}/{k}", []).append(v)
+    return {k: sum(v) / len(v) for k, v in acc.items()}
+
+
+def agreement(a: dict, b: dict) -> str:
+    """After vs before: iteration time (relative), the largest breakdown and per-stage category difference
+    (in percent of the iteration). Where before is the full simulation (hash ECMP: nothing was merged),
+    this is the reduction's agreement with it (issue 15: within 0.5% where not exact)."""
+    T = b["iteration_ns"]
+    cat = max(abs(a["breakdown"][k] - b["breakdown"][k]) for k in b["breakdown"])
+    st = max(abs(a["stages"][k] - b["stages"][k]) for k in b["stages"]) / (T / 1e9)
+    return (f"iteration {(a['iteration_ns'] - T) / T:+.2e} relative, breakdown max {cat:.3%}, "
+            f"per-stage max {st:.3%} of the iteration")
 
 
 def before_after(sizes: list[str], rev: str, write: bool, after: str | None = None, ecmp: str = "hash") -> None:
@@ -168,7 +197,8 @@ def before_after(sizes: list[str], rev: str, write: bool, after: str | None = No
                 out = subprocess.run(cmd, env={**os.environ, "PYTHONPATH": tree}, check=True, capture_output=True,
                                      text=True).stdout
                 pair.append(json.loads(out.strip().splitlines()[-1]))
-                print(f"  {size:>6} {'before' if tree == old else 'after '}: {pair[-1]}", flush=True)
+                brief = {k: v for k, v in pair[-1].items() if k not in ("breakdown", "stages")}
+                print(f"  {size:>6} {'before' if tree == old else 'after '}: {brief}", flush=True)
             rows.append(pair)
     print(f"\nbefore = git {rev}, after = {'git ' + after if after else 'this tree'}; flow backend, symmetry reduction on; "
           f"leaf-spine sizes with {ecmp} ECMP; "
@@ -181,6 +211,7 @@ def before_after(sizes: list[str], rev: str, write: bool, after: str | None = No
               f"{b['cpu_s']:7.1f} {a['cpu_s']:7.1f} {b['cpu_s'] / a['cpu_s']:5.1f} | {b['rss_gb']:5.2f} {a['rss_gb']:5.2f} | "
               f"{b['events']:8,} {a['events']:8,} | {b['iteration_ns'] / 1e9:12.6f} {a['iteration_ns'] / 1e9:12.6f} | "
               f"{a['lanes']}/{a['lanes_total']}")
+        print(f"{'':>6}   agreement after vs before: {agreement(a, b)}")
         _, _, target = scenario_for(a["size"])
         if target is not None:
             print(f"{'':>6}   target {target:.0f} s end to end: ratio target/actual = {target / a['wall_s']:.2f} (wall), "

@@ -295,7 +295,7 @@ class FlowBackend(NetworkBackend):
         if self._first_start is None or msg.start_ns < self._first_start:
             self._first_start = msg.start_ns
 
-    def send_group(self, msg: Message, images: tuple[tuple[str, str], ...]) -> bool:
+    def send_group(self, msg: Message, images: tuple[tuple[str, str], ...], hashed_alike: bool = False) -> bool:
         """Send ``msg`` and one identical copy between each ``(src, dst)`` of ``images``, as one flow.
 
         The copies stand for what symmetric parts of a training job (data-parallel
@@ -307,21 +307,26 @@ class FlowBackend(NetworkBackend):
         copy's. Returns False and sends nothing when the copies' paths do not have
         the same rates (first link, last link, narrowest link, NIC caps: e.g. a
         degraded link): the caller sends them one by one.
+
+        ``hashed_alike``: copies whose paths differ only in the links the ECMP hash chose are
+        alike too. Each still loads its own hashed links (collisions included), but the group
+        has one rate, so it moves at the pace of its slowest copy: an approximation (the
+        caller's choice, heterosim ``simulation.hashed_copies``), not the exact rate of each.
         """
         if not images:
             self.send(msg)
             return True
         # callers resend the same images tuple (memoized): found by identity first, since hashing a
         # tuple of hundreds of endpoint pairs on every send costs more than the send
-        ikey = (msg.src, msg.dst, msg.flow_key, id(images))
+        ikey = (msg.src, msg.dst, msg.flow_key, id(images), hashed_alike)
         entry = self._group_ids.get(ikey)
         if entry is not None and entry[0] is images:
             hit = entry[1]
         else:
-            key = (msg.src, msg.dst, msg.flow_key, images)
+            key = (msg.src, msg.dst, msg.flow_key, images, hashed_alike)
             hit = self._group_cache.get(key, False)
             if hit is False:
-                hit = self._group_links(msg, images)
+                hit = self._group_links(msg, images, hashed_alike)
                 self._group_cache[key] = hit
             self._group_ids[ikey] = (images, hit)  # holds images, so its id is not reused meanwhile
         if hit is None:
@@ -330,9 +335,10 @@ class FlowBackend(NetworkBackend):
         self._groups[msg.id] = (hit[0], hit[1], len(images) + 1, hit[2], hit[3])
         return True
 
-    def _profile(self, src: str, dst: str, flow_key: int) -> tuple:
+    def _profile(self, src: str, dst: str, flow_key: int, hashed_links: bool = True) -> tuple:
         """Everything a flow's timing depends on but contention: link rates in order, fixed latency; and
-        where the ECMP hash chose its links, which links (whom it collides with depends on them)."""
+        where the ECMP hash chose its links, which links (whom it collides with depends on them), unless
+        ``hashed_links`` is False (copies on other hashed links taken as alike: :meth:`send_group`)."""
         key = (src, dst, flow_key if self._keyed else 0)
         hit = self._profiles.get(key)
         if hit is None:
@@ -341,12 +347,13 @@ class FlowBackend(NetworkBackend):
             if src != dst and self.router.hashed(src, dst):
                 hit += (links,)
             self._profiles[key] = hit
-        return hit
+        return hit if hashed_links else hit[:2]
 
-    def rate_profile(self, src: str, dst: str, flow_key: int = 0) -> tuple:
+    def rate_profile(self, src: str, dst: str, flow_key: int = 0, hashed_links: bool = True) -> tuple:
         """What a flow's rate depends on but contention: its first, last and narrowest link (NIC caps
         included); where the ECMP hash chose its links, the links too: copies that hash onto other
-        spines meet other collisions, so they are never alike (they are sent, and simulated, one by one)."""
+        spines meet other collisions, so they are never alike (they are sent, and simulated, one by one).
+        ``hashed_links=False`` leaves the links out (:meth:`send_group`'s ``hashed_alike``)."""
         key = (src, dst, flow_key if self._keyed else 0)
         hit = self._rate_profiles.get(key)
         if hit is None:
@@ -359,16 +366,17 @@ class FlowBackend(NetworkBackend):
                 if self.router.hashed(src, dst):
                     hit += (links,)
             self._rate_profiles[key] = hit
-        return hit
+        return hit if hashed_links else hit[:3]
 
-    def _group_links(self, msg: Message, images):
-        prof = self.rate_profile(msg.src, msg.dst, msg.flow_key)
+    def _group_links(self, msg: Message, images, hashed_alike: bool = False):
+        links_too = not hashed_alike
+        prof = self.rate_profile(msg.src, msg.dst, msg.flow_key, links_too)
         count: dict[int, int] = {}
         fixed, inv = 0, 0.0
         for src, dst in ((msg.src, msg.dst), *images):
             if (src == dst) != (msg.src == msg.dst):
                 return None
-            if self.rate_profile(src, dst, msg.flow_key) != prof:
+            if self.rate_profile(src, dst, msg.flow_key, links_too) != prof:
                 return None
             links, fixed_ns, inv_cap = self._path_info(Message(0, src, dst, 1, self._now, msg.flow_key))
             fixed, inv = max(fixed, fixed_ns), max(inv, inv_cap)

@@ -44,6 +44,19 @@ class SimulationConfig(Strict):
     symmetry: bool = True
     """Simulate one data-parallel replica per class of identical ones and one flow per orbit of a
     symmetric collective (heterosim/sim/symmetry.py); false = every lane and transfer."""
+    hashed_copies: Literal["exact", "ops", "ops_and_replicas"] = "ops"
+    """Copies whose paths differ only in the links the ECMP hash chose (``network.ecmp: hash``).
+    exact: never alike, each simulated on its own. ops: the copies one operation waits for (a collective's
+    ring positions, a lane's rails) ride as one group flow, each loading its own hashed links (collisions
+    included), the group at its slowest copy's pace, as the op ends with its slowest copy; replicas stay
+    apart. ops_and_replicas: data-parallel replicas too (simulated once, the others' traffic as copies).
+    Both are approximate; where paths are not hashed nothing changes. Default ``ops``: within issue 15's
+    rule (0.5% of the full run) wherever measured (benchmarks/bench_hash_agreement.py, GPT-3 175B, README
+    "Hashed ECMP"): iteration time within 4e-5, breakdown within 0.04% and every stage's categories within
+    0.1% of the iteration, at 256 to 4,096 A100s and on 32 DGX H100 + 32 DGX A100. ops_and_replicas is
+    within it up to 1,024 GPUs but moves a stage's exposed pipeline time by 0.54% of the iteration at
+    4,096 (replicas simulated once send in lockstep, so their pipeline sends collide more than in the
+    full run)."""
 
 
 class CommConfig(Strict):

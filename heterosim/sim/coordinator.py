@@ -202,7 +202,7 @@ class Coordinator:
                  intra_time_ns: Callable | None = None, comm_options: dict | None = None,
                  progress: Callable[[int, int], None] | None = None, record_messages: bool = True,
                  symmetry: bool = False, message_limit: int | None = None,
-                 release_ns: dict[int, int] | None = None):
+                 release_ns: dict[int, int] | None = None, hashed_copies: str | None = None):
         if plan_collective is None or intra_time_ns is None:
             from heterosim.comm import intra_time_ns as _intra, plan_collective as _plan
 
@@ -241,6 +241,17 @@ class Coordinator:
         self.events = 0
         # symmetry reduction (heterosim/sim/symmetry.py)
         self.symmetry = symmetry
+        if hashed_copies is None:
+            from heterosim.config.scenario import SimulationConfig
+
+            hashed_copies = SimulationConfig.model_fields["hashed_copies"].default
+        self.hash_slowest = symmetry and hashed_copies in ("ops", "ops_and_replicas")
+        """Copies whose ECMP-hashed paths differ ride as one group flow at its slowest copy's pace
+        (``simulation.hashed_copies``, heterosim/config/scenario.py); else they are never alike."""
+        self.hash_replicas = symmetry and hashed_copies == "ops_and_replicas"
+        """Replicas whose paths differ only in the hashed links are alike too (else only the copies one op waits
+        for: a collective's ring positions, a lane's rails)."""
+        self.hashed_copies = hashed_copies if symmetry else "exact"
         self.sym = None
         self._active = [True] * len(self.lanes)
         self._orbit_memo: dict[tuple, Any] = {}
@@ -318,6 +329,8 @@ class Coordinator:
         gpus = self.system.gpus
         memo: dict[tuple, tuple] = {}
 
+        hashed = self.hash_replicas  # (ops: replicas on other hashed links stay apart, as with exact)
+
         def pp_profile(a: int, b: int, rates_only: bool = False):
             key = (a, b, rates_only)
             hit = memo.get(key)
@@ -325,9 +338,9 @@ class Coordinator:
                 return hit
             if gpus[a].node_index == gpus[b].node_index:
                 hit = ("intra",) if self.intra is None else \
-                    ("intra", self._profile(self.intra, gpus[a].name, gpus[b].name, 0, rates_only))
+                    ("intra", self._profile(self.intra, gpus[a].name, gpus[b].name, 0, rates_only, hashed))
             else:
-                hit = ("net",) + tuple(self._profile(self.net, gpus[a].nic, gpus[b].nic, k, rates_only)
+                hit = ("net",) + tuple(self._profile(self.net, gpus[a].nic, gpus[b].nic, k, rates_only, hashed)
                                        for k in range(4))
             memo[key] = hit
             return hit
@@ -341,7 +354,8 @@ class Coordinator:
             self._active[lane.id] = sym.position[lane.ranks[0]] in sym.rep_replicas
         self._lanes_per_group.clear()
 
-    def _profile(self, backend, src: str, dst: str, key: int, rates_only: bool = False):
+    def _profile(self, backend, src: str, dst: str, key: int, rates_only: bool = False,
+                 hashed_alike: bool | None = None):
         """Network path profile of one flow, from the flow engine: link rates in order and fixed latency,
         or (``rates_only``) what its rate depends on (first, last and narrowest link)."""
         prof = self._profilers.get(id(backend))
@@ -351,8 +365,10 @@ class Coordinator:
             prof = backend if isinstance(backend, FlowBackend) else FlowBackend(backend.topology, backend.config,
                                                                                   backend.seed)
             self._profilers[id(backend)] = prof
+        # which links the hash chose does not tell copies apart when hashed copies may ride together
+        links = not (self.hash_slowest if hashed_alike is None else hashed_alike)
         try:
-            return prof.rate_profile(src, dst, key) if rates_only else prof._profile(src, dst, key)
+            return prof.rate_profile(src, dst, key, links) if rates_only else prof._profile(src, dst, key, links)
         except Exception:
             return None
 
@@ -541,7 +557,8 @@ class Coordinator:
         if hit is not False:
             return hit
         hit = None
-        if not any(self._one_node(g) for g in groups) and self._rails_alike() and self._rails_pinned():
+        if not any(self._one_node(g) for g in groups) and self._rails_alike() \
+                and (self.hash_slowest or self._rails_pinned()):
             lead = self._planned(collective, groups[0], size, with_shape=True)
             others = [self._planned(collective, g, size, with_shape=True) for g in groups[1:]]
             # the same schedule up to renaming: same transfer count, dependency structure and reduction
@@ -602,6 +619,9 @@ class Coordinator:
     def _merged_images(self, lead, others):
         xfers, _, images, _ = lead
         out = []
+        # with hashed paths taken as alike (hash_slowest) rails may meet on a link: the group, one flow with
+        # two copies there, moves at that pace (as the lane's op, which ends with its slowest rail, does)
+        disjoint = not (self.hash_slowest and not self._rails_pinned())
         for i, x in enumerate(xfers):
             own = images[i] if images is not None else ()
             backend = self.net if x.link == "net" else self.intra
@@ -617,10 +637,11 @@ class Coordinator:
                         return None
                     # the groups' paths share no link: two rails on one spine link would meet each other there
                     # while a third has its link alone, and one rate for all of them would be wrong
-                    links = self._links(backend, y.src_ep, y.dst_ep, y.flow_key)
-                    if used.intersection(links):
-                        return None
-                    used.update(links)
+                    if disjoint:
+                        links = self._links(backend, y.src_ep, y.dst_ep, y.flow_key)
+                        if used.intersection(links):
+                            return None
+                        used.update(links)
                 copies.append((y.src_ep, y.dst_ep))
                 if o[2] is not None:
                     copies.extend(o[2][i])
@@ -858,7 +879,8 @@ class Coordinator:
             return
         self._sym_stats["copies_sent"] += len(images)
         send_group = getattr(backend, "send_group", None)
-        if send_group is not None and send_group(msg, images):
+        if send_group is not None and (send_group(msg, images, hashed_alike=True) if self.hash_slowest
+                                       else send_group(msg, images)):
             return
         # copies one by one; the transfer completes with the last of them
         backend.send(msg)
@@ -1040,6 +1062,7 @@ class Coordinator:
         sym = None
         if self.symmetry:
             sym = {"lanes_simulated": len(active), "lanes_total": len(self.lanes),
+                   "hashed_copies": self.hashed_copies,
                    "replica_classes": self.sym.summary() if self.sym is not None else None, **self._sym_stats}
         return SimResult(end, self.lanes, self.programs, self._dur_tables, self.messages, self._finished_instances,
                          self.events, net.stats(), intra.stats() if intra is not None else None,

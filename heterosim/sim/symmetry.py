@@ -26,8 +26,12 @@ links, background traffic) just makes more classes or leaves a schedule
 unreduced, so the result is the full simulation's. A dp ring must map onto itself
 under the shift between two replicas (:func:`_dp_ring_period`): one unlike hop
 times every ring position differently. Paths on which the ECMP hash chose links
-are never alike (the flow engine's profiles name those links), since each copy
-meets its own collisions.
+are alike only where the caller says so (``simulation.hashed_copies``: the
+profiles it passes leave the hashed links out, for replicas only with
+``ops_and_replicas``). Each copy still loads its own hashed links, but the group
+flow moves at its slowest copy's pace, so that reduction is approximate (measured
+against the full run: benchmarks/bench_hash_agreement.py); with ``exact`` such
+paths are never alike, since each copy meets its own collisions.
 """
 from __future__ import annotations
 

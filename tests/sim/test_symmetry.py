@@ -2,8 +2,9 @@
 
 The full simulation (every lane, every transfer its own flow) is the reference. Where the network
 is uncongested and paths are rail-pinned, the reduced run must be bit-identical (iteration time and
-breakdown); with hashed ECMP, copies whose links the hash chose are never merged, so exact too. Heterogeneous groups,
-stragglers and degraded links must split the replicas into classes, with the same exactness.
+breakdown); with hashed ECMP and ``simulation.hashed_copies: exact``, copies whose links the hash
+chose are never merged, so exact too (the approximate ``ops`` and ``ops_and_replicas`` are checked against
+the full run in tests/sim/test_symmetry_hash.py). Heterogeneous groups, stragglers and degraded links must split the replicas into classes, with the same exactness.
 """
 from __future__ import annotations
 
@@ -62,6 +63,7 @@ def test_hashed_ecmp_over_spines_is_simulated_copy_by_copy_and_exact():
     # each copy on its own links and so among its own collisions (a group of copies takes one rate, the
     # slowest copy's: that made the reduced run 0.97% slow). Such paths are never alike: nothing is merged.
     sc = _scenario([H100], fabric={"kind": "leaf_spine", "hosts_per_leaf": 16, "uplink_gbps": 400}, ecmp="hash")
+    sc = api.with_overrides(sc, {"simulation.hashed_copies": "exact"})  # (approximate: test_symmetry_hash.py)
     full, red = _both(sc)
     assert red.sim.symmetry["replica_classes"] is None
     assert red.sim.symmetry["copies_sent"] == 0
@@ -205,7 +207,7 @@ def test_with_hashed_ecmp_pipeline_rails_are_not_merged():
     fabric = {"kind": "leaf_spine", "hosts_per_leaf": 16, "uplink_gbps": 400}
     sc = _scenario([{"name": "h", "node_type": "dgx-h100", "num_nodes": 4}], pp=2, batch=8, fabric=fabric,
                    ecmp="hash")
-    sc = api.with_overrides(sc, {"parallelism.order": "tp-cp-ep-pp-dp"})
+    sc = api.with_overrides(sc, {"parallelism.order": "tp-cp-ep-pp-dp", "simulation.hashed_copies": "exact"})
     prep = api.prepare(sc)
     full = api.simulate(prep, record_messages=True, symmetry=False)
     red = api.simulate(prep, record_messages=True, symmetry=True)
