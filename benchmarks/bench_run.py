@@ -147,17 +147,17 @@ def measure_json(size: str, write: bool, ecmp: str = "hash") -> None:
                       "wall_s": r["total"], "cpu_s": r["cpu"], "rss_gb": peak_rss_gb(),
                       "lanes": (sim.symmetry or {}).get("lanes_simulated", len(sim.lanes)),
                       "lanes_total": (sim.symmetry or {}).get("lanes_total", len(sim.lanes)),
-                      "breakdown": _flat_breakdown(r["res"].summary["breakdown"]),
-                      "stages": _stage_means(r["res"].summary)}))
+                      "breakdown": flat_breakdown(r["res"].summary["breakdown"]),
+                      "stages": stage_means(r["res"].summary)}))
 
 
-def _flat_breakdown(b: dict) -> dict:
+def flat_breakdown(b: dict) -> dict:
     """The breakdown's categories (fractions of the iteration averaged over GPUs), one level."""
     return {"compute": b["compute"], "bubble": b["bubble"], "idle": b["idle"],
             **{f"exposed_{k}": v for k, v in b["exposed_comm"].items()}}
 
 
-def _stage_means(summary: dict) -> dict:
+def stage_means(summary: dict) -> dict:
     """Per pipeline stage, every category's mean seconds over the stage's GPUs ("stage/category" keys)."""
     acc: dict = {}
     for r in summary["per_rank"]:

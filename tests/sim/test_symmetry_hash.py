@@ -9,10 +9,16 @@ heterogeneous replicas, stragglers and degraded links must still split the repli
 """
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 
 from heterosim import api
 from test_symmetry import H100, _per_rank, _scenario
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+from bench_run import flat_breakdown, stage_means  # noqa: E402  (the categories bench_run compares)
 
 TOL = 0.005
 """Issue 15: within 0.5% where the reduction is not exact."""
@@ -25,28 +31,14 @@ def _both(sc, mode="ops_and_replicas"):
             api.simulate(prep, record_messages=False, symmetry=True))
 
 
-def _flat(b: dict) -> dict:
-    return {"compute": b["compute"], "bubble": b["bubble"], "idle": b["idle"],
-            **{f"exposed_{k}": v for k, v in b["exposed_comm"].items()}}
-
-
-def _stages(summary: dict) -> dict:
-    acc: dict = {}
-    for r in summary["per_rank"]:
-        for k, v in r.items():
-            if k in ("compute", "bubble", "idle") or k.startswith("exposed_"):
-                acc.setdefault((r["stage"], k), []).append(v)
-    return {k: sum(v) / len(v) for k, v in acc.items()}
-
-
 def _assert_agrees(full, red):
     T = full.sim.iteration_time_ns
     assert abs(red.sim.iteration_time_ns - T) <= TOL * T
-    bf, br = _flat(full.summary["breakdown"]), _flat(red.summary["breakdown"])
+    bf, br = flat_breakdown(full.summary["breakdown"]), flat_breakdown(red.summary["breakdown"])
     assert bf.keys() == br.keys()
     for k in bf:  # fractions of the iteration time
         assert abs(br[k] - bf[k]) <= TOL, k
-    sf, sr = _stages(full.summary), _stages(red.summary)
+    sf, sr = stage_means(full.summary), stage_means(red.summary)
     assert sf.keys() == sr.keys()
     Ts = full.summary["iteration_time_s"]
     for k in sf:  # mean seconds of a category on a stage's GPUs, against the iteration time
