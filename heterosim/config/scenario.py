@@ -39,7 +39,8 @@ class OutputConfig(Strict):
 
 
 class SimulationConfig(Strict):
-    """How the coordinator simulates (not what): exactness-preserving reductions."""
+    """How the coordinator simulates (not what): exactness-preserving reductions, and under hashed ECMP an
+    approximate one measured against the full run (``hashed_copies``)."""
 
     symmetry: bool = True
     """Simulate one data-parallel replica per class of identical ones and one flow per orbit of a
