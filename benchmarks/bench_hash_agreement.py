@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_run import scenario  # noqa: E402
+from bench_run import flat_breakdown, scenario, stage_means  # noqa: E402
 
 from heterosim import api  # noqa: E402
 from heterosim.config.loader import scenario_from_dict  # noqa: E402
@@ -64,25 +64,6 @@ def case(name: str):
             f"GPT-3 175B, {gpus} A100, TP8 PP16 DP{gpus // 128}")
 
 
-def categories(row: dict) -> dict:
-    return {k: v for k, v in row.items() if k in ("compute", "bubble", "idle") or k.startswith("exposed_")}
-
-
-def flat_breakdown(b: dict) -> dict:
-    out = {k: b[k] for k in ("compute", "bubble", "idle")}
-    out.update({f"exposed_{k}": v for k, v in b["exposed_comm"].items()})
-    return out
-
-
-def per_stage(summary: dict) -> dict:
-    acc: dict = {}
-    for r in summary["per_rank"]:
-        st = acc.setdefault(r["stage"], {})
-        for k, v in categories(r).items():
-            st.setdefault(k, []).append(v)
-    return {s: {k: sum(v) / len(v) for k, v in d.items()} for s, d in acc.items()}
-
-
 def run(sc, symmetry: bool) -> tuple:
     prep = api.prepare(sc)
     c0 = time.process_time()
@@ -103,14 +84,9 @@ def agree(name, title, mode, full, cpu_full, red, cpu_red) -> dict:
     bf, br = flat_breakdown(full.summary["breakdown"]), flat_breakdown(red.summary["breakdown"])
     d_cat = max(abs(br[k] - bf[k]) for k in bf)
     worst_cat = max(bf, key=lambda k: abs(br[k] - bf[k]))
-    sf, sr = per_stage(full.summary), per_stage(red.summary)
-    Ts = full.summary["iteration_time_s"]
-    d_stage, worst_stage = 0.0, None
-    for s in sf:
-        for k in sf[s]:
-            d = abs(sr[s][k] - sf[s][k]) / Ts
-            if d > d_stage:
-                d_stage, worst_stage = d, (s, k)
+    sf, sr = stage_means(full.summary), stage_means(red.summary)
+    worst_stage = max(sf, key=lambda k: abs(sr[k] - sf[k]))
+    d_stage = abs(sr[worst_stage] - sf[worst_stage]) / full.summary["iteration_time_s"]
     sym = red.sim.symmetry
     return {"name": name, "mode": mode, "title": title, "iter_full": T, "iter_red": red.sim.iteration_time_ns, "d_iter": d_iter,
             "d_cat": d_cat, "worst_cat": worst_cat, "d_stage": d_stage, "worst_stage": worst_stage,

@@ -29,9 +29,6 @@ import time
 from pathlib import Path
 
 from heterosim import api
-from heterosim.sim.coordinator import Coordinator
-from heterosim.sim.intra import effective_intra
-from netbackend.registry import create_backend
 from netbackend.routing import Router
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,32 +38,35 @@ HOPS_PER_CPU_S = 1.02e6
 
 
 def flow_messages(path: Path):
+    """The scenario's inter-node messages at flow level (every lane, no symmetry reduction), the router
+    that hashes their paths as the ns-3 backend does, and the MTU."""
     sc = api.load(str(path))
-    prep = api.prepare(sc)
-    cfg = sc.network.model_copy(update={"backend": "flow"})
-    net = create_backend("flow", prep.system.net, cfg, sc.seed)
-    intra = create_backend("flow", effective_intra(prep.system.intra), api.intra_config(sc), sc.seed)
-    coord = Coordinator(prep.ir, prep.system, prep.compute, net, intra, precision=sc.training.precision,
-                        comm_options=sc.comm.model_dump(), record_messages=True)
-    sim = coord.run()
-    router = Router(prep.system.net, mode=sc.network.ecmp, seed=sc.seed)
-    return [m for m in sim.messages if m.link == "net"], router, sc.network.mtu_bytes
+    res = api.simulate(api.prepare(sc), backend="flow", record_messages=True, symmetry=False)
+    router = Router(res.prepared.system.net, mode=sc.network.ecmp, seed=sc.seed)
+    return [m for m in res.sim.messages if m.link == "net"], router, sc.network.mtu_bytes
+
+
+def _overlaps(msgs, paths, which: list[int]):
+    """(i, j) for each message i of ``which`` that starts while j (of ``which``) is active on a common
+    egress port after i's NIC.  Ends sort before starts at the same ns: back-to-back is no overlap."""
+    events = sorted([(msgs[i].start_ns, 1, i) for i in which] + [(msgs[i].end_ns, 0, i) for i in which])
+    active: dict[int, set[int]] = collections.defaultdict(set)
+    for _, starts, i in events:
+        for p in paths[i][1:]:
+            if starts:
+                for j in active[p]:
+                    yield i, j
+                active[p].add(i)
+            else:
+                active[p].discard(i)
 
 
 def colliding(msgs, paths) -> list[bool]:
     """Messages that overlap, on an egress port after their NIC's own, a message of another NIC."""
-    events = sorted([(m.start_ns, 1, i) for i, m in enumerate(msgs)] + [(m.end_ns, 0, i) for i, m in enumerate(msgs)])
-    active: dict[int, set[int]] = collections.defaultdict(set)
     hit = [False] * len(msgs)
-    for _, starts, i in events:  # ends before starts at the same ns: back-to-back is no overlap
-        for p in paths[i][1:]:
-            if starts:
-                for j in active[p]:
-                    if msgs[j].src_ep != msgs[i].src_ep:
-                        hit[i] = hit[j] = True
-                active[p].add(i)
-            else:
-                active[p].discard(i)
+    for i, j in _overlaps(msgs, paths, list(range(len(msgs)))):
+        if msgs[j].src_ep != msgs[i].src_ep:
+            hit[i] = hit[j] = True
     return hit
 
 
@@ -81,21 +81,12 @@ def episodes(msgs, paths, hit) -> tuple[int, int]:
             x = parent[x]
         return x
 
-    events = sorted([(m.start_ns, 1, i) for i, m in enumerate(msgs) if hit[i]]
-                    + [(m.end_ns, 0, i) for i, m in enumerate(msgs) if hit[i]])
-    active: dict[int, set[int]] = collections.defaultdict(set)
-    for _, starts, i in events:
-        for p in paths[i][1:]:
-            if starts:
-                for j in active[p]:
-                    parent[find(i)] = find(j)
-                active[p].add(i)
-            else:
-                active[p].discard(i)
+    which = [i for i in range(len(msgs)) if hit[i]]
+    for i, j in _overlaps(msgs, paths, which):
+        parent[find(i)] = find(j)
     comps = collections.defaultdict(list)
-    for i in range(len(msgs)):
-        if hit[i]:
-            comps[find(i)].append(i)
+    for i in which:
+        comps[find(i)].append(i)
     keys = set()
     for c in comps.values():
         t0 = min(msgs[i].start_ns for i in c)

@@ -283,7 +283,7 @@ def _simulate_iterations(prepared, sc, name, net_cfg, progress, record_messages,
                                 progress=progress, record_messages=bool(record_messages),
                                 message_limit=None if isinstance(record_messages, bool) else record_messages,
                                 symmetry=_symmetry(sc, name) if symmetry is None else symmetry,
-                                hashed_copies=getattr(getattr(sc, "simulation", None), "hashed_copies", "exact"))
+                                hashed_copies=getattr(getattr(sc, "simulation", None), "hashed_copies", None))
             sim = coord.run(wall_limit_s=sc.network.wall_limit_s)
         finally:
             net.close()

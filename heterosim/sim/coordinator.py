@@ -879,8 +879,7 @@ class Coordinator:
             return
         self._sym_stats["copies_sent"] += len(images)
         send_group = getattr(backend, "send_group", None)
-        if send_group is not None and (send_group(msg, images, hashed_alike=True) if self.hash_slowest
-                                       else send_group(msg, images)):
+        if send_group is not None and send_group(msg, images, hashed_alike=self.hash_slowest):
             return
         # copies one by one; the transfer completes with the last of them
         backend.send(msg)

@@ -1,7 +1,7 @@
 """Flow engine: a group whose copies took other ECMP-hashed paths (``send_group(hashed_alike=True)``).
 
 Each copy loads its own hashed links, collisions included; the group has one rate, its slowest copy's
-(heterosim ``simulation.hashed_copies: slowest``). Expected values by hand (max-min shares)."""
+(heterosim ``simulation.hashed_copies``: ``ops`` and ``ops_and_replicas``). Expected values by hand (max-min shares)."""
 from __future__ import annotations
 
 import pytest
