@@ -218,6 +218,53 @@ DcqcnRp::NeedsIncrease() const
     return rate < m_p->lineRateBps || target < m_p->lineRateBps;
 }
 
+std::vector<double>
+DcqcnRp::Save(int64_t nowNs, double incLeftNs, double decLeftNs) const
+{
+    return {rate,
+            target,
+            alpha,
+            static_cast<double>(timerStage),
+            static_cast<double>(byteStage),
+            static_cast<double>(bytesSinceEvent),
+            lastCutNs >= 0 ? 1.0 : 0.0,
+            static_cast<double>(lastCutNs - nowNs),
+            static_cast<double>(alphaRefNs - nowNs),
+            cnpSeen ? 1.0 : 0.0,
+            alphaCnp ? 1.0 : 0.0,
+            decreaseCnp ? 1.0 : 0.0,
+            static_cast<double>(alphaNextNs - nowNs),
+            static_cast<double>(gridNs - nowNs),
+            incLeftNs,
+            decLeftNs};
+}
+
+bool
+DcqcnRp::Restore(const std::vector<double>& s, int64_t nowNs, double& incLeftNs, double& decLeftNs)
+{
+    if (s.size() != 16)
+    {
+        return false;
+    }
+    auto at = [nowNs](double rel) { return nowNs + static_cast<int64_t>(std::llround(rel)); };
+    rate = s[0];
+    target = s[1];
+    alpha = s[2];
+    timerStage = static_cast<uint32_t>(s[3]);
+    byteStage = static_cast<uint32_t>(s[4]);
+    bytesSinceEvent = static_cast<uint64_t>(s[5]);
+    lastCutNs = s[6] > 0 ? at(s[7]) : -1;
+    alphaRefNs = at(s[8]);
+    cnpSeen = s[9] > 0;
+    alphaCnp = s[10] > 0;
+    decreaseCnp = s[11] > 0;
+    alphaNextNs = at(s[12]);
+    gridNs = at(s[13]);
+    incLeftNs = s[14];
+    decLeftNs = s[15];
+    return true;
+}
+
 double
 EcnMarkProbability(double qBytes, double kminBytes, double kmaxBytes, double pmax)
 {

@@ -29,6 +29,7 @@
 #define HETEROSIM_DCQCN_H
 
 #include <cstdint>
+#include <vector>
 
 namespace ns3
 {
@@ -81,6 +82,13 @@ class DcqcnRp
     bool OnBytesSent(uint64_t bytes);
     /// True while below line rate (the increase timer must run).
     bool NeedsIncrease() const;
+    /// The state as 16 numbers, times relative to @p nowNs, with the NIC's increase timer and
+    /// cut check @p incLeftNs / @p decLeftNs from now (-1: not armed).  The exchange format of
+    /// RdmaNic::SaveConnectionCc and FluidEpisode.
+    std::vector<double> Save(int64_t nowNs, double incLeftNs, double decLeftNs) const;
+    /// The inverse of Save; false (unchanged) when @p s is not 16 numbers.  The timers' delays
+    /// are returned in @p incLeftNs / @p decLeftNs for the owner to re-arm.
+    bool Restore(const std::vector<double>& s, int64_t nowNs, double& incLeftNs, double& decLeftNs);
 
     double rate{0};   //!< RC, bit/s
     double target{0}; //!< RT, bit/s

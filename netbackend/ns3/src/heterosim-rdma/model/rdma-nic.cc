@@ -490,28 +490,10 @@ RdmaNic::SaveConnectionCc(uint32_t dstHost, int64_t connection) const
     {
         return {};
     }
-    const SendQp& qp = *found;
-    const DcqcnRp& c = qp.cc;
-    const int64_t now = Simulator::Now().GetNanoSeconds();
     auto left = [](const EventId& e) {
         return e.IsPending() ? static_cast<double>(Simulator::GetDelayLeft(e).GetNanoSeconds()) : -1.0;
     };
-    return {c.rate,
-            c.target,
-            c.alpha,
-            static_cast<double>(c.timerStage),
-            static_cast<double>(c.byteStage),
-            static_cast<double>(c.bytesSinceEvent),
-            c.lastCutNs >= 0 ? 1.0 : 0.0,
-            static_cast<double>(c.lastCutNs - now),
-            static_cast<double>(c.alphaRefNs - now),
-            c.cnpSeen ? 1.0 : 0.0,
-            c.alphaCnp ? 1.0 : 0.0,
-            c.decreaseCnp ? 1.0 : 0.0,
-            static_cast<double>(c.alphaNextNs - now),
-            static_cast<double>(c.gridNs - now),
-            left(qp.incTimer),
-            left(qp.decTimer)};
+    return found->cc.Save(Simulator::Now().GetNanoSeconds(), left(found->incTimer), left(found->decTimer));
 }
 
 bool
@@ -523,32 +505,19 @@ RdmaNic::RestoreConnectionCc(uint32_t dstHost, int64_t connection, const std::ve
         return false;
     }
     SendQp& qp = const_cast<SendQp&>(*found); // m_qps itself is not const here
-    DcqcnRp& c = qp.cc;
-    const int64_t now = Simulator::Now().GetNanoSeconds();
-    auto at = [now](double rel) { return now + static_cast<int64_t>(std::llround(rel)); };
-    c.rate = s[0];
-    c.target = s[1];
-    c.alpha = s[2];
-    c.timerStage = static_cast<uint32_t>(s[3]);
-    c.byteStage = static_cast<uint32_t>(s[4]);
-    c.bytesSinceEvent = static_cast<uint64_t>(s[5]);
-    c.lastCutNs = s[6] > 0 ? at(s[7]) : -1;
-    c.alphaRefNs = at(s[8]);
-    c.cnpSeen = s[9] > 0;
-    c.alphaCnp = s[10] > 0;
-    c.decreaseCnp = s[11] > 0;
-    c.alphaNextNs = at(s[12]);
-    c.gridNs = at(s[13]);
+    double incLeft = -1;
+    double decLeft = -1;
+    qp.cc.Restore(s, Simulator::Now().GetNanoSeconds(), incLeft, decLeft);
     qp.incTimer.Cancel();
-    if (s[14] >= 0)
+    if (incLeft >= 0)
     {
-        qp.incTimer = Simulator::Schedule(NanoSeconds(std::llround(s[14])), &RdmaNic::OnIncreaseTimer,
+        qp.incTimer = Simulator::Schedule(NanoSeconds(std::llround(incLeft)), &RdmaNic::OnIncreaseTimer,
                                           this, qp.id);
     }
     qp.decTimer.Cancel();
-    if (s[15] >= 0)
+    if (decLeft >= 0)
     {
-        qp.decTimer = Simulator::Schedule(NanoSeconds(std::llround(s[15])), &RdmaNic::OnDecreaseCheck,
+        qp.decTimer = Simulator::Schedule(NanoSeconds(std::llround(decLeft)), &RdmaNic::OnDecreaseCheck,
                                           this, qp.id);
     }
     return true;
