@@ -1,4 +1,4 @@
-"""Collision episodes: the fluid DCQCN model (model/fluid-episode.h, netbackend/ns3/fluid.py) against packet-level ns-3.
+"""Collision episodes: the fluid DCQCN model (model/fluid-net.h, netbackend/ns3/fluid.py) against packet-level ns-3.
 
 k senders under one leaf send to k receivers under another through one 400 G uplink (the hashed
 uplink a ring step or pipeline send collides on in the H-suite), each message on a fresh QP.
@@ -72,11 +72,14 @@ def fluid(k, sizes, starts, cfg, rate, up, seed, dt_ns) -> tuple[dict[int, float
         hops = [(-1, rate * 1e9, DELAY_NS), (upp, up * 1e9, DELAY_NS + lat),
                 (spine, up * 1e9, DELAY_NS + lat), (port(rate), rate * 1e9, DELAY_NS + lat)]
         ack = sum(64 * 8e9 / r + x for _, r, x in hops)
-        ep.AddFlow(ep.AddNic(rate * 1e9), starts[i], wire, pkt, [float(v) for h in hops for v in h], ack,
-                   params, cnp, [])
-    ep.Run(-1)
-    fin = list(ep.FinishNs())
-    return ({i: fin[i] - starts[i] for i in range(k)}, time.perf_counter() - c0, ep.MaxQueueBytes())
+        fid = ep.AddFlow(ep.AddNic(rate * 1e9), [float(v) for h in hops for v in h], pkt, ack, params, cnp, 0)
+        ep.Post(fid, i, starts[i], wire)
+    fin = {}
+    while len(fin) < k:
+        ep.Run(-1)
+        d = list(ep.DrainCompletions())
+        fin.update({int(d[j]): d[j + 1] for j in range(0, len(d), 2)})
+    return ({i: fin[i] - starts[i] for i in range(k)}, time.perf_counter() - c0, max(ep.PortMaxQueue()))
 
 
 def cases(quick: bool):

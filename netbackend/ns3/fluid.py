@@ -1,6 +1,6 @@
-"""Python side of the fluid DCQCN collision model (model/fluid-episode.h, which says what it models).
+"""Python side of the fluid DCQCN collision model (model/fluid-net.h, which says what it models).
 
-:func:`episode_class` loads ``ns3::FluidEpisode`` from the module's library (the same build the
+:func:`episode_class` loads ``ns3::FluidNet`` from the module's library (the same build the
 ns-3 backend uses; its header holds standard-library types only, like the binding facade), and
 :func:`dcqcn_params` fills ``ns3::DcqcnParams`` with the values RdmaNic::Setup would use for a NIC
 of a given line rate, so a fluid episode and packet level run the same reaction point.
@@ -14,7 +14,7 @@ _cls = None
 
 
 def episode_class():
-    """``ns3::FluidEpisode``, building and loading the module on first use."""
+    """``ns3::FluidNet``, building and loading the module on first use."""
     global _cls
     with _lock:
         if _cls is None:
@@ -25,8 +25,8 @@ def episode_class():
             with _quiet_stderr():
                 import cppyy
 
-                cppyy.include(str(ensure_built().include_dir / "ns3" / "fluid-episode.h"))
-            _cls = cppyy.gbl.ns3.FluidEpisode
+                cppyy.include(str(ensure_built().include_dir / "ns3" / "fluid-net.h"))
+            _cls = cppyy.gbl.ns3.FluidNet
         return _cls
 
 

@@ -1,4 +1,4 @@
-"""The fluid DCQCN collision model (model/fluid-episode.h) against hand calculations and packet level."""
+"""The fluid DCQCN collision model (model/fluid-net.h) against hand calculations and packet level."""
 from __future__ import annotations
 
 import statistics
@@ -31,11 +31,22 @@ def _params(cfg: NetworkConfig):
     return dcqcn_params(resolved_dcqcn(cfg), R)
 
 
-def _flow(ep, nic, port_ids, size, start, cfg, params, cnp):
+def _flow(ep, nic, port_ids, size, start, cfg, params, cnp, msg_id=0):
     pkts = wire_bytes(size, cfg)
     hops = [(-1, R, D)] + [(p, R, D + LAT) for p in port_ids]
-    return ep.AddFlow(nic, start, float(sum(pkts)), float(pkts[0]), [float(v) for h in hops for v in h],
-                      0.0, params, cnp, [])
+    fid = ep.AddFlow(nic, [float(v) for h in hops for v in h], float(pkts[0]), 0.0, params, cnp, start)
+    ep.Post(fid, msg_id, start, float(sum(pkts)))
+    return fid
+
+
+def _finish(ep) -> dict[int, float]:
+    out = {}
+    while True:
+        ep.Run(-1)
+        d = list(ep.DrainCompletions())
+        if not d:
+            return out
+        out.update({int(d[j]): d[j + 1] for j in range(0, len(d), 2)})
 
 
 def test_lone_flow_matches_store_and_forward():
@@ -46,9 +57,8 @@ def test_lone_flow_matches_store_and_forward():
     ports = [ep.AddPort(R, *NO_ECN), ep.AddPort(R, *NO_ECN)]
     size = 2_000_000
     _flow(ep, ep.AddNic(R), ports, size, 0, cfg, params, cnp)
-    ep.Run(-1)
     analytic = store_and_forward_ns(wire_bytes(size, cfg), [R / 1e9] * 3, [D, D + LAT, D + LAT])
-    assert ep.FinishNs()[0] == pytest.approx(analytic, abs=DT)
+    assert _finish(ep)[0] == pytest.approx(analytic, abs=DT)
 
 
 def test_two_flows_share_a_port_fifo():
@@ -60,39 +70,53 @@ def test_two_flows_share_a_port_fifo():
     shared = ep.AddPort(R, *NO_ECN)
     size = 1_000_000
     for i in range(2):
-        _flow(ep, ep.AddNic(R), [shared, ep.AddPort(R, *NO_ECN)], size, 0, cfg, params, cnp)
-    ep.Run(-1)
+        _flow(ep, ep.AddNic(R), [shared, ep.AddPort(R, *NO_ECN)], size, 0, cfg, params, cnp, i)
+    fin = _finish(ep)
     pkts = wire_bytes(size, cfg)
     ser = pkts[0] * 8e9 / R
     # first byte at the shared port after the NIC link's delay; 2 x wire bytes at R; then the
     # last packet crosses the shared port and the last link (each: one packet time + delay).
     expect = D + 2 * sum(pkts) * 8e9 / R + 2 * (ser + D + LAT)
-    fin = ep.FinishNs()
     assert fin[0] == pytest.approx(expect, abs=2 * DT) and fin[1] == pytest.approx(expect, abs=2 * DT)
-    assert ep.MaxQueueBytes() == pytest.approx(sum(pkts), rel=0.02)  # in at 2R, out at R
+    assert max(ep.PortMaxQueue()) == pytest.approx(sum(pkts), rel=0.02)  # in at 2R, out at R
 
 
 def test_rp_state_round_trip():
-    """A restored reaction point carries on as the saved one: the same cut at the same check."""
+    """A restored reaction point carries on as the saved one: the same state, timers included."""
     cfg = NetworkConfig(backend="ns3")
     params, cnp = _params(cfg)
     ep = _episode(3)
     shared = ep.AddPort(R, 100e3, 400e3, 0.2)
     for i in range(2):
-        _flow(ep, ep.AddNic(R), [shared], 3_000_000, 0, cfg, params, cnp)
-    ep.Run(-1)
+        _flow(ep, ep.AddNic(R), [shared], 3_000_000, 0, cfg, params, cnp, i)
+    t = int(max(_finish(ep).values())) + 1000
     assert ep.Cuts() > 0
-    t = int(max(ep.FinishNs())) + 1000
-    state = list(ep.RpState(0, t))
+    state = list(ep.SaveState(0, t))
     ep2 = _episode()
     port = ep2.AddPort(R, *NO_ECN)
-    pkts = wire_bytes(1000, cfg)
     hops = [(-1, R, D), (port, R, D + LAT)]
-    ep2.AddFlow(ep2.AddNic(R), t, float(sum(pkts)), float(pkts[0]), [float(v) for h in hops for v in h],
-                0.0, params, cnp, state)
-    assert list(ep2.RpState(0, t)) == pytest.approx(state)
+    fid = ep2.AddFlow(ep2.AddNic(R), [float(v) for h in hops for v in h], 4174.0, 0.0, params, cnp, t)
+    assert ep2.RestoreState(fid, state, t)
+    assert list(ep2.SaveState(fid, t)) == pytest.approx(state)
     assert state[0] < R  # it was cut, and a 300 us increase timer is pending
     assert state[14] > 0
+
+
+def test_messages_on_one_qp_go_in_order():
+    """Two messages posted on one QP: the second starts when the first is sent, and each
+    completes when its own last byte arrives (a lone QP: the store-and-forward train)."""
+    cfg = NetworkConfig(backend="ns3")
+    params, cnp = _params(cfg)
+    ep = _episode()
+    ports = [ep.AddPort(R, *NO_ECN)]
+    a, b = 1_000_000, 500_000
+    fid = _flow(ep, ep.AddNic(R), ports, a, 0, cfg, params, cnp, 0)
+    ep.Post(fid, 1, 0, float(sum(wire_bytes(b, cfg))))
+    fin = _finish(ep)
+    rates, delays = [R / 1e9] * 2, [D, D + LAT]
+    assert fin[0] == pytest.approx(store_and_forward_ns(wire_bytes(a, cfg), rates, delays), abs=DT)
+    assert fin[1] == pytest.approx(store_and_forward_ns(wire_bytes(a, cfg) + wire_bytes(b, cfg), rates, delays),
+                                   abs=DT)
 
 
 @pytest.mark.slow

@@ -84,7 +84,7 @@ class DcqcnRp
     bool NeedsIncrease() const;
     /// The state as 16 numbers, times relative to @p nowNs, with the NIC's increase timer and
     /// cut check @p incLeftNs / @p decLeftNs from now (-1: not armed).  The exchange format of
-    /// RdmaNic::SaveConnectionCc and FluidEpisode.
+    /// RdmaNic::SaveConnectionCc and FluidNet.
     std::vector<double> Save(int64_t nowNs, double incLeftNs, double decLeftNs) const;
     /// The inverse of Save; false (unchanged) when @p s is not 16 numbers.  The timers' delays
     /// are returned in @p incLeftNs / @p decLeftNs for the owner to re-arm.

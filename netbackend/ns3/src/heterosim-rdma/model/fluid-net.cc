@@ -1,0 +1,684 @@
+#include "fluid-net.h"
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <limits>
+#include <random>
+#include <unordered_map>
+#include <utility>
+
+namespace ns3
+{
+
+namespace
+{
+using Comp = std::vector<std::pair<uint32_t, double>>; //!< (flow, bytes)
+
+struct Hop
+{
+    int port; //!< -1: the NIC's own link
+    double rateBps;
+    double extraNs;
+};
+
+struct Msg
+{
+    int64_t id;
+    int64_t start;
+    double end; //!< the flow's cumulative wire bytes when this message is done
+};
+
+struct Flow
+{
+    uint32_t nic;
+    double pkt; //!< a full packet's wire bytes
+    std::vector<Hop> hops;
+    std::vector<double> rxDelay; //!< from leaving hop j to the receiver
+    double ackNs;
+    int64_t cnpInterval;
+    DcqcnParams params;
+    DcqcnRp rp;
+    int64_t incAt{-1}; //!< RdmaNic's increase timer (-1: not armed)
+    int64_t decAt{-1}; //!< vendor cut check (-1: none pending)
+    std::deque<int64_t> cnps;
+    double lastCnp{-1e30};
+    std::deque<Msg> msgs; //!< posted, not yet delivered
+    double posted{0};
+    double sent{0};
+    double rxPos{0}; //!< bytes forwarded to the receiver (FIFO keeps a flow's bytes in order)
+    std::unordered_map<int64_t, double> haz; //!< mark hazard reaching the receiver per step
+    bool live{false};
+};
+
+struct Chunk
+{
+    Comp comp;
+    double total;
+};
+
+struct Port
+{
+    double bytesPerNs;
+    double kmin;
+    double kmax;
+    double pmax;
+    std::deque<Chunk> q;
+    double depth{0};
+    double maxDepth{0};
+    double marks{0};
+    double txBytes{0};
+    std::unordered_map<int64_t, Comp> arr; //!< arrivals per step
+    bool live{false};
+};
+
+void
+AddTo(Comp& c, uint32_t flow, double b)
+{
+    for (auto& [f, x] : c)
+    {
+        if (f == flow)
+        {
+            x += b;
+            return;
+        }
+    }
+    c.emplace_back(flow, b);
+}
+} // namespace
+
+struct FluidNet::Impl
+{
+    int64_t dt;
+    std::mt19937_64 rng;
+    std::uniform_real_distribution<double> u{0.0, 1.0};
+    std::vector<Port> ports;
+    std::vector<double> nicBps;
+    std::deque<Flow> flows; // stable addresses: DcqcnRp points at its params
+    std::vector<uint32_t> liveFlows;
+    std::vector<uint32_t> livePorts;
+    std::vector<std::pair<double, int64_t>> done; //!< (finish ns, message id), known ahead
+    int64_t now{0};
+    uint64_t cnps{0};
+    uint64_t cuts{0};
+
+    void Wake(uint32_t i)
+    {
+        if (!flows[i].live)
+        {
+            flows[i].live = true;
+            liveFlows.push_back(i);
+        }
+    }
+
+    void WakePort(uint32_t p)
+    {
+        if (!ports[p].live)
+        {
+            ports[p].live = true;
+            livePorts.push_back(p);
+        }
+    }
+
+    // Bytes that cross a point uniformly over [t0, t1) land in the steps they overlap.
+    template <class F>
+    void Spread(double t0, double t1, double bytes, F&& put)
+    {
+        const auto step = static_cast<double>(dt);
+        auto k = static_cast<int64_t>(std::floor(t0 / step));
+        if (t1 <= t0)
+        {
+            put(k, bytes);
+            return;
+        }
+        for (; static_cast<double>(k) * step < t1; k++)
+        {
+            const double lo = std::max(t0, static_cast<double>(k) * step);
+            const double hi = std::min(t1, static_cast<double>(k + 1) * step);
+            if (hi > lo)
+            {
+                put(k, bytes * (hi - lo) / (t1 - t0));
+            }
+        }
+    }
+
+    // Store and forward: a switch sends a packet once it has all of it, so a byte it starts
+    // serving at t is at the next node one packet time later; the NIC's own link is the fluid
+    // sending itself (its bytes are on the wire as they are sent).
+    static double Serialization(const Flow& f, size_t hop)
+    {
+        return hop == 0 ? 0.0 : f.pkt * 8e9 / f.hops[hop].rateBps;
+    }
+
+    // @p bytes of flow @p i leave hop @p hop uniformly over [t0, t1).
+    void Forward(uint32_t i, size_t hop, double t0, double t1, double bytes)
+    {
+        Flow& f = flows[i];
+        const double shift = Serialization(f, hop) + f.hops[hop].extraNs;
+        if (hop + 1 < f.hops.size())
+        {
+            const auto pi = static_cast<uint32_t>(f.hops[hop + 1].port);
+            Port& p = ports[pi];
+            Spread(t0 + shift, t1 + shift, bytes, [&](int64_t k, double b) { AddTo(p.arr[k], i, b); });
+            WakePort(pi);
+            return;
+        }
+        // at the receiver: each message whose last byte is in [rxPos, rxPos + bytes) is delivered
+        const double p0 = f.rxPos;
+        f.rxPos += bytes;
+        while (!f.msgs.empty() && f.msgs.front().end <= f.rxPos + 1e-6)
+        {
+            const double x = std::clamp((f.msgs.front().end - p0) / bytes, 0.0, 1.0);
+            done.emplace_back(t0 + shift + x * (t1 - t0), f.msgs.front().id);
+            f.msgs.pop_front();
+        }
+    }
+
+    // RdmaNic::OnDecreaseCheck / OnIncreaseTimer for the timers due by @p until.
+    void Timers(Flow& f, int64_t until)
+    {
+        for (;;)
+        {
+            int64_t next = -1;
+            for (int64_t x : {f.incAt, f.decAt})
+            {
+                if (x >= 0 && (next < 0 || x < next))
+                {
+                    next = x;
+                }
+            }
+            if (next < 0 || next > until)
+            {
+                return;
+            }
+            if (f.decAt == next)
+            {
+                f.decAt = -1;
+                if (f.rp.OnDecreaseCheck(next))
+                {
+                    cuts++;
+                    f.incAt = next + f.params.rateIncreaseIntervalNs;
+                }
+            }
+            else
+            {
+                f.rp.OnIncreaseTimer();
+                f.incAt = f.rp.NeedsIncrease() ? next + f.params.rateIncreaseIntervalNs : -1;
+            }
+        }
+    }
+
+    // RdmaNic::OnCnp.
+    void Cnp(Flow& f, int64_t t)
+    {
+        cnps++;
+        if (f.rp.OnCnp(t))
+        {
+            cuts++;
+            f.incAt = t + f.params.rateIncreaseIntervalNs;
+        }
+        else if (f.params.vendor && f.decAt < 0)
+        {
+            f.decAt = f.rp.NextDecreaseCheckNs(t);
+        }
+    }
+
+    bool Busy(const Flow& f) const
+    {
+        return f.sent < f.posted - 1e-6 || f.rxPos < f.sent - 1e-6 || !f.cnps.empty() || !f.haz.empty() ||
+               f.decAt >= 0;
+    }
+
+    // The flow's next message start not yet sent (-1: none).
+    static int64_t NextStart(const Flow& f)
+    {
+        for (const Msg& m : f.msgs)
+        {
+            if (m.end > f.sent + 1e-6)
+            {
+                return m.start;
+            }
+        }
+        return -1;
+    }
+
+    void Step(int64_t step, std::vector<uint32_t>& ready, std::vector<uint32_t>& touched, std::vector<double>& out);
+};
+
+void
+FluidNet::Impl::Step(int64_t step, std::vector<uint32_t>& ready, std::vector<uint32_t>& touched,
+                     std::vector<double>& out)
+{
+    const int64_t t = step * dt;
+    const int64_t tEnd = t + dt;
+    // 1. reaction points: CNPs that arrive in this step, then timers
+    for (uint32_t i : liveFlows)
+    {
+        Flow& f = flows[i];
+        while (!f.cnps.empty() && f.cnps.front() < tEnd)
+        {
+            const int64_t tc = f.cnps.front();
+            f.cnps.pop_front();
+            Timers(f, tc);
+            Cnp(f, tc);
+        }
+        Timers(f, tEnd - 1);
+    }
+    // 2. each NIC: round robin among its ready flows, each at most at its rate
+    ready.clear();
+    for (uint32_t i : liveFlows)
+    {
+        const Flow& f = flows[i];
+        const int64_t s = NextStart(f);
+        if (s >= 0 && s < tEnd)
+        {
+            ready.push_back(i);
+        }
+    }
+    std::sort(ready.begin(), ready.end(), [&](uint32_t a, uint32_t b) {
+        return flows[a].nic != flows[b].nic ? flows[a].nic < flows[b].nic : a < b;
+    });
+    for (size_t lo = 0; lo < ready.size();)
+    {
+        size_t hi = lo;
+        while (hi < ready.size() && flows[ready[hi]].nic == flows[ready[lo]].nic)
+        {
+            hi++;
+        }
+        auto t0of = [&](uint32_t i) { return std::max(t, NextStart(flows[i])); };
+        auto want = [&](uint32_t i) {
+            const Flow& f = flows[i];
+            // up to the end of the messages that have started by the end of this step
+            double upto = f.sent;
+            for (const Msg& m : f.msgs)
+            {
+                if (m.start < tEnd)
+                {
+                    upto = std::max(upto, m.end);
+                }
+            }
+            return std::min(f.rp.rate / 8e9 * static_cast<double>(tEnd - t0of(i)), upto - f.sent);
+        };
+        std::sort(ready.begin() + lo, ready.begin() + hi, [&](uint32_t a, uint32_t b) { return want(a) < want(b); });
+        double left = nicBps[flows[ready[lo]].nic] / 8e9 * static_cast<double>(dt);
+        size_t k = hi - lo;
+        for (size_t r = lo; r < hi; r++)
+        {
+            const uint32_t i = ready[r];
+            Flow& f = flows[i];
+            const double share = left / static_cast<double>(k);
+            const double give = std::min(want(i), share);
+            left -= give;
+            k--;
+            if (give <= 0)
+            {
+                continue;
+            }
+            const auto t0 = static_cast<double>(t0of(i));
+            f.sent += give;
+            f.rp.OnBytesSent(static_cast<uint64_t>(give));
+            // sent at its own rate or its share of the NIC, whichever is lower
+            const double avail = static_cast<double>(tEnd) - t0;
+            const double speed = std::min(f.rp.rate / 8e9, share / avail);
+            Forward(i, 0, t0, t0 + std::min(avail, give / speed), give);
+        }
+        lo = hi;
+    }
+    // 3. ports serve their FIFOs in order; marks on the depth left
+    for (size_t n = 0; n < livePorts.size(); n++)
+    {
+        const uint32_t pi = livePorts[n];
+        Port& p = ports[pi];
+        auto it = p.arr.find(step);
+        if (it != p.arr.end())
+        {
+            double tot = 0;
+            for (const auto& [i, b] : it->second)
+            {
+                tot += b;
+            }
+            p.q.push_back(Chunk{std::move(it->second), tot});
+            p.arr.erase(it);
+            p.depth += tot;
+        }
+        double cap = p.bytesPerNs * static_cast<double>(dt);
+        double served = 0;
+        touched.clear();
+        while (cap > 1e-9 && !p.q.empty())
+        {
+            Chunk& c = p.q.front();
+            const double take = std::min(cap, c.total);
+            const double frac = take / c.total;
+            const double t0 = static_cast<double>(t) + served / p.bytesPerNs;
+            served += take;
+            const double t1 = static_cast<double>(t) + served / p.bytesPerNs;
+            for (auto& [i, b] : c.comp)
+            {
+                if (out[i] == 0.0)
+                {
+                    touched.push_back(i);
+                }
+                out[i] += b * frac;
+                const Flow& f = flows[i];
+                size_t j = 1;
+                while (f.hops[j].port != static_cast<int>(pi))
+                {
+                    j++;
+                }
+                Forward(i, j, t0, t1, b * frac);
+                b *= 1.0 - frac;
+            }
+            c.total -= take;
+            cap -= take;
+            p.depth -= take;
+            if (c.total <= 1e-9)
+            {
+                p.q.pop_front();
+            }
+        }
+        p.txBytes += served;
+        if (p.depth < 1e-6)
+        {
+            p.depth = 0;
+        }
+        p.maxDepth = std::max(p.maxDepth, p.depth);
+        const double prob = EcnMarkProbability(p.depth, p.kmin, p.kmax, p.pmax);
+        for (uint32_t i : touched)
+        {
+            const double b = out[i];
+            out[i] = 0.0;
+            if (prob <= 0)
+            {
+                continue;
+            }
+            Flow& f = flows[i];
+            size_t j = 1;
+            while (f.hops[j].port != static_cast<int>(pi))
+            {
+                j++;
+            }
+            const double pk = b / f.pkt;
+            p.marks += pk * prob;
+            const double h = prob < 1.0 ? -pk * std::log1p(-prob) : std::numeric_limits<double>::infinity();
+            const auto kRx = static_cast<int64_t>(
+                std::floor((static_cast<double>(t) + f.rxDelay[j]) / static_cast<double>(dt)));
+            f.haz[std::max(kRx, step + 1)] += h;
+        }
+    }
+    // 4. receivers: CE -> CNP back to the sender
+    for (uint32_t i : liveFlows)
+    {
+        Flow& f = flows[i];
+        auto hz = f.haz.find(step);
+        if (hz == f.haz.end())
+        {
+            continue;
+        }
+        const double h = hz->second;
+        f.haz.erase(hz);
+        if (std::isinf(h) || u(rng) < 1.0 - std::exp(-h))
+        {
+            const double tCe = static_cast<double>(t) + u(rng) * static_cast<double>(dt);
+            if (f.cnpInterval > 0)
+            {
+                if (tCe - f.lastCnp < static_cast<double>(f.cnpInterval))
+                {
+                    continue;
+                }
+                f.lastCnp = tCe;
+            }
+            f.cnps.push_back(static_cast<int64_t>(tCe + f.ackNs));
+        }
+    }
+    // the idle leave the live lists
+    std::erase_if(liveFlows, [&](uint32_t i) {
+        if (Busy(flows[i]))
+        {
+            return false;
+        }
+        flows[i].live = false;
+        return true;
+    });
+    std::erase_if(livePorts, [&](uint32_t pi) {
+        Port& p = ports[pi];
+        if (!p.q.empty() || !p.arr.empty())
+        {
+            return false;
+        }
+        p.live = false;
+        return true;
+    });
+}
+
+FluidNet::FluidNet(int64_t dtNs, uint64_t seed)
+    : m_impl(std::make_unique<Impl>())
+{
+    m_impl->dt = std::max<int64_t>(1, dtNs);
+    m_impl->rng.seed(seed);
+}
+
+FluidNet::~FluidNet() = default;
+
+uint32_t
+FluidNet::AddPort(double rateBps, double kminBytes, double kmaxBytes, double pmax)
+{
+    m_impl->ports.push_back(Port{rateBps / 8e9, kminBytes, kmaxBytes, pmax});
+    return static_cast<uint32_t>(m_impl->ports.size() - 1);
+}
+
+uint32_t
+FluidNet::AddNic(double lineBps)
+{
+    m_impl->nicBps.push_back(lineBps);
+    return static_cast<uint32_t>(m_impl->nicBps.size() - 1);
+}
+
+uint32_t
+FluidNet::AddFlow(uint32_t nic, const std::vector<double>& hops, double pktWireBytes, double ackNs,
+                  const DcqcnParams& params, int64_t cnpIntervalNs, int64_t nowNs)
+{
+    Impl& m = *m_impl;
+    m.flows.emplace_back();
+    Flow& f = m.flows.back();
+    f.nic = nic;
+    f.pkt = pktWireBytes;
+    for (size_t j = 0; j + 2 < hops.size(); j += 3)
+    {
+        f.hops.push_back(Hop{static_cast<int>(hops[j]), hops[j + 1], hops[j + 2]});
+    }
+    f.rxDelay.assign(f.hops.size(), 0.0);
+    double acc = 0;
+    for (size_t j = f.hops.size(); j-- > 0;)
+    {
+        acc += Impl::Serialization(f, j) + f.hops[j].extraNs;
+        f.rxDelay[j] = acc;
+    }
+    f.ackNs = ackNs;
+    f.cnpInterval = cnpIntervalNs;
+    f.params = params;
+    f.rp.Init(&f.params, nowNs);
+    return static_cast<uint32_t>(m.flows.size() - 1);
+}
+
+void
+FluidNet::Post(uint32_t flow, int64_t msgId, int64_t startNs, double wireBytes)
+{
+    Flow& f = m_impl->flows.at(flow);
+    f.posted += wireBytes;
+    f.msgs.push_back(Msg{msgId, startNs, f.posted});
+    m_impl->Wake(flow);
+}
+
+int64_t
+FluidNet::Run(int64_t untilNs)
+{
+    Impl& m = *m_impl;
+    const int64_t dt = m.dt;
+    std::vector<double> out(m.flows.size(), 0.0);
+    std::vector<uint32_t> ready;
+    std::vector<uint32_t> touched;
+    int64_t step = m.now / dt;
+    for (;;)
+    {
+        double first = std::numeric_limits<double>::infinity();
+        for (const auto& d : m.done)
+        {
+            first = std::min(first, d.first);
+        }
+        if (first <= static_cast<double>(step * dt))
+        {
+            break; // a delivery is due: the caller takes it first
+        }
+        if (untilNs >= 0 && step * dt >= untilNs)
+        {
+            break;
+        }
+        if (m.liveFlows.empty() && m.livePorts.empty())
+        {
+            if (!std::isinf(first))
+            {
+                step = std::max(step, static_cast<int64_t>(std::ceil(first / static_cast<double>(dt))));
+                continue;
+            }
+            step = untilNs >= 0 ? std::max(step, (untilNs + dt - 1) / dt) : step;
+            break;
+        }
+        // jump to the next start when nothing is in flight
+        if (m.livePorts.empty())
+        {
+            int64_t next = -1;
+            bool inflight = false;
+            for (uint32_t i : m.liveFlows)
+            {
+                const Flow& f = m.flows[i];
+                if (f.rxPos < f.sent - 1e-6 || !f.cnps.empty() || !f.haz.empty() || f.decAt >= 0)
+                {
+                    inflight = true;
+                    break;
+                }
+                const int64_t s = Impl::NextStart(f);
+                if (s >= 0 && (next < 0 || s < next))
+                {
+                    next = s;
+                }
+            }
+            if (!inflight && next >= 0 && next / dt > step)
+            {
+                step = next / dt;
+                if (untilNs >= 0 && step * dt >= untilNs)
+                {
+                    break;
+                }
+            }
+        }
+        m.Step(step, ready, touched, out);
+        step++;
+    }
+    m.now = std::max(m.now, step * dt);
+    return m.now;
+}
+
+int64_t
+FluidNet::Now() const
+{
+    return m_impl->now;
+}
+
+std::vector<double>
+FluidNet::DrainCompletions()
+{
+    Impl& m = *m_impl;
+    std::vector<double> out;
+    std::sort(m.done.begin(), m.done.end());
+    size_t k = 0;
+    for (; k < m.done.size() && m.done[k].first <= static_cast<double>(m.now); k++)
+    {
+        out.push_back(static_cast<double>(m.done[k].second));
+        out.push_back(m.done[k].first);
+    }
+    m.done.erase(m.done.begin(), m.done.begin() + static_cast<long>(k));
+    return out;
+}
+
+uint32_t
+FluidNet::Active() const
+{
+    return static_cast<uint32_t>(m_impl->liveFlows.size());
+}
+
+bool
+FluidNet::Idle(uint32_t flow) const
+{
+    return !m_impl->Busy(m_impl->flows.at(flow));
+}
+
+std::vector<double>
+FluidNet::SaveState(uint32_t flow, int64_t nowNs) const
+{
+    Flow& f = m_impl->flows.at(flow);
+    m_impl->Timers(f, nowNs); // lazily: timers of an idle flow fire when next looked at
+    auto left = [nowNs](int64_t at) { return at >= 0 ? static_cast<double>(at - nowNs) : -1.0; };
+    return f.rp.Save(nowNs, left(f.incAt), left(f.decAt));
+}
+
+bool
+FluidNet::RestoreState(uint32_t flow, const std::vector<double>& state, int64_t nowNs)
+{
+    Flow& f = m_impl->flows.at(flow);
+    double inc = -1;
+    double dec = -1;
+    if (!f.rp.Restore(state, nowNs, inc, dec))
+    {
+        return false;
+    }
+    f.incAt = inc >= 0 ? nowNs + std::llround(inc) : -1;
+    f.decAt = dec >= 0 ? nowNs + std::llround(dec) : -1;
+    return true;
+}
+
+std::vector<double>
+FluidNet::PortMarks() const
+{
+    std::vector<double> v;
+    for (const Port& p : m_impl->ports)
+    {
+        v.push_back(p.marks);
+    }
+    return v;
+}
+
+std::vector<double>
+FluidNet::PortMaxQueue() const
+{
+    std::vector<double> v;
+    for (const Port& p : m_impl->ports)
+    {
+        v.push_back(p.maxDepth);
+    }
+    return v;
+}
+
+std::vector<double>
+FluidNet::PortTxBytes() const
+{
+    std::vector<double> v;
+    for (const Port& p : m_impl->ports)
+    {
+        v.push_back(p.txBytes);
+    }
+    return v;
+}
+
+uint64_t
+FluidNet::Cnps() const
+{
+    return m_impl->cnps;
+}
+
+uint64_t
+FluidNet::Cuts() const
+{
+    return m_impl->cuts;
+}
+
+} // namespace ns3

@@ -1,0 +1,98 @@
+// Congested RoCE traffic without packets: fluid FIFO queues, the reaction
+// point's own state machine (DcqcnRp).
+//
+// Issue 12's collision floor (benchmarks/ns3_collision_floor.py) showed that on
+// the H-suite 20-60 % of the inter-node bytes collide on a port with another
+// NIC's message, and that their packets alone cost more CPU time than the
+// 10-minute target.  A collision is short (a 3.7 MB ring step sharing a 400 G
+// port lasts ~150 us): a transient, set by when DCQCN cuts, by how much, and
+// how long the queue takes to drain.  This class computes it a time step at a
+// time instead of a packet at a time:
+//
+//  * Each switch egress port is a fluid FIFO of the bytes that arrived in each
+//    step (per-flow composition kept), served at the port rate in FIFO order,
+//    so a flow's share of the departures is its share of the arrivals one
+//    queueing delay earlier.  A byte a switch starts sending at t is at the
+//    next node one packet time plus the link's propagation (and the switch's
+//    pipeline latency) later: store and forward, as
+//    scenarios.store_and_forward_ns computes for one flow.
+//  * Marks are RED on the depth left at dequeue (RdmaSwitchNode marks there):
+//    a flow's n packets leaving a port in a step carry at least one mark with
+//    probability 1 - (1 - p)^n.  The receiver sees them one path delay later;
+//    CE is echoed on the next ACK (vendor) or as a CNP at most once per
+//    interval (paper), one ACK path back.  Whether a CNP arrives in a step is
+//    sampled, as packet level samples each mark, so the model reproduces the
+//    distribution of packet level's outcomes, not one run's coin flips.
+//  * A flow is one QP: messages posted on it are sent in order, its reaction
+//    point is DcqcnRp with RdmaNic's timer rules (a cut re-arms the increase
+//    timer; a vendor CNP schedules the next grid check), and its state enters
+//    and leaves in DcqcnRp::Save's format.
+//  * A NIC serves its ready QPs by round robin, each at most at its rate.
+//
+// Not modelled, so a caller keeps such traffic at packet level or accepts the
+// approximation: PFC (the largest queue is reported for the caller to check),
+// drops, the ACKs' load, step credits.
+#ifndef HETEROSIM_FLUID_NET_H
+#define HETEROSIM_FLUID_NET_H
+
+#include "dcqcn.h"
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace ns3
+{
+
+class FluidNet
+{
+  public:
+    /// @p dtNs: the time step; @p seed: the mark sampling's generator.
+    FluidNet(int64_t dtNs, uint64_t seed);
+    ~FluidNet();
+
+    /// A switch egress port; returns its index.  Marking as EcnMarkProbability.
+    uint32_t AddPort(double rateBps, double kminBytes, double kmaxBytes, double pmax);
+    /// A sending NIC; returns its index.
+    uint32_t AddNic(double lineBps);
+    /// A QP; returns its index.  @p hops: per link its bytes cross, flattened
+    /// (port index or -1 for the NIC's own link, rate bit/s, propagation +
+    /// pipeline ns).  @p pktWireBytes: a full packet.  @p ackNs: an ACK's way back.  @p cnpIntervalNs > 0: the
+    /// receiver sends a CNP at most that often (paper); 0: CE on the next ACK.
+    uint32_t AddFlow(uint32_t nic, const std::vector<double>& hops, double pktWireBytes, double ackNs,
+                     const DcqcnParams& params, int64_t cnpIntervalNs, int64_t nowNs);
+    /// Queue message @p msgId of @p wireBytes on @p flow, sent from @p startNs
+    /// (not before the flow's earlier messages).
+    void Post(uint32_t flow, int64_t msgId, int64_t startNs, double wireBytes);
+    /// Advance until @p untilNs, or to the end of the first step in which a
+    /// message is delivered; returns the time reached.  Jumps over idle time.
+    int64_t Run(int64_t untilNs);
+    int64_t Now() const;
+    /// Flattened (message id, finish ns) delivered since the last call.
+    std::vector<double> DrainCompletions();
+    /// Flows with bytes or reaction-point work (CNPs, a cut check) pending.
+    uint32_t Active() const;
+    /// True when @p flow has nothing pending (its state is then only timers).
+    bool Idle(uint32_t flow) const;
+    /// DcqcnRp::Save of @p flow at @p nowNs (its timers relative to then).
+    std::vector<double> SaveState(uint32_t flow, int64_t nowNs) const;
+    /// DcqcnRp::Restore of @p flow at @p nowNs (it must be idle).
+    bool RestoreState(uint32_t flow, const std::vector<double>& state, int64_t nowNs);
+    /// Per port: expected ECN marks so far.
+    std::vector<double> PortMarks() const;
+    /// Per port: the deepest its queue got, bytes.
+    std::vector<double> PortMaxQueue() const;
+    /// Per port: wire bytes it sent.
+    std::vector<double> PortTxBytes() const;
+    /// CNPs that reached senders; rate cuts.
+    uint64_t Cnps() const;
+    uint64_t Cuts() const;
+
+  private:
+    struct Impl;
+    std::unique_ptr<Impl> m_impl;
+};
+
+} // namespace ns3
+
+#endif
