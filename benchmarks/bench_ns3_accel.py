@@ -9,6 +9,7 @@ closed form.  Targets (issue 12): iteration time within 1 %, FCT p50 / p99 withi
     .venv/bin/python benchmarks/bench_ns3_accel.py --h4            # + H4-LLaMA-65B (minutes off)
     .venv/bin/python benchmarks/bench_ns3_accel.py --gpt3          # + GPT-3 175B b64 / 128 GPUs (~23 min off)
     .venv/bin/python benchmarks/bench_ns3_accel.py --memoize       # auto with memoization (off by default)
+    .venv/bin/python benchmarks/bench_ns3_accel.py --collisions fluid  # auto with the fluid model for collisions
 """
 from __future__ import annotations
 
@@ -144,14 +145,14 @@ def row(name: str, off: dict, auto: dict) -> None:
     acc = ea.get("acceleration", {})
     print(f"{name:<28} {off['wall_s']:8.1f} {auto['wall_s']:8.1f} {off['wall_s'] / max(auto['wall_s'], 1e-9):7.1f}x "
           f"{_rel(off['iteration_ns'], auto['iteration_ns']):+8.3%} {_rel(p50o, p50a):+8.3%} {_rel(p99o, p99a):+8.3%} "
-          f"{acc.get('closed_form_share', 0.0):7.1%}  "
+          f"{acc.get('closed_form_share', 0.0):7.1%} {acc.get('fluid_share', 0.0):6.1%}  "
           f"ECN {eo['ecn_marks']}/{ea['ecn_marks']} CNP {eo['cnps_sent']}/{ea['cnps_sent']} "
           f"PFC ns {eo['pfc_paused_ns_total']}/{ea['pfc_paused_ns_total']} "
           f"hops {eo['packet_hops']:,}/{ea['packet_hops']:,}", flush=True)
     print(f"{'':<28} CPU s off {off['cpu_s']:.1f} auto {auto['cpu_s']:.1f} (speed-up {off['cpu_s'] / max(auto['cpu_s'], 1e-9):.1f}x; "
           f"wall/CPU > 1.1 means the machine was shared)", flush=True)
     print(f"{'':<28} auto: {acc.get('messages_closed_form')} msgs closed form, {acc.get('messages_packet_level')} "
-          f"packet level, {acc.get('partitions_closed_form')} partitions, {acc.get('handbacks')} hand-backs, "
+          f"packet level, {acc.get('messages_fluid')} fluid, {acc.get('partitions_closed_form')} partitions, {acc.get('handbacks')} hand-backs, "
           f"{acc.get('memo_hits')} memo hits ({acc.get('replayed_share', 0.0):.1%} of bytes replayed, "
           f"{acc.get('memo_interrupts')} interrupted), {acc.get('fast_forwards')} fast-forwards "
           f"({acc.get('fast_forwarded_share', 0.0):.1%}), not qualified {acc.get('not_qualified')}", flush=True)
@@ -167,14 +168,17 @@ def main() -> None:
     ap.add_argument("--memoize", action="store_true", help="auto runs with acceleration.memoize")
     ap.add_argument("--fast-forward", action="store_true", help="auto runs with acceleration.fast_forward "
                     "(theta 0.02, 512-packet windows)")
+    ap.add_argument("--collisions", choices=["packet", "fluid"], default="packet",
+                    help="auto runs with acceleration.collisions (fluid: the fluid DCQCN model)")
     args = ap.parse_args()
     global ECMP
     ECMP = args.ecmp
     ACC.update({"memoize": True} if args.memoize else {})
     ACC.update({"fast_forward": True, "theta": 0.02, "window_packets": 512} if args.fast_forward else {})
+    ACC.update({"collisions": args.collisions})
     root = Path(__file__).resolve().parents[1]
     print(f"{'scenario':<28} {'off s':>8} {'auto s':>8} {'speedup':>8} {'iter':>9} {'FCT p50':>9} {'FCT p99':>9} "
-          f"{'closed':>7}  counters off/auto")
+          f"{'closed':>7} {'fluid':>6}  counters off/auto")
     cases = []
     if not args.skip_small:
         cases += [("quickstart (16 GPUs)", run_training, str(root / "scenarios/quickstart.yaml")),

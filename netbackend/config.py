@@ -261,6 +261,16 @@ class AccelerationConfig(_Strict):
     connection states) the first time.  Training repeats such sets every micro-batch (the same
     pipeline sends).  Off by default: within issue 12's accuracy targets but little saved where
     measured (GPT-3 175B b64 / 128 H100: packet hops -11 %; H4-LLaMA-65B: none; README)."""
+    collisions: Literal["packet", "fluid"] = "packet"
+    """What computes the traffic closed form cannot (flows that share a port with another NIC's, or
+    whose connection DCQCN slowed): ``packet``, ns-3 packet by packet (the reference); ``fluid``,
+    the fluid model of model/fluid-net.h (fluid FIFO ports, DCQCN's own reaction point, sampled
+    marks; no PFC), measured against ``packet`` by benchmarks/bench_fluid_collisions.py per
+    episode and benchmarks/bench_ns3_accel.py --collisions fluid per training scenario."""
+    fluid_dt_ns: int = Field(250, gt=0, le=10_000)
+    """The fluid model's time step.  250 ns (3 packets of 4 KB at 400 Gb/s): per-episode FCTs within
+    0.5 % of packet level where no mark decides the outcome; 1 us and 2 us moved them by 4-8 %
+    (bench_fluid_collisions.py, --dt-ns)."""
     theta: float = Field(0.05, gt=0, lt=1)
     """Steady-state band: |r1 - r2| / mean of a flow's delivery rates over two consecutive windows."""
     window_packets: int = Field(64, gt=0)

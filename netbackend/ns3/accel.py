@@ -326,6 +326,17 @@ def check_acceleration(config: NetworkConfig) -> None:
     if config.cc_window:
         raise UserError("acceleration auto needs cc_window false (a BDP window can pace a lone flow)",
                         field="network.cc_window", value=config.cc_window)
+    acc = config.acceleration
+    if acc.collisions == "fluid":
+        if config.cc not in ("dcqcn", "dcqcn_paper"):
+            raise UserError("collisions: fluid models DCQCN only (no PFC): use cc dcqcn or dcqcn_paper, or "
+                            "collisions: packet", field="network.acceleration.collisions", value=acc.collisions)
+        if acc.memoize or acc.fast_forward:
+            raise UserError("collisions: fluid replaces memoize and fast_forward (they act on packet-level "
+                            "flows): turn those off", field="network.acceleration.collisions", value=acc.collisions)
+        if config.transport.qps_per_connection > 1:
+            raise UserError("collisions: fluid needs one QP per connection",
+                            field="network.transport.qps_per_connection", value=config.transport.qps_per_connection)
 
 
 class AcceleratedNs3Backend(NetworkBackend):
@@ -348,6 +359,13 @@ class AcceleratedNs3Backend(NetworkBackend):
             kw = dict(kw, track_message_bytes=True)  # delivery rates / progress of packet-level flows
         self.inner = Ns3Backend(topology, inner_cfg, seed, **kw)
         self._router = Router(topology, mode=config.ecmp, seed=seed)
+        self._fluid = None
+        if acc.collisions == "fluid":
+            from netbackend.ns3.fluid import FluidSide
+
+            self._fluid = FluidSide(self._router, config, seed, self._delay_ns)
+        self._fluid_of: dict[int, tuple[list[int], Any]] = {}
+        """Message id -> (ports, connection) while the fluid model carries it."""
         self._share = config.acceleration.share_ports
         self._migrate_on = config.acceleration.migrate
         self._mtu = config.mtu_bytes
@@ -414,7 +432,7 @@ class AcceleratedNs3Backend(NetworkBackend):
                        "handbacks_over_capacity": 0, "migrations": 0, "bytes_migrated": 0,
                        "fast_forwards": 0, "messages_replayed": 0, "memo_recorded": 0,
                        "memo_invalidated": 0, "memo_interrupts": 0, "memo_unsettled": 0, "memo_states_restored": 0,
-                       "replay_state_mismatch": 0,
+                       "replay_state_mismatch": 0, "bytes_fluid": 0, "messages_fluid": 0,
                        "not_qualified": {}}
         self._wall = 0.0
         self._theta = acc.theta
@@ -499,6 +517,10 @@ class AcceleratedNs3Backend(NetworkBackend):
                     cands.append(max(self._ff_next, self._now))
             t_local = max(self._now, math.ceil(min(cands))) if cands else None  # whole ns
             limit = t_local if until_ns is None else (until_ns if t_local is None else min(t_local, until_ns))
+            t_fluid = self._fluid.peek(limit) if self._fluid is not None and self._fluid.pending() else None
+            if t_fluid is not None:
+                t_fluid = max(self._now, math.ceil(t_fluid))
+                limit = t_fluid if limit is None else min(limit, t_fluid)
             if self.inner.pending():
                 done = self.inner.advance(limit)
                 if done:
@@ -511,6 +533,13 @@ class AcceleratedNs3Backend(NetworkBackend):
                     if out:
                         return out
                     continue
+            if t_fluid is not None and t_fluid <= limit:
+                self._now = max(self._now, t_fluid)
+                out = [self._fluid_done(mid, max(self._now, math.ceil(fin))) for mid, fin in self._fluid.pop()]
+                out = [c for c in out if c is not None] + self._pop_local_done(t_fluid)
+                if out:
+                    return out
+                continue
             if limit is None:
                 return []
             self._now = max(self._now, limit)
@@ -673,7 +702,7 @@ class AcceleratedNs3Backend(NetworkBackend):
         for p in ports:
             for o in self._owners.get(p, ()):
                 if o != own:
-                    if o[0] == "n":
+                    if o[0] in ("n", "f"):
                         return "shares a port"
                     shared = True
         if shared and not self._share:
@@ -738,6 +767,8 @@ class AcceleratedNs3Backend(NetworkBackend):
         key = self._conn_key(msg)
         if key[0] == "m" or self.config.cc == "none":
             return None if key[0] == "m" else []
+        if self._fluid is not None:
+            return self._fluid_state(msg, key)
         v = self._dcqcn_read(msg, busy_ok)
         if not v:
             return None
@@ -750,6 +781,21 @@ class AcceleratedNs3Backend(NetworkBackend):
                 return None
             out.append(tr)
         return out
+
+    def _fluid_state(self, msg: Message, key) -> list[_Trajectory] | None:
+        """As :meth:`_conn_state`, from the fluid model's QP: None while it has bytes, CNPs or a cut
+        check pending there (the next message joins it in the model)."""
+        v = self._fluid.idle_state(key, self._now)
+        if v is None or v[15] >= 0:
+            return None
+        ports = self._ports(msg)
+        line = self._router.link_rate_gbps[ports[0]] * 1e9
+        ai, hai, fast, interval, bc = self._fluid.trajectory_params(line)
+        rate, target, tstage = v[0], v[1], int(v[3])
+        if bc > 0 and not (rate >= line and target >= line):
+            return None
+        nxt = self._now + v[14] if v[14] >= 0 else -1.0
+        return [_Trajectory(rate, target, tstage, nxt, line, ai, hai, fast, interval)]
 
     def _bring_inner_to(self, t: int) -> None:
         if self.inner.now_ns < t:
@@ -774,8 +820,7 @@ class AcceleratedNs3Backend(NetworkBackend):
         nq[why] = nq.get(why, 0) + 1
         for src in sorted(self._conflicting_groups(msg, ports)):
             self._hand_back(src, t)
-        self._post_inner(msg.id, msg, msg.size_bytes, t, ports)
-        self.counts["messages_packet_level"] += 1
+        self.counts[self._post_inner(msg.id, msg, msg.size_bytes, t, ports)] += 1
 
     def _wire(self, size: int, step: int) -> tuple[int, int, int]:
         """(wire bytes, last packet's wire bytes, the packet before it's) of a message."""
@@ -1002,22 +1047,28 @@ class AcceleratedNs3Backend(NetworkBackend):
                 self._forget(f)
                 self._release(("g", src), f.ports)
                 sent = self._payload_sent(f)
-                self.counts["messages_closed_form"] -= 1
-                self.counts["messages_packet_level"] += 1
                 self.counts["flows_handed_back"] += 1
                 if sent >= f.bytes:  # everything on the wire: delivered in closed form
-                    self.counts["messages_closed_form"] += 1
-                    self.counts["messages_packet_level"] -= 1
                     self._count_closed(f, f.wire_total - f.lead_wire)
                     self.counts["bytes_closed_form"] += f.bytes
                     heapq.heappush(self._events, (t + f.tail_ns, next(self._seq), "done", f.msg.id))
                     continue
                 self._count_closed(f, max(0.0, f.wire_total - f.wire_left - f.lead_wire))
                 self.counts["bytes_closed_form"] += sent
-                self._post_inner(f.msg.id, f.msg, f.bytes - sent, t, f.ports, handed_back=True)
+                self.counts["messages_closed_form"] -= 1
+                self.counts[self._post_inner(f.msg.id, f.msg, f.bytes - sent, t, f.ports, handed_back=True)] += 1
 
     def _post_inner(self, orig: int, msg: Message, size: int, t: int, ports: list[int],
-                    handed_back: bool = False) -> None:
+                    handed_back: bool = False) -> str:
+        """Give ``size`` bytes of ``msg`` to ns-3 (or the fluid model); returns the counter to bump."""
+        if self._fluid is not None and ports:
+            key = self._conn_key(msg)
+            self._fluid.post(key, orig, msg.src, ports, self._wire(size, msg.step_bytes)[0], t)
+            self._fluid_of[orig] = (ports, key)
+            for p in ports:
+                self._owners.setdefault(p, {})[("f", orig)] = 1
+            self.counts["bytes_fluid"] += size
+            return "messages_fluid"
         if self._memo_port and orig not in self._rec_of:  # e.g. a hand-back beside an episode's joiner
             for rid in sorted({self._memo_port[p] for p in ports if p in self._memo_port}):
                 self._memo_stop(rid, t)
@@ -1033,6 +1084,7 @@ class AcceleratedNs3Backend(NetworkBackend):
             own = self._owners.setdefault(p, {})
             own[("n", iid)] = 1
         self.counts["bytes_packet_level"] += size
+        return "messages_packet_level"
 
     def _marks(self, ports: list[int]) -> int:
         """ECN marks so far on ``ports`` (0 without ECN: no CNP can then reach a QP).
@@ -1077,6 +1129,14 @@ class AcceleratedNs3Backend(NetworkBackend):
                             self._candidates.add(self._msgs[self._inner_of[o[1]][0]].src)
         if self._reacts and self._marks(ports) != marks0:  # a mark on its path: DCQCN may have slowed it
             self._dirty.add(conn)
+        return self._part_done(orig, fin)
+
+    def _fluid_done(self, orig: int, fin: int) -> Completion | None:
+        """The fluid model delivered a message: free its ports; its connection's DCQCN state now
+        lives in the model (dirty: _conn_state follows it from there)."""
+        ports, key = self._fluid_of.pop(orig)
+        self._release(("f", orig), ports)
+        self._dirty.add(key)
         return self._part_done(orig, fin)
 
     def _part_done(self, orig: int, fin: int) -> Completion | None:
@@ -1629,12 +1689,25 @@ class AcceleratedNs3Backend(NetworkBackend):
             extra.update(ecn_marks_per_port=marks, ecn_marks=sum(marks.values()),
                          cnps_sent=extra["cnps_sent"] + int(round(rp.get("ecn_marks", 0.0) * cnp_per_mark)),
                          pfc_paused_ns_total=extra["pfc_paused_ns_total"] + int(round(rp.get("paused_ns", 0.0))))
+        if self._fluid is not None:
+            for p, b in self._fluid.port_tx_bytes().items():
+                link_bytes[names[p]] = link_bytes.get(names[p], 0) + int(round(b))
+            fc = self._fluid.counters()
+            extra.update(ecn_marks=extra["ecn_marks"] + int(round(fc["ecn_marks"])),
+                         cnps_sent=extra["cnps_sent"] + fc["cnps"])
         c = dict(self.counts)
-        total = c["bytes_closed_form"] + c["bytes_packet_level"] + c["bytes_fast_forwarded"] + c["bytes_replayed"]
+        if self._fluid is not None:
+            c["fluid_counters"] = dict(fc, how="ECN marks: the model's expected count (RED probability x packets "
+                                                "per step); CNPs: those it sampled; both included in ecn_marks and "
+                                                "cnps_sent; no PFC in the model")
+        total = (c["bytes_closed_form"] + c["bytes_packet_level"] + c["bytes_fast_forwarded"] + c["bytes_replayed"]
+                 + c["bytes_fluid"])
         c["closed_form_share"] = c["bytes_closed_form"] / total if total else 0.0
         c["fast_forwarded_share"] = c["bytes_fast_forwarded"] / total if total else 0.0
         c["replayed_share"] = c["bytes_replayed"] / total if total else 0.0
-        c["accelerated_share"] = c["closed_form_share"] + c["fast_forwarded_share"] + c["replayed_share"]
+        c["fluid_share"] = c["bytes_fluid"] / total if total else 0.0
+        c["accelerated_share"] = (c["closed_form_share"] + c["fast_forwarded_share"] + c["replayed_share"]
+                                  + c["fluid_share"])
         c["memo_entries"] = len(self._memo)
         c["replayed_counters"] = ({"ecn_marks": int(round(rp.get("ecn_marks", 0.0))),
                                    "pfc_paused_ns": int(round(rp.get("paused_ns", 0.0))),

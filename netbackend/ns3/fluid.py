@@ -52,3 +52,122 @@ def dcqcn_params(resolved: dict, line_bps: float):
     p.clampTargetRate = resolved["clamp_target_rate"]
     cnp = resolved["cnp_interval_ns"] if resolved["cnp_mode"] == "interval" else 0
     return p, cnp
+
+
+class FluidSide:
+    """The traffic the accelerated backend gives the fluid model (``collisions: fluid``).
+
+    One ``ns3::FluidNet`` for the whole run: a port per directed link a message crosses (made on
+    first use, with the switch's ECN thresholds as the ns-3 backend sets them), a NIC per host, a
+    QP per connection (its DCQCN state persists across the connection's messages, as NCCL keeps
+    QPs).  Paths are the Router's, the same ECMP choice packet level makes."""
+
+    def __init__(self, router, config, seed: int, delay_ns):
+        from netbackend.config import ecn_defaults, resolved_dcqcn
+
+        self.net = episode_class()(config.acceleration.fluid_dt_ns, seed)
+        self.router = router
+        self.cfg = config
+        self._delay_ns = delay_ns
+        self._dq = resolved_dcqcn(config)
+        self._ecn_defaults = ecn_defaults
+        self._ports: dict[int, int] = {}
+        self._nics: dict[str, int] = {}
+        self._flows: dict = {}
+        self._params: dict[float, tuple] = {}
+        self._buf: list[tuple[float, int]] = []
+        self._pending = 0
+        self.pkt = float(config.mtu_bytes + max(config.header_bytes, 40))
+
+    def _port(self, p: int) -> int:
+        fp = self._ports.get(p)
+        if fp is None:
+            rate = self.router.link_rate_gbps[p]
+            e = self.cfg.ecn
+            dk = self._ecn_defaults(rate, self.cfg.cc, self.cfg.dctcp.k_kb)
+            if e.enabled:
+                kmin = (e.kmin_kb if e.kmin_kb is not None else dk[0]) * 1000.0
+                kmax = (e.kmax_kb if e.kmax_kb is not None else dk[1]) * 1000.0
+                pmax = e.pmax if e.pmax is not None else dk[2]
+            else:
+                kmin = kmax = float("inf")
+                pmax = 0.0
+            fp = self._ports[p] = self.net.AddPort(rate * 1e9, kmin, kmax, pmax)
+        return fp
+
+    def flow(self, key, src: str, ports: list[int], t: int) -> int:
+        """The fluid QP of connection ``key`` (made on first use, fresh at line rate)."""
+        fid = self._flows.get(key)
+        if fid is None:
+            r = self.router
+            line = r.link_rate_gbps[ports[0]] * 1e9
+            nic = self._nics.get(src)
+            if nic is None:
+                nic = self._nics[src] = self.net.AddNic(line)
+            if line not in self._params:
+                self._params[line] = dcqcn_params(self._dq, line)
+            params, cnp = self._params[line]
+            hops = [-1.0, line, float(self._delay_ns(ports[0]))]
+            for p in ports[1:]:
+                hops += [float(self._port(p)), r.link_rate_gbps[p] * 1e9, float(self._delay_ns(p))]
+            # an ACK comes back over as many links, each switch adding its pipeline latency
+            lat = self.cfg.per_hop_latency_ns
+            ack = sum(64 * 8 / r.link_rate_gbps[p] + r.link_delay_ns[p] for p in ports) + lat * (len(ports) - 1)
+            fid = self._flows[key] = self.net.AddFlow(nic, hops, self.pkt, float(ack), params, cnp, t)
+        return fid
+
+    def post(self, key, mid: int, src: str, ports: list[int], wire_bytes: float, t: int) -> None:
+        self.net.Post(self.flow(key, src, ports, t), mid, t, float(wire_bytes))
+        self._pending += 1
+
+    def pending(self) -> int:
+        return self._pending
+
+    def peek(self, until_ns: int | None) -> float | None:
+        """The earliest delivery at or before ``until_ns`` (None: no limit), running the model that
+        far; None if there is none."""
+        if not self._buf:
+            self.net.Run(-1 if until_ns is None else until_ns)
+            d = list(self.net.DrainCompletions())
+            self._buf = sorted(((d[j + 1], int(d[j])) for j in range(0, len(d), 2)), reverse=True)
+        if not self._buf or (until_ns is not None and self._buf[-1][0] > until_ns):
+            return None
+        return self._buf[-1][0]
+
+    def pop(self) -> list[tuple[int, float]]:
+        """(message id, finish ns) of the deliveries at the time :meth:`peek` returned."""
+        first = self._buf[-1][0]
+        out = []
+        while self._buf and self._buf[-1][0] <= first:
+            fin, mid = self._buf.pop()
+            out.append((mid, fin))
+        self._pending -= len(out)
+        return out
+
+    def trajectory_params(self, line_bps: float) -> tuple[float, float, int, float, int]:
+        """(R_AI, R_HAI bit/s, fast-recovery stages, increase interval ns, byte counter) at a line rate."""
+        if line_bps not in self._params:
+            self._params[line_bps] = dcqcn_params(self._dq, line_bps)
+        p = self._params[line_bps][0]
+        return (float(p.rateAiBps), float(p.rateHaiBps), int(p.fastRecoveryStages),
+                float(p.rateIncreaseIntervalNs), int(p.byteCounterBytes))
+
+    def port_tx_bytes(self) -> dict[int, float]:
+        v = list(self.net.PortTxBytes())
+        return {p: v[fp] for p, fp in self._ports.items()}
+
+    def idle_state(self, key, t: int) -> list[float] | None:
+        """The connection's DCQCN state at ``t`` when its QP has nothing pending, else None."""
+        fid = self._flows.get(key)
+        if fid is None or not self.net.Idle(fid):
+            return None
+        return [float(x) for x in self.net.SaveState(fid, t)]
+
+    def counters(self) -> dict:
+        """ECN marks (expected), CNPs and rate cuts.  With CE echoed on every ACK (cnp_mode
+        ack_piggyback) a receiver flags one ACK per marked packet, so CNPs are the marks; with
+        separate CNPs (interval) they are the ones the model sampled."""
+        marks = float(sum(self.net.PortMarks()))
+        piggyback = self._dq["cnp_mode"] != "interval"
+        return {"ecn_marks": marks, "cnps": int(round(marks)) if piggyback else int(self.net.Cnps()),
+                "rate_cuts": int(self.net.Cuts())}

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <deque>
 #include <limits>
+#include <map>
 #include <random>
 #include <unordered_map>
 #include <utility>
@@ -68,9 +69,17 @@ struct Port
     double maxDepth{0};
     double marks{0};
     double txBytes{0};
-    std::unordered_map<int64_t, Comp> arr; //!< arrivals per step
+    std::map<int64_t, Comp> arr; //!< arrivals per step (a late one joins the next step served)
     bool live{false};
 };
+
+/// Bytes of float residue a flow may be short of a total and still count as there (the fluid
+/// shares split and rejoin a flow's bytes many times).
+double
+Slack(double total)
+{
+    return 1e-3 + 1e-12 * total;
+}
 
 void
 AddTo(Comp& c, uint32_t flow, double b)
@@ -166,7 +175,7 @@ struct FluidNet::Impl
         // at the receiver: each message whose last byte is in [rxPos, rxPos + bytes) is delivered
         const double p0 = f.rxPos;
         f.rxPos += bytes;
-        while (!f.msgs.empty() && f.msgs.front().end <= f.rxPos + 1e-6)
+        while (!f.msgs.empty() && f.msgs.front().end <= f.rxPos + Slack(f.posted))
         {
             const double x = std::clamp((f.msgs.front().end - p0) / bytes, 0.0, 1.0);
             done.emplace_back(t0 + shift + x * (t1 - t0), f.msgs.front().id);
@@ -225,8 +234,8 @@ struct FluidNet::Impl
 
     bool Busy(const Flow& f) const
     {
-        return f.sent < f.posted - 1e-6 || f.rxPos < f.sent - 1e-6 || !f.cnps.empty() || !f.haz.empty() ||
-               f.decAt >= 0;
+        const double e = Slack(f.posted);
+        return f.sent < f.posted - e || f.rxPos < f.sent - e || !f.cnps.empty() || !f.haz.empty() || f.decAt >= 0;
     }
 
     // The flow's next message start not yet sent (-1: none).
@@ -234,7 +243,7 @@ struct FluidNet::Impl
     {
         for (const Msg& m : f.msgs)
         {
-            if (m.end > f.sent + 1e-6)
+            if (m.end > f.sent + Slack(f.posted))
             {
                 return m.start;
             }
@@ -329,9 +338,9 @@ FluidNet::Impl::Step(int64_t step, std::vector<uint32_t>& ready, std::vector<uin
     {
         const uint32_t pi = livePorts[n];
         Port& p = ports[pi];
-        auto it = p.arr.find(step);
-        if (it != p.arr.end())
+        while (!p.arr.empty() && p.arr.begin()->first <= step)
         {
+            auto it = p.arr.begin();
             double tot = 0;
             for (const auto& [i, b] : it->second)
             {
@@ -397,9 +406,11 @@ FluidNet::Impl::Step(int64_t step, std::vector<uint32_t>& ready, std::vector<uin
             {
                 j++;
             }
+            // its packets in this step, each marked with probability prob: a Poisson count with
+            // mean pk * prob (a step may hold a fraction of one of its packets)
             const double pk = b / f.pkt;
             p.marks += pk * prob;
-            const double h = prob < 1.0 ? -pk * std::log1p(-prob) : std::numeric_limits<double>::infinity();
+            const double h = pk * prob;
             const auto kRx = static_cast<int64_t>(
                 std::floor((static_cast<double>(t) + f.rxDelay[j]) / static_cast<double>(dt)));
             f.haz[std::max(kRx, step + 1)] += h;
@@ -416,7 +427,7 @@ FluidNet::Impl::Step(int64_t step, std::vector<uint32_t>& ready, std::vector<uin
         }
         const double h = hz->second;
         f.haz.erase(hz);
-        if (std::isinf(h) || u(rng) < 1.0 - std::exp(-h))
+        if (u(rng) < 1.0 - std::exp(-h))
         {
             const double tCe = static_cast<double>(t) + u(rng) * static_cast<double>(dt);
             if (f.cnpInterval > 0)
@@ -551,7 +562,7 @@ FluidNet::Run(int64_t untilNs)
             for (uint32_t i : m.liveFlows)
             {
                 const Flow& f = m.flows[i];
-                if (f.rxPos < f.sent - 1e-6 || !f.cnps.empty() || !f.haz.empty() || f.decAt >= 0)
+                if (f.rxPos < f.sent - Slack(f.posted) || !f.cnps.empty() || !f.haz.empty() || f.decAt >= 0)
                 {
                     inflight = true;
                     break;
@@ -610,6 +621,14 @@ bool
 FluidNet::Idle(uint32_t flow) const
 {
     return !m_impl->Busy(m_impl->flows.at(flow));
+}
+
+std::vector<double>
+FluidNet::FlowProgress(uint32_t flow) const
+{
+    const Flow& f = m_impl->flows.at(flow);
+    return {f.posted, f.sent, f.rxPos, static_cast<double>(f.cnps.size()), static_cast<double>(f.haz.size()),
+            static_cast<double>(f.decAt)};
 }
 
 std::vector<double>

@@ -17,8 +17,9 @@
 //    pipeline latency) later: store and forward, as
 //    scenarios.store_and_forward_ns computes for one flow.
 //  * Marks are RED on the depth left at dequeue (RdmaSwitchNode marks there):
-//    a flow's n packets leaving a port in a step carry at least one mark with
-//    probability 1 - (1 - p)^n.  The receiver sees them one path delay later;
+//    the marks on a flow's n packets leaving a port in a step are a Poisson
+//    count of mean n p (n may be a fraction of a packet at low rates), so at
+//    least one is marked with probability 1 - exp(-n p).  The receiver sees them one path delay later;
 //    CE is echoed on the next ACK (vendor) or as a CNP at most once per
 //    interval (paper), one ACK path back.  Whether a CNP arrives in a step is
 //    sampled, as packet level samples each mark, so the model reproduces the
@@ -74,6 +75,9 @@ class FluidNet
     uint32_t Active() const;
     /// True when @p flow has nothing pending (its state is then only timers).
     bool Idle(uint32_t flow) const;
+    /// {bytes posted, sent, delivered, CNPs in flight, steps with marks in flight, cut check at}
+    /// of @p flow (wire bytes; -1: no check pending).
+    std::vector<double> FlowProgress(uint32_t flow) const;
     /// DcqcnRp::Save of @p flow at @p nowNs (its timers relative to then).
     std::vector<double> SaveState(uint32_t flow, int64_t nowNs) const;
     /// DcqcnRp::Restore of @p flow at @p nowNs (it must be idle).
