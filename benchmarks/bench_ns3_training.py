@@ -13,6 +13,7 @@ scenario, which moves exactly the same messages); the output labels it so.
     .venv/bin/python benchmarks/bench_ns3_training.py            # batch 64 (32 microbatches per replica)
     .venv/bin/python benchmarks/bench_ns3_training.py --quick    # batch 16 (8 microbatches)
     .venv/bin/python benchmarks/bench_ns3_training.py --h-suite h4-llama1-65b --budget-s 900   # H-suite rows
+    .venv/bin/python benchmarks/bench_ns3_training.py --h-suite h1-llama1-65b --collisions fluid  # fluid collisions
 """
 from __future__ import annotations
 
@@ -84,7 +85,8 @@ H_SUITE = "scenarios/suites/h-suite"
 H_TARGET_S = 10 * 60.0  # issue 12: every H-suite scenario (128 GPUs, full batch) at packet level in <= 10 min
 
 
-def h_suite_rows(names: list[str], budget_s: float, budget_cpu_s: float | None = None) -> None:
+def h_suite_rows(names: list[str], budget_s: float, budget_cpu_s: float | None = None,
+                 collisions: str = "packet") -> None:
     """Full-batch H-suite scenarios at accelerated packet level (acceleration auto), one row each.
 
     A run that passes ``budget_s`` of wall time is stopped and its row says how far it got (ops
@@ -93,12 +95,12 @@ def h_suite_rows(names: list[str], budget_s: float, budget_cpu_s: float | None =
 
     root = Path(__file__).resolve().parents[1]
     print(f"{'H-suite scenario':<22} {'CPU s':>7} {'wall s':>7} {'iteration s':>12} {'hops':>7} {'closed':>7} "
-          f"{'replayed':>8}  "
+          f"{'replayed':>8} {'fluid':>6}  "
           f"target {H_TARGET_S / 60:.0f} min   why flows stayed packet level")
     for name in names:
         sc = api.load(str(root / H_SUITE / f"{name}.yaml"))
         net = sc.network.model_copy(update={"backend": "ns3", "acceleration": sc.network.acceleration.model_copy(
-            update={"mode": "auto"})})
+            update={"mode": "auto", "collisions": collisions})})
         prep = api.prepare(sc.model_copy(update={"network": net}))
         t0, c0 = time.perf_counter(), time.process_time()
         sim, st, _, prog, stopped = _run(prep, "ns3", budget_s, budget_cpu_s)
@@ -108,7 +110,8 @@ def h_suite_rows(names: list[str], budget_s: float, budget_cpu_s: float | None =
         verdict = ("met" if cpu <= H_TARGET_S else "NOT met") if not stopped else (
             f"NOT met: stopped at {prog['now_ns'] / 1e9:.3f} s simulated")
         print(f"{name:<22} {cpu:>7.0f} {wall:>7.0f} {it:>12} {st.extra['packet_hops'] / 1e6:>6.0f}M "
-              f"{a.get('closed_form_share', 0):>7.1%} {a.get('replayed_share', 0):>8.1%}  {verdict}   "
+              f"{a.get('closed_form_share', 0):>7.1%} {a.get('replayed_share', 0):>8.1%} "
+              f"{a.get('fluid_share', 0):>6.1%}  {verdict}   "
               f"{a.get('not_qualified')}", flush=True)
 
 
@@ -121,12 +124,14 @@ def main() -> None:
     ap.add_argument("--budget-s", type=float, default=25 * 60.0, help="stop the packet-level run after this wall time")
     ap.add_argument("--budget-cpu-s", type=float, help="H-suite rows: stop after this CPU time instead (a shared "
                     "machine's wall time counts the other jobs)")
+    ap.add_argument("--collisions", choices=["packet", "fluid"], default="packet",
+                    help="H-suite rows: acceleration.collisions (fluid: the fluid DCQCN model instead of ns-3)")
     args = ap.parse_args()
     if args.h_suite is not None:
         from pathlib import Path
 
         names = args.h_suite or sorted(p.stem for p in (Path(__file__).resolve().parents[1] / H_SUITE).glob("h*.yaml"))
-        h_suite_rows(names, args.budget_s if args.budget_cpu_s is None else 1e9, args.budget_cpu_s)
+        h_suite_rows(names, args.budget_s if args.budget_cpu_s is None else 1e9, args.budget_cpu_s, args.collisions)
         return
     batch = 16 if args.quick else args.batch
 

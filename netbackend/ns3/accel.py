@@ -1694,7 +1694,8 @@ class AcceleratedNs3Backend(NetworkBackend):
                 link_bytes[names[p]] = link_bytes.get(names[p], 0) + int(round(b))
             fc = self._fluid.counters()
             extra.update(ecn_marks=extra["ecn_marks"] + int(round(fc["ecn_marks"])),
-                         cnps_sent=extra["cnps_sent"] + fc["cnps"])
+                         cnps_sent=extra["cnps_sent"] + fc["cnps"],
+                         cnps_received=extra["cnps_received"] + fc["cnps"])
         c = dict(self.counts)
         if self._fluid is not None:
             c["fluid_counters"] = dict(fc, how="ECN marks: the model's expected count (RED probability x packets "

@@ -402,6 +402,51 @@ class DcqcnVendorTestCase : public TestCase
     }
 };
 
+// Save / Restore: the exchange format of RdmaNic::SaveConnectionCc and FluidNet.
+// A restored reaction point must go on exactly as the saved one.
+class DcqcnSaveRestoreTestCase : public TestCase
+{
+  public:
+    DcqcnSaveRestoreTestCase()
+        : TestCase("DCQCN state saved and restored goes on as the original")
+    {
+    }
+
+  private:
+    void DoRun() override
+    {
+        DcqcnParams p = Params100G();
+        p.vendor = true;
+        p.clampTargetRate = false;
+        DcqcnRp a;
+        a.Init(&p, 0);
+        a.OnCnp(10000);
+        a.OnDecreaseCheck(a.NextDecreaseCheckNs(10000));
+        a.OnCnp(19500);
+        const std::vector<double> s = a.Save(20000, 300000 - 6000, 2001);
+        NS_TEST_ASSERT_MSG_EQ(s.size(), 16u, "16 values");
+        NS_TEST_ASSERT_MSG_EQ_TOL(s[14], 294000, 1e-9, "increase timer left, as given");
+        DcqcnRp b;
+        b.Init(&p, 0);
+        double inc = -1;
+        double dec = -1;
+        NS_TEST_ASSERT_MSG_EQ(b.Restore(s, 20000, inc, dec), true, "restored");
+        NS_TEST_ASSERT_MSG_EQ_TOL(dec, 2001, 1e-9, "cut check left");
+        NS_TEST_ASSERT_MSG_EQ(b.Restore(std::vector<double>(15, 0.0), 20000, inc, dec), false,
+                              "a wrong size is refused");
+        // both take the same events from here: the same cut, the same alpha, the same recovery
+        const int64_t check = a.NextDecreaseCheckNs(20000);
+        NS_TEST_ASSERT_MSG_EQ(b.NextDecreaseCheckNs(20000), check, "same grid");
+        NS_TEST_ASSERT_MSG_EQ(a.OnDecreaseCheck(check), true, "original cuts");
+        NS_TEST_ASSERT_MSG_EQ(b.OnDecreaseCheck(check), true, "restored cuts");
+        a.OnIncreaseTimer();
+        b.OnIncreaseTimer();
+        NS_TEST_ASSERT_MSG_EQ_TOL(b.rate, a.rate, 1e-6, "same rate");
+        NS_TEST_ASSERT_MSG_EQ_TOL(b.target, a.target, 1e-6, "same target");
+        NS_TEST_ASSERT_MSG_EQ_TOL(b.AlphaAt(60000), a.AlphaAt(60000), 1e-15, "same alpha");
+    }
+};
+
 // AlphaAt: the alpha a CNP would start from, read without changing the state
 // (the accelerated backend's test for a settled connection), both reactions.
 class DcqcnAlphaAtTestCase : public TestCase
@@ -651,6 +696,7 @@ class HeterosimRdmaTestSuite : public TestSuite
         AddTestCase(new DcqcnVendorTestCase, Duration::QUICK);
         AddTestCase(new DcqcnPaperTestCase, Duration::QUICK);
         AddTestCase(new DcqcnAlphaAtTestCase, Duration::QUICK);
+        AddTestCase(new DcqcnSaveRestoreTestCase, Duration::QUICK);
         AddTestCase(new DctcpWindowTestCase, Duration::QUICK);
         AddTestCase(new GoBackNTestCase, Duration::QUICK);
         AddTestCase(new HpccWindowTestCase, Duration::QUICK);
