@@ -27,7 +27,8 @@ struct Msg
 {
     int64_t id;
     int64_t start;
-    double end; //!< the flow's cumulative wire bytes when this message is done
+    double begin; //!< the flow's cumulative wire bytes before this message
+    double end;   //!< ... when this message is done
 };
 
 struct Flow
@@ -108,6 +109,8 @@ struct FluidNet::Impl
     std::vector<uint32_t> livePorts;
     std::vector<std::pair<double, int64_t>> done; //!< (finish ns, message id), known ahead
     int64_t now{0};
+    double steps{0};
+    double flowSteps{0};
     uint64_t cnps{0};
     uint64_t cuts{0};
 
@@ -515,8 +518,9 @@ void
 FluidNet::Post(uint32_t flow, int64_t msgId, int64_t startNs, double wireBytes)
 {
     Flow& f = m_impl->flows.at(flow);
+    const double begin = f.posted;
     f.posted += wireBytes;
-    f.msgs.push_back(Msg{msgId, startNs, f.posted});
+    f.msgs.push_back(Msg{msgId, startNs, begin, f.posted});
     m_impl->Wake(flow);
 }
 
@@ -583,6 +587,8 @@ FluidNet::Run(int64_t untilNs)
             }
         }
         m.Step(step, ready, touched, out);
+        m.steps += 1;
+        m.flowSteps += static_cast<double>(m.liveFlows.size());
         step++;
     }
     m.now = std::max(m.now, step * dt);
@@ -653,6 +659,52 @@ FluidNet::RestoreState(uint32_t flow, const std::vector<double>& state, int64_t 
     f.incAt = inc >= 0 ? nowNs + std::llround(inc) : -1;
     f.decAt = dec >= 0 ? nowNs + std::llround(dec) : -1;
     return true;
+}
+
+std::vector<double>
+FluidNet::Trim(uint32_t flow)
+{
+    Flow& f = m_impl->flows.at(flow);
+    std::vector<double> out;
+    const double e = Slack(f.posted);
+    std::deque<Msg> keep;
+    for (Msg& m : f.msgs)
+    {
+        if (m.end <= f.sent + e)
+        {
+            keep.push_back(m); // sent whole: the model delivers it
+            continue;
+        }
+        const double total = m.end - m.begin;
+        const double sentIn = std::max(0.0, f.sent - m.begin);
+        const double kept = sentIn <= e ? 0.0 : std::min(total, std::ceil(sentIn / f.pkt - 1e-9) * f.pkt);
+        out.insert(out.end(), {static_cast<double>(m.id), kept, total - kept, sentIn});
+        if (kept > 0)
+        {
+            m.end = m.begin + kept;
+            keep.push_back(m);
+        }
+    }
+    f.msgs = std::move(keep);
+    f.posted = f.msgs.empty() ? f.sent : std::max(f.sent, f.msgs.back().end);
+    return out;
+}
+
+std::vector<double>
+FluidNet::PortQueue() const
+{
+    std::vector<double> v;
+    for (const Port& p : m_impl->ports)
+    {
+        v.push_back(p.depth);
+    }
+    return v;
+}
+
+std::vector<double>
+FluidNet::Work() const
+{
+    return {m_impl->steps, m_impl->flowSteps};
 }
 
 std::vector<double>

@@ -82,6 +82,16 @@ class FluidNet
     std::vector<double> SaveState(uint32_t flow, int64_t nowNs) const;
     /// DcqcnRp::Restore of @p flow at @p nowNs (it must be idle).
     bool RestoreState(uint32_t flow, const std::vector<double>& state, int64_t nowNs);
+    /// Take the unsent bytes of @p flow out of the model: the message being sent keeps its
+    /// packets started by now (rounded up to a whole packet, so packets are never split) and
+    /// the rest of it and of every later message leave.  Flattened (message id, wire bytes
+    /// kept, wire bytes removed, wire bytes sent) per message touched; a message that keeps 0
+    /// bytes will not be delivered by the model.
+    std::vector<double> Trim(uint32_t flow);
+    /// Per port: bytes queued now.
+    std::vector<double> PortQueue() const;
+    /// Steps taken, and flows advanced summed over steps (the model's work).
+    std::vector<double> Work() const;
     /// Per port: expected ECN marks so far.
     std::vector<double> PortMarks() const;
     /// Per port: the deepest its queue got, bytes.
