@@ -722,7 +722,20 @@ class FlowBackend(NetworkBackend):
             """Classes S crosses, in first-touch order (their scratch fields are this pass's)."""
             for f in S.values():
                 r, p = f.rate, f.path
+                solo = None
                 for l, w in (p.cw or p.class_copies()):
+                    if l.nflows == 1:
+                        # f alone on the class: its share, (cap - other load) / copies, stays put until f
+                        # freezes (no other flow to freeze or pull in there), so of f's solo classes only
+                        # the one first in the heap's order can freeze f; the others would pop as no-ops.
+                        # Hashed group paths cross dozens of classes, many of them solo.
+                        res = l.cap - (l.load - r * w)
+                        if res < 0.0:
+                            res = 0.0
+                        key = (res / w, l.cid)
+                        if solo is None or key < solo_key:
+                            solo, solo_key, solo_w = l, key, w
+                        continue
                     if l.mark != ep:
                         l.mark = ep
                         l.s = [f]
@@ -733,6 +746,12 @@ class FlowBackend(NetworkBackend):
                         l.s.append(f)
                         l.osum += r * w
                         l.cnt += w
+                if solo is not None:
+                    solo.mark = ep
+                    solo.s = [f]
+                    solo.osum = r * solo_w
+                    solo.cnt = solo_w
+                    s_on.append(solo)
             heap = []
             for l in s_on:
                 res = l.cap - (l.load - l.osum)

@@ -57,7 +57,9 @@ class SimulationConfig(Strict):
     0.1% of the iteration, at 256 to 4,096 A100s and on 32 DGX H100 + 32 DGX A100. ops_and_replicas is
     within it up to 1,024 GPUs but moves a stage's exposed pipeline time by 0.54% of the iteration at
     4,096 (replicas simulated once send in lockstep, so their pipeline sends collide more than in the
-    full run)."""
+    full run, where replicas settle at fixed offsets of several send durations and rarely overlap:
+    benchmarks/hash_replica_offsets.py; the group's pacing is not the cause, sending the mirrors' copies
+    apart from the simulated replica's changes no stage's figure)."""
 
 
 class CommConfig(Strict):

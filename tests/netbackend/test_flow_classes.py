@@ -41,12 +41,16 @@ def _check_classes(b: FlowBackend) -> int:
     return len(b._live)
 
 
+@pytest.mark.parametrize("hashed_alike", [False, True])
 @pytest.mark.parametrize("idle_paths", [1, flow_mod._IDLE_PATHS])
 @pytest.mark.parametrize("seed", range(5))
-def test_classes_and_rates_match_brute_force(seed, idle_paths, monkeypatch):
+def test_classes_and_rates_match_brute_force(seed, idle_paths, hashed_alike, monkeypatch):
     """Random singles and symmetric groups (some sharing links): after every update, every link's class
     has exactly the flows on it and the rates are the reference max-min rates (copies counted per link).
-    ``idle_paths=1`` drops every flowless path as soon as another registers (the un-registering path)."""
+    ``idle_paths=1`` drops every flowless path as soon as another registers (the un-registering path).
+    ``hashed_alike``: groups whose copies the hash put on other spines ride together too, so a group
+    crosses many classes it has alone (of unlike copies and capacities), which the filling prunes to
+    the tightest (FlowBackend._refill)."""
     monkeypatch.setattr(flow_mod, "_IDLE_PATHS", idle_paths)
     rng = random.Random(seed)
     topo = _fabric(rng)
@@ -76,7 +80,7 @@ def test_classes_and_rates_match_brute_force(seed, idle_paths, monkeypatch):
             si, di = hosts.index(s), hosts.index(d)
             imgs = tuple((hosts[(si // 4) * 4 + (si + j) % 4], hosts[(di // 4) * 4 + (di + j) % 4])
                          for j in range(1, k + 1))
-            if not b.send_group(Message(mid, s, d, size, start, flow_key=mid), imgs):
+            if not b.send_group(Message(mid, s, d, size, start, flow_key=mid), imgs, hashed_alike=hashed_alike):
                 b.send(Message(mid, s, d, size, start, flow_key=mid))
         else:
             b.send(Message(mid, s, d, size, start, flow_key=mid))
