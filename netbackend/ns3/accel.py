@@ -364,8 +364,14 @@ class AcceleratedNs3Backend(NetworkBackend):
             from netbackend.ns3.fluid import FluidSide
 
             self._fluid = FluidSide(self._router, config, seed, self._delay_ns)
-        self._fluid_of: dict[int, tuple[list[int], Any]] = {}
-        """Message id -> (ports, connection) while the fluid model carries it."""
+        self._fluid_of: dict[int, tuple[int, list[int], Any, int]] = {}
+        """Piece id (a message's bytes posted to the fluid model, like an inner id) -> (message id, ports,
+        connection, payload bytes posted) while the fluid model carries it."""
+        self._fluid_by_src: dict[str, list[int]] = {}
+        """NIC -> its pieces in the fluid model, in posting order."""
+        self._fluid_left: set[int] = set()
+        """Pieces whose tail left the fluid model (_fluid_migrate); it still delivers their head."""
+        self._fluid_cands: set[str] = set()
         self._share = config.acceleration.share_ports
         self._migrate_on = config.acceleration.migrate
         self._mtu = config.mtu_bytes
@@ -536,6 +542,10 @@ class AcceleratedNs3Backend(NetworkBackend):
             if t_fluid is not None and t_fluid <= limit:
                 self._now = max(self._now, t_fluid)
                 out = [self._fluid_done(mid, max(self._now, math.ceil(fin))) for mid, fin in self._fluid.pop()]
+                if self._fluid_cands:
+                    cands, self._fluid_cands = self._fluid_cands, set()
+                    for src in sorted(cands):
+                        self._fluid_migrate(src)
                 out = [c for c in out if c is not None] + self._pop_local_done(t_fluid)
                 if out:
                     return out
@@ -1063,10 +1073,12 @@ class AcceleratedNs3Backend(NetworkBackend):
         """Give ``size`` bytes of ``msg`` to ns-3 (or the fluid model); returns the counter to bump."""
         if self._fluid is not None and ports:
             key = self._conn_key(msg)
-            self._fluid.post(key, orig, msg.src, ports, self._wire(size, msg.step_bytes)[0], t)
-            self._fluid_of[orig] = (ports, key)
+            piece = next(self._next_inner)
+            self._fluid.post(key, piece, msg.src, ports, self._wire(size, msg.step_bytes)[0], t)
+            self._fluid_of[piece] = (orig, ports, key, size)
+            self._fluid_by_src.setdefault(msg.src, []).append(piece)
             for p in ports:
-                self._owners.setdefault(p, {})[("f", orig)] = 1
+                self._owners.setdefault(p, {})[("f", piece)] = 1
             self.counts["bytes_fluid"] += size
             return "messages_fluid"
         if self._memo_port and orig not in self._rec_of:  # e.g. a hand-back beside an episode's joiner
@@ -1131,13 +1143,92 @@ class AcceleratedNs3Backend(NetworkBackend):
             self._dirty.add(conn)
         return self._part_done(orig, fin)
 
-    def _fluid_done(self, orig: int, fin: int) -> Completion | None:
+    def _fluid_done(self, piece: int, fin: int) -> Completion | None:
         """The fluid model delivered a message: free its ports; its connection's DCQCN state now
-        lives in the model (dirty: _conn_state follows it from there)."""
-        ports, key = self._fluid_of.pop(orig)
-        self._release(("f", orig), ports)
+        lives in the model (dirty: _conn_state follows it from there).  The NICs left alone on
+        ports it shared may carry on in closed form (_fluid_migrate)."""
+        orig, ports, key, _ = self._fluid_of.pop(piece)
+        src = self._msgs[orig].src
+        self._fluid_by_src[src].remove(piece)
+        if piece in self._fluid_left:
+            self._fluid_left.discard(piece)  # its ports were released when its tail left
+        else:
+            self._release(("f", piece), ports)
+            if self._migrate_on:
+                self._fluid_cands.add(src)
+                for p in ports:
+                    for o in self._owners.get(p, ()):
+                        if o[0] == "f":
+                            self._fluid_cands.add(self._msgs[self._fluid_of[o[1]][0]].src)
         self._dirty.add(key)
         return self._part_done(orig, fin)
+
+    def _fluid_migrate(self, src: str) -> None:
+        """Move the unsent bytes of ``src``'s fluid messages into closed form, as _migrate does for
+        ns-3: when every port they cross carries only them, no queue is left there, and no CNP,
+        mark or cut check is in flight for their connections, nothing can slow them but their NIC
+        and their DCQCN increase timers.  Each keeps in the model the packets it has started."""
+        mids = [m for m in self._fluid_by_src.get(src, ()) if m not in self._fluid_left]
+        if not mids or src in self._groups:
+            return
+        mine = {("f", m) for m in mids}
+        ports_all: set[int] = set()
+        for m in mids:
+            _, ports, key, _ = self._fluid_of[m]
+            if key[0] == "m" or not self._fluid.quiet(key):
+                return
+            for p in ports:
+                if any(o not in mine for o in self._owners.get(p, ())):
+                    return
+            ports_all.update(ports[1:])
+        q = self._fluid.queues()
+        if any(q.get(p, 0.0) > 2 * (self._mtu + self._hdr) for p in ports_all):
+            return
+        t = self._now
+        states: dict[Any, list[_Trajectory]] = {}
+        for m in mids:
+            _, ports, key, _ = self._fluid_of[m]
+            if key not in states:
+                v = self._fluid.state(key, t)
+                line = self._router.link_rate_gbps[ports[0]] * 1e9
+                ai, hai, fast, interval, bc = self._fluid.trajectory_params(line)
+                if bc > 0 and not (v[0] >= line and v[1] >= line):
+                    return
+                states[key] = [_Trajectory(v[0], v[1], int(v[3]), t + v[14] if v[14] >= 0 else -1.0, line, ai, hai,
+                                           fast, interval)]
+        tails = []
+        for key in states:
+            for mid, kept, removed, sent in self._fluid.trim(key):
+                if removed > 0:
+                    tails.append((mid, kept, sent))
+        if not tails:
+            return
+        self.counts["migrations"] += 1
+        g = self._groups[src] = _Group(src, self._router.link_rate_gbps[self._fluid_of[tails[0][0]][1][0]] / 8.0,
+                                       float(t))
+        self.counts["partitions_closed_form"] += 1
+        pkt = self._mtu + self._hdr
+        for piece, kept, sent in sorted(tails, key=lambda x: self._fluid_by_src[src].index(x[0])):
+            orig, ports, key, size = self._fluid_of[piece]
+            msg = self._msgs[orig]
+            kept_payload = min(size, round(kept / pkt) * self._mtu)
+            removed = size - kept_payload
+            self._release(("f", piece), ports)
+            if kept_payload > 0:
+                self._fluid_left.add(piece)
+                self._parts[orig] = self._parts.get(orig, 1) + 1
+            else:  # nothing of it was sent: it leaves the model whole
+                del self._fluid_of[piece]
+                self._fluid_by_src[src].remove(piece)
+                self._fluid.forget()
+            self.counts["bytes_fluid"] -= removed
+            self.counts["bytes_migrated"] += removed
+            lead = max(0.0, kept - sent)
+            wire, last, prev = self._wire(removed, msg.step_bytes)
+            f = _Flow(msg, ports, wire + lead, wire + lead, self._tail_ns(ports, last, prev), payload=removed,
+                      lead_wire=lead)
+            self._add_flow(g, key, f, states[key], t)
+        self._rerate(g, float(t))
 
     def _part_done(self, orig: int, fin: int) -> Completion | None:
         """A piece of a message is delivered; the message completes with its last piece."""
@@ -1698,6 +1789,7 @@ class AcceleratedNs3Backend(NetworkBackend):
                          cnps_received=extra["cnps_received"] + fc["cnps"])
         c = dict(self.counts)
         if self._fluid is not None:
+            c["fluid_work"] = self._fluid.work()
             c["fluid_counters"] = dict(fc, how="ECN marks: the model's expected count (RED probability x packets "
                                                 "per step); CNPs: those it sampled; both included in ecn_marks and "
                                                 "cnps_sent; no PFC in the model")

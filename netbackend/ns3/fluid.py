@@ -156,12 +156,38 @@ class FluidSide:
         v = list(self.net.PortTxBytes())
         return {p: v[fp] for p, fp in self._ports.items()}
 
+    def trim(self, key) -> list[tuple[int, float, float, float]]:
+        """(message id, wire kept, wire removed, wire sent) of the connection's messages whose
+        unsent bytes left the model (FluidNet::Trim)."""
+        d = list(self.net.Trim(self._flows[key]))
+        return [(int(d[j]), d[j + 1], d[j + 2], d[j + 3]) for j in range(0, len(d), 4)]
+
+    def forget(self) -> None:
+        """A posted message left the model whole (trimmed before its first byte)."""
+        self._pending -= 1
+
+    def quiet(self, key) -> bool:
+        """No CNP, mark or cut check in flight for the connection: nothing will cut its rate."""
+        prog = list(self.net.FlowProgress(self._flows[key]))
+        return prog[3] == 0 and prog[4] == 0 and prog[5] < 0
+
+    def queues(self) -> dict[int, float]:
+        v = list(self.net.PortQueue())
+        return {p: v[fp] for p, fp in self._ports.items()}
+
+    def state(self, key, t: int) -> list[float]:
+        return [float(x) for x in self.net.SaveState(self._flows[key], t)]
+
     def idle_state(self, key, t: int) -> list[float] | None:
         """The connection's DCQCN state at ``t`` when its QP has nothing pending, else None."""
         fid = self._flows.get(key)
         if fid is None or not self.net.Idle(fid):
             return None
         return [float(x) for x in self.net.SaveState(fid, t)]
+
+    def work(self) -> dict:
+        steps, flow_steps = (float(x) for x in self.net.Work())
+        return {"steps": int(steps), "flow_steps": int(flow_steps), "dt_ns": self.cfg.acceleration.fluid_dt_ns}
 
     def counters(self) -> dict:
         """ECN marks (expected), CNPs and rate cuts.  With CE echoed on every ACK (cnp_mode
