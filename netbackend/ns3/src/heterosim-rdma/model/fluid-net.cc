@@ -79,7 +79,7 @@ struct Port
 double
 Slack(double total)
 {
-    return 1e-3 + 1e-12 * total;
+    return 1e-3 + 1e-9 * total;
 }
 
 void
