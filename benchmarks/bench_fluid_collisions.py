@@ -20,7 +20,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from netbackend import Message  # noqa: E402
-from netbackend.config import NetworkConfig, ecn_defaults, resolved_dcqcn  # noqa: E402
+from netbackend.config import NetworkConfig, port_ecn_bytes, resolved_dcqcn  # noqa: E402
+from netbackend.ns3.scenarios import wire_bytes  # noqa: E402
 from netbackend.topo import Link, NetTopology  # noqa: E402
 
 DELAY_NS = 500
@@ -55,20 +56,17 @@ def fluid(k, sizes, starts, cfg, rate, up, seed, dt_ns) -> tuple[dict[int, float
     from netbackend.ns3.fluid import dcqcn_params, episode_class
 
     c0 = time.perf_counter()
-    hdr = max(cfg.header_bytes, 40)
-    pkt = cfg.mtu_bytes + hdr
     lat = cfg.per_hop_latency_ns
+    pkt = float(wire_bytes(cfg.mtu_bytes, cfg)[0])  # a full packet on the wire
     ep = episode_class()(dt_ns, seed)
 
     def port(r):
-        kmin, kmax, pmax = ecn_defaults(r, cfg.cc)
-        return ep.AddPort(r * 1e9, kmin * 1000, kmax * 1000, pmax)  # KB as the ns-3 backend converts it
+        return ep.AddPort(r * 1e9, *port_ecn_bytes(r, cfg))
 
     upp, spine = port(up), port(up)
     params, cnp = dcqcn_params(resolved_dcqcn(cfg), rate * 1e9)
     for i in range(k):
-        full, rest = divmod(sizes[i], cfg.mtu_bytes)
-        wire = full * pkt + (rest + hdr if rest else 0)
+        wire = float(sum(wire_bytes(sizes[i], cfg)))
         hops = [(-1, rate * 1e9, DELAY_NS), (upp, up * 1e9, DELAY_NS + lat),
                 (spine, up * 1e9, DELAY_NS + lat), (port(rate), rate * 1e9, DELAY_NS + lat)]
         ack = sum(64 * 8e9 / r + x for _, r, x in hops)

@@ -394,6 +394,16 @@ def ecn_defaults(rate_gbps: float, cc: str, dctcp_k_kb: float | None = None) -> 
     return ecn_defaults_for_rate(rate_gbps)
 
 
+def port_ecn_bytes(rate_gbps: float, cfg: "NetworkConfig") -> tuple[float, float, float]:
+    """(Kmin bytes, Kmax bytes, Pmax) of a switch port at ``rate_gbps``: ``network.ecn``'s values
+    where set, else :func:`ecn_defaults` for the CC."""
+    dk = ecn_defaults(rate_gbps, cfg.cc, cfg.dctcp.k_kb)
+    e = cfg.ecn
+    return ((e.kmin_kb if e.kmin_kb is not None else dk[0]) * 1000.0,
+            (e.kmax_kb if e.kmax_kb is not None else dk[1]) * 1000.0,
+            e.pmax if e.pmax is not None else dk[2])
+
+
 def resolved_dcqcn(cfg: "NetworkConfig") -> dict:
     """The DCQCN parameters in force: the preset's column, overridden by fields set explicitly."""
     preset = dict(DCQCN_PRESETS["dcqcn_paper" if cfg.cc == "dcqcn_paper" else "dcqcn"])

@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from netbackend.base import Completion, Message, NetStats, NetworkBackend
-from netbackend.config import NetworkConfig, ecn_defaults, resolved_dcqcn
+from netbackend.config import NetworkConfig, port_ecn_bytes, resolved_dcqcn
 from netbackend.routing import Router, rail_of
 from netbackend.errors import NetworkError, UserError
 from netbackend.ns3 import driver
@@ -196,11 +196,10 @@ class Ns3Backend(NetworkBackend):
             lb.append(index[link.b])
             rate.append(link.rate_gbps * 1e9)
             delay.append(int(link.delay_ns))
-            dk = ecn_defaults(link.rate_gbps, cfg.cc, cfg.dctcp.k_kb)
-            e = cfg.ecn
-            kmin.append((e.kmin_kb if e.kmin_kb is not None else dk[0]) * 1000.0)
-            kmax.append((e.kmax_kb if e.kmax_kb is not None else dk[1]) * 1000.0)
-            pmax.append(e.pmax if e.pmax is not None else dk[2])
+            k = port_ecn_bytes(link.rate_gbps, cfg)
+            kmin.append(k[0])
+            kmax.append(k[1])
+            pmax.append(k[2])
             # Headroom absorbs what is in flight after a PAUSE: factor x rate x
             # delay (HPCC simulator, ~3x) plus one max-size packet being sent at
             # each end, which dominates on short links.  The switch pipeline

@@ -539,7 +539,7 @@ class AcceleratedNs3Backend(NetworkBackend):
                     if out:
                         return out
                     continue
-            if t_fluid is not None and t_fluid <= limit:
+            if t_fluid is not None:  # ns-3 had nothing before it (limit <= t_fluid)
                 self._now = max(self._now, t_fluid)
                 out = [self._fluid_done(mid, max(self._now, math.ceil(fin))) for mid, fin in self._fluid.pop()]
                 if self._fluid_cands:
@@ -798,14 +798,16 @@ class AcceleratedNs3Backend(NetworkBackend):
         v = self._fluid.idle_state(key, self._now)
         if v is None or v[15] >= 0:
             return None
-        ports = self._ports(msg)
+        return self._fluid_trajectory(v, self._ports(msg), self._now)
+
+    def _fluid_trajectory(self, v: list[float], ports: list[int], t: int) -> list[_Trajectory] | None:
+        """The increase-timer trajectory of a fluid QP's saved DCQCN state (DcqcnRp::Save at ``t``);
+        None with a byte counter below line rate (it would need the bytes the QP sends)."""
         line = self._router.link_rate_gbps[ports[0]] * 1e9
         ai, hai, fast, interval, bc = self._fluid.trajectory_params(line)
-        rate, target, tstage = v[0], v[1], int(v[3])
-        if bc > 0 and not (rate >= line and target >= line):
+        if bc > 0 and not (v[0] >= line and v[1] >= line):
             return None
-        nxt = self._now + v[14] if v[14] >= 0 else -1.0
-        return [_Trajectory(rate, target, tstage, nxt, line, ai, hai, fast, interval)]
+        return [_Trajectory(v[0], v[1], int(v[3]), t + v[14] if v[14] >= 0 else -1.0, line, ai, hai, fast, interval)]
 
     def _bring_inner_to(self, t: int) -> None:
         if self.inner.now_ns < t:
@@ -1189,13 +1191,10 @@ class AcceleratedNs3Backend(NetworkBackend):
         for m in mids:
             _, ports, key, _ = self._fluid_of[m]
             if key not in states:
-                v = self._fluid.state(key, t)
-                line = self._router.link_rate_gbps[ports[0]] * 1e9
-                ai, hai, fast, interval, bc = self._fluid.trajectory_params(line)
-                if bc > 0 and not (v[0] >= line and v[1] >= line):
+                st = self._fluid_trajectory(self._fluid.state(key, t), ports, t)
+                if st is None:
                     return
-                states[key] = [_Trajectory(v[0], v[1], int(v[3]), t + v[14] if v[14] >= 0 else -1.0, line, ai, hai,
-                                           fast, interval)]
+                states[key] = st
         tails = []
         for key in states:
             for mid, kept, removed, sent in self._fluid.trim(key):

@@ -63,14 +63,13 @@ class FluidSide:
     QPs).  Paths are the Router's, the same ECMP choice packet level makes."""
 
     def __init__(self, router, config, seed: int, delay_ns):
-        from netbackend.config import ecn_defaults, resolved_dcqcn
+        from netbackend.config import resolved_dcqcn
 
         self.net = episode_class()(config.acceleration.fluid_dt_ns, seed)
         self.router = router
         self.cfg = config
         self._delay_ns = delay_ns
         self._dq = resolved_dcqcn(config)
-        self._ecn_defaults = ecn_defaults
         self._ports: dict[int, int] = {}
         self._nics: dict[str, int] = {}
         self._flows: dict = {}
@@ -82,16 +81,11 @@ class FluidSide:
     def _port(self, p: int) -> int:
         fp = self._ports.get(p)
         if fp is None:
+            from netbackend.config import port_ecn_bytes
+
             rate = self.router.link_rate_gbps[p]
-            e = self.cfg.ecn
-            dk = self._ecn_defaults(rate, self.cfg.cc, self.cfg.dctcp.k_kb)
-            if e.enabled:
-                kmin = (e.kmin_kb if e.kmin_kb is not None else dk[0]) * 1000.0
-                kmax = (e.kmax_kb if e.kmax_kb is not None else dk[1]) * 1000.0
-                pmax = e.pmax if e.pmax is not None else dk[2]
-            else:
-                kmin = kmax = float("inf")
-                pmax = 0.0
+            kmin, kmax, pmax = (port_ecn_bytes(rate, self.cfg) if self.cfg.ecn.enabled
+                                else (float("inf"), float("inf"), 0.0))
             fp = self._ports[p] = self.net.AddPort(rate * 1e9, kmin, kmax, pmax)
         return fp
 
@@ -104,9 +98,7 @@ class FluidSide:
             nic = self._nics.get(src)
             if nic is None:
                 nic = self._nics[src] = self.net.AddNic(line)
-            if line not in self._params:
-                self._params[line] = dcqcn_params(self._dq, line)
-            params, cnp = self._params[line]
+            params, cnp = self._params_at(line)
             hops = [-1.0, line, float(self._delay_ns(ports[0]))]
             for p in ports[1:]:
                 hops += [float(self._port(p)), r.link_rate_gbps[p] * 1e9, float(self._delay_ns(p))]
@@ -144,11 +136,14 @@ class FluidSide:
         self._pending -= len(out)
         return out
 
-    def trajectory_params(self, line_bps: float) -> tuple[float, float, int, float, int]:
-        """(R_AI, R_HAI bit/s, fast-recovery stages, increase interval ns, byte counter) at a line rate."""
+    def _params_at(self, line_bps: float) -> tuple:
         if line_bps not in self._params:
             self._params[line_bps] = dcqcn_params(self._dq, line_bps)
-        p = self._params[line_bps][0]
+        return self._params[line_bps]
+
+    def trajectory_params(self, line_bps: float) -> tuple[float, float, int, float, int]:
+        """(R_AI, R_HAI bit/s, fast-recovery stages, increase interval ns, byte counter) at a line rate."""
+        p = self._params_at(line_bps)[0]
         return (float(p.rateAiBps), float(p.rateHaiBps), int(p.fastRecoveryStages),
                 float(p.rateIncreaseIntervalNs), int(p.byteCounterBytes))
 
@@ -183,7 +178,7 @@ class FluidSide:
         fid = self._flows.get(key)
         if fid is None or not self.net.Idle(fid):
             return None
-        return [float(x) for x in self.net.SaveState(fid, t)]
+        return self.state(key, t)
 
     def work(self) -> dict:
         steps, flow_steps = (float(x) for x in self.net.Work())

@@ -82,6 +82,19 @@ Slack(double total)
     return 1e-3 + 1e-9 * total;
 }
 
+/// One statistic of every port, in port order.
+std::vector<double>
+PerPort(const std::vector<Port>& ports, double Port::*member)
+{
+    std::vector<double> v;
+    v.reserve(ports.size());
+    for (const Port& p : ports)
+    {
+        v.push_back(p.*member);
+    }
+    return v;
+}
+
 void
 AddTo(Comp& c, uint32_t flow, double b)
 {
@@ -693,12 +706,7 @@ FluidNet::Trim(uint32_t flow)
 std::vector<double>
 FluidNet::PortQueue() const
 {
-    std::vector<double> v;
-    for (const Port& p : m_impl->ports)
-    {
-        v.push_back(p.depth);
-    }
-    return v;
+    return PerPort(m_impl->ports, &Port::depth);
 }
 
 std::vector<double>
@@ -710,34 +718,19 @@ FluidNet::Work() const
 std::vector<double>
 FluidNet::PortMarks() const
 {
-    std::vector<double> v;
-    for (const Port& p : m_impl->ports)
-    {
-        v.push_back(p.marks);
-    }
-    return v;
+    return PerPort(m_impl->ports, &Port::marks);
 }
 
 std::vector<double>
 FluidNet::PortMaxQueue() const
 {
-    std::vector<double> v;
-    for (const Port& p : m_impl->ports)
-    {
-        v.push_back(p.maxDepth);
-    }
-    return v;
+    return PerPort(m_impl->ports, &Port::maxDepth);
 }
 
 std::vector<double>
 FluidNet::PortTxBytes() const
 {
-    std::vector<double> v;
-    for (const Port& p : m_impl->ports)
-    {
-        v.push_back(p.txBytes);
-    }
-    return v;
+    return PerPort(m_impl->ports, &Port::txBytes);
 }
 
 uint64_t
