@@ -180,10 +180,15 @@ def print_summary(s: dict, dest: Path | None = None) -> None:
     acc = sim.get("acceleration")
     if acc:
         t.add_row("ns-3 acceleration", f"{acc['bytes_closed_form'] / 1e9:.2f} GB closed form, "
-                  f"{acc['bytes_packet_level'] / 1e9:.2f} GB packet level, {acc['bytes_fast_forwarded']} fast-forwarded, "
+                  f"{acc['bytes_packet_level'] / 1e9:.2f} GB packet level, "
+                  + (f"{acc['bytes_fluid'] / 1e9:.2f} GB fluid, " if acc.get("bytes_fluid") else "")
+                  + f"{acc['bytes_fast_forwarded']} fast-forwarded, "
                   f"{acc['bytes_replayed']} replayed; {acc['partitions_closed_form']} partitions, "
                   f"{acc['handbacks']} hand-backs, {acc['memo_hits']} memo hits"
                   + (" (no partition qualified: plain packet level)" if acc["fallback_packet_level"] else ""))
+        if (acc.get("fluid_pfc") or {}).get("possible_at"):
+            t.add_row("fluid collisions", f"PFC could have paused at {len(acc['fluid_pfc']['possible_at'])} switches "
+                      "(not simulated by the fluid model; network.json fluid_pfc)")
     out.print(t)
     if dest is not None:
         out.print(f"results: {dest}/ (summary.json, trace.json -> ui.perfetto.dev, *.png; tables: output.tables)")

@@ -70,7 +70,7 @@ def _simulation_stats(sim, wall_s: float) -> dict:
         out["acceleration"] = {k: acc[k] for k in ("bytes_packet_level", "bytes_closed_form", "bytes_fast_forwarded",
                                                    "bytes_replayed", "partitions_closed_form", "handbacks",
                                                    "memo_hits", "fallback_packet_level", "note")}
-        for k in ("bytes_migrated", "migrations", "messages_rate_limited", "not_qualified"):
+        for k in ("bytes_migrated", "migrations", "messages_rate_limited", "not_qualified", "bytes_fluid", "fluid_pfc"):
             if k in acc:
                 out["acceleration"][k] = acc[k]
     return out

@@ -47,6 +47,28 @@ def _bps(mbps: float) -> str:
 
 
 @register_backend("ns3")
+def switch_buffers(topo, cfg) -> tuple[list[int], dict[str, int]]:
+    """(PFC headroom bytes per link, in ``topo.links`` order; shared buffer bytes per switch) as the
+    ns-3 fabric is built with them.
+
+    Headroom absorbs what is in flight after a PAUSE: factor x rate x delay (HPCC simulator, ~3x)
+    plus one max-size packet being sent at each end, which dominates on short links.  The switch
+    pipeline latency is part of the delay (ns-3 adds it to the propagation of every port a switch
+    transmits on: rdma-switch.h).  The buffer is ``buffer.shared_buffer_mb``, else 16 MB x (the
+    switch's fastest port / 50G), the HPCC study's (network-reference.md)."""
+    wire_bytes = cfg.mtu_bytes + max(cfg.header_bytes, 40)
+    hdrm = []
+    max_rate = {s: 0.0 for s in topo.switches}
+    for link in topo.links:
+        delay_ns = link.delay_ns + cfg.per_hop_latency_ns
+        hdrm.append(int(cfg.buffer.headroom_factor * (link.rate_gbps / 8.0) * delay_ns) + 2 * wire_bytes)
+        for end in (link.a, link.b):
+            if end in max_rate:
+                max_rate[end] = max(max_rate[end], link.rate_gbps)
+    mb = cfg.buffer.shared_buffer_mb
+    return hdrm, {s: int((mb if mb is not None else 16.0 * max(r, 1.0) / 50.0) * 1e6) for s, r in max_rate.items()}
+
+
 class Ns3Backend(NetworkBackend):
     """ns-3 packet-level fabric: one per process at a time (close() frees it)."""
 
@@ -188,9 +210,7 @@ class Ns3Backend(NetworkBackend):
         topo, cfg = self.topology, self.config
         names = list(topo.hosts) + list(topo.switches)
         index = {n: i for i, n in enumerate(names)}
-        la, lb, rate, delay, kmin, kmax, pmax, hdrm = [], [], [], [], [], [], [], []
-        max_rate = {s: 0.0 for s in topo.switches}
-        wire_bytes = cfg.mtu_bytes + max(cfg.header_bytes, 40)
+        la, lb, rate, delay, kmin, kmax, pmax = [], [], [], [], [], [], []
         for link in topo.links:
             la.append(index[link.a])
             lb.append(index[link.b])
@@ -200,23 +220,8 @@ class Ns3Backend(NetworkBackend):
             kmin.append(k[0])
             kmax.append(k[1])
             pmax.append(k[2])
-            # Headroom absorbs what is in flight after a PAUSE: factor x rate x
-            # delay (HPCC simulator, ~3x) plus one max-size packet being sent at
-            # each end, which dominates on short links.  The switch pipeline
-            # latency is part of the delay (ns-3 adds it to the propagation of
-            # every port a switch transmits on: rdma-switch.h).
-            bytes_per_ns = link.rate_gbps / 8.0
-            delay_ns = link.delay_ns + cfg.per_hop_latency_ns
-            hdrm.append(int(cfg.buffer.headroom_factor * bytes_per_ns * delay_ns) + 2 * wire_bytes)
-            for end in (link.a, link.b):
-                if end in max_rate:
-                    max_rate[end] = max(max_rate[end], link.rate_gbps)
-        buffers = []
-        for s in topo.switches:
-            mb = cfg.buffer.shared_buffer_mb
-            if mb is None:  # 16 MB x (max port rate / 50G), HPCC study (network-reference.md)
-                mb = 16.0 * max(max_rate[s], 1.0) / 50.0
-            buffers.append(int(mb * 1e6))
+        hdrm, buffer_of = switch_buffers(topo, cfg)
+        buffers = [buffer_of[s] for s in topo.switches]
         self._port_links = []
         for link in topo.links:
             self._port_links.append((link.a, link.b))

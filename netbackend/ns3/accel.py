@@ -1792,6 +1792,7 @@ class AcceleratedNs3Backend(NetworkBackend):
             c["fluid_counters"] = dict(fc, how="ECN marks: the model's expected count (RED probability x packets "
                                                 "per step); CNPs: those it sampled; both included in ecn_marks and "
                                                 "cnps_sent; no PFC in the model")
+            c["fluid_pfc"] = self._fluid.pfc_check(self.inner.topology, self.inner._port_links)
         total = (c["bytes_closed_form"] + c["bytes_packet_level"] + c["bytes_fast_forwarded"] + c["bytes_replayed"]
                  + c["bytes_fluid"])
         c["closed_form_share"] = c["bytes_closed_form"] / total if total else 0.0
@@ -1814,7 +1815,10 @@ class AcceleratedNs3Backend(NetworkBackend):
         c["note"] = ("no partition qualified for closed form: plain packet level" if c["fallback_packet_level"]
                      else "closed-form flows build no queue: no ECN/CNP/PFC counters extrapolated" + (
                          "; ECN marks of fast-forwarded intervals extrapolated (extrapolated_counters)"
-                         if self._ff_on else ""))
+                         if self._ff_on else "") + (
+                         f"; fluid collisions: a PFC PAUSE could have fired at {len(c['fluid_pfc']['possible_at'])} "
+                         "switches, which the fluid model does not simulate (fluid_pfc; collisions: packet does)"
+                         if self._fluid is not None and c["fluid_pfc"]["possible_at"] else ""))
         c["extrapolated_counters"] = ({"ecn_marks": int(round(self._extrap_marks)),
                                        "how": "marks per ns on a partition's ports over the window before "
                                               "each fast-forward, times its length; not in ns-3's port counters"}

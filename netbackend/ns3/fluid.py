@@ -184,6 +184,48 @@ class FluidSide:
         steps, flow_steps = (float(x) for x in self.net.Work())
         return {"steps": int(steps), "flow_steps": int(flow_steps), "dt_ns": self.cfg.acceleration.fluid_dt_ns}
 
+    def pfc_check(self, topo, port_links: list[tuple[str, str]]) -> dict:
+        """Whether a PAUSE could have fired where the fluid model queued bytes (it models no PFC).
+
+        A switch PAUSEs an ingress whose shared bytes pass its threshold (RdmaSwitchNode::
+        GetPfcThreshold: static, or the free shared buffer >> shift).  An ingress holds at most
+        what the switch's egress queues hold, so with S the sum of the largest fluid queue of each
+        of its ports (an upper bound on its bytes at any instant), S below the threshold that S
+        leaves free (static: the threshold) proves no PAUSE could have fired there.  Switches
+        where it does not are listed: their fluid results lack whatever PFC would have done."""
+        from netbackend.ns3 import switch_buffers
+
+        pfc, buf = self.cfg.pfc, self.cfg.buffer
+        if not pfc.enabled:
+            return {"possible_at": [], "how": "pfc.enabled false"}
+        hdrm, buffer_of = switch_buffers(topo, self.cfg)
+        headroom = {s: 0 for s in topo.switches}
+        nports = {s: 0 for s in topo.switches}
+        for link, h in zip(topo.links, hdrm):
+            for end in (link.a, link.b):
+                if end in headroom:
+                    headroom[end] += h
+                    nports[end] += 1
+        held: dict[str, float] = {}
+        mq = list(self.net.PortMaxQueue())
+        for p, fp in self._ports.items():
+            sw = port_links[p][0]
+            held[sw] = held.get(sw, 0.0) + mq[fp]
+        reserved = buf.reserved_per_queue_kb * 1000.0
+        out = []
+        for sw, s in sorted(held.items()):
+            if pfc.threshold == "static":
+                thr = pfc.static_threshold_kb * 1000.0
+            else:
+                free = buffer_of[sw] - headroom[sw] - reserved * nports[sw] - s
+                thr = max(free, 0.0) / 2 ** pfc.dynamic_shift
+            if s - reserved > thr:
+                out.append({"switch": sw, "queued_bytes": round(s), "threshold_bytes": round(thr)})
+        return {"possible_at": out,
+                "how": "sum over a switch's ports of the largest fluid queue against the PFC threshold it "
+                       "would leave (RdmaSwitchNode::GetPfcThreshold); listed switches may have paused "
+                       "at packet level, which the fluid model does not do"}
+
     def counters(self) -> dict:
         """ECN marks (expected), CNPs and rate cuts.  With CE echoed on every ACK (cnp_mode
         ack_piggyback) a receiver flags one ACK per marked packet, so CNPs are the marks; with

@@ -219,3 +219,31 @@ def test_fluid_collisions_unsupported_settings_are_one_field_errors(bad, field):
 def test_fluid_dt_must_be_positive():
     with pytest.raises(ValueError, match="fluid_dt_ns"):
         NetworkConfig(backend="ns3", acceleration={**FLUID, "fluid_dt_ns": 0})
+
+
+@pytest.mark.parametrize("static_kb", [16.0, 64.0])
+def test_fluid_flags_switches_where_packet_level_paused(static_kb):
+    """The fluid model has no PFC, so it must say where a PAUSE could have fired: on an 8-to-1 incast
+    whose ingress queues pass a static threshold, packet level PAUSEs and the fluid run lists the
+    switch (fluid_pfc); with PFC off it lists nothing."""
+    from conformance import star
+
+    from netbackend import Message
+
+    topo = star(9)
+    msgs = [Message(i, f"h{i}", "h8", 2_000_000, 0, connection=i) for i in range(8)]
+
+    def run(acc, pfc):
+        cfg = NetworkConfig(backend="ns3", cc="dcqcn", acceleration=acc, pfc=pfc)
+        with Ns3Backend(topo, cfg, 1) as b:
+            for m in msgs:
+                b.send(m)
+            run_all(b)
+            return b.stats()
+
+    pfc = {"threshold": "static", "static_threshold_kb": static_kb}
+    assert run({"mode": "off"}, pfc).extra["pfc_pause_frames_total"] > 0
+    acc = run(FLUID, pfc).extra["acceleration"]
+    assert [s["switch"] for s in acc["fluid_pfc"]["possible_at"]] == ["s0"]
+    assert "PFC PAUSE could have fired" in acc["note"]
+    assert run(FLUID, {"enabled": False}).extra["acceleration"]["fluid_pfc"]["possible_at"] == []
