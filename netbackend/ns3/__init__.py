@@ -46,7 +46,6 @@ def _bps(mbps: float) -> str:
     return f"{int(round(mbps * 1e6))}bps"
 
 
-@register_backend("ns3")
 def switch_buffers(topo, cfg) -> tuple[list[int], dict[str, int]]:
     """(PFC headroom bytes per link, in ``topo.links`` order; shared buffer bytes per switch) as the
     ns-3 fabric is built with them.
@@ -69,6 +68,7 @@ def switch_buffers(topo, cfg) -> tuple[list[int], dict[str, int]]:
     return hdrm, {s: int((mb if mb is not None else 16.0 * max(r, 1.0) / 50.0) * 1e6) for s, r in max_rate.items()}
 
 
+@register_backend("ns3")
 class Ns3Backend(NetworkBackend):
     """ns-3 packet-level fabric: one per process at a time (close() frees it)."""
 
