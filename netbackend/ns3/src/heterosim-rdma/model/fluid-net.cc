@@ -4,7 +4,6 @@
 #include <cmath>
 #include <deque>
 #include <limits>
-#include <map>
 #include <random>
 #include <unordered_map>
 #include <utility>
@@ -14,7 +13,16 @@ namespace ns3
 
 namespace
 {
-using Comp = std::vector<std::pair<uint32_t, double>>; //!< (flow, bytes)
+/// A flow's bytes in a port's queue or arrivals: which hop of its path the port is, so serving
+/// it needs no search of the path.
+struct Part
+{
+    uint32_t flow;
+    uint32_t hop;
+    double bytes;
+};
+
+using Comp = std::vector<Part>;
 
 struct Hop
 {
@@ -70,8 +78,36 @@ struct Port
     double maxDepth{0};
     double marks{0};
     double txBytes{0};
-    std::map<int64_t, Comp> arr; //!< arrivals per step (a late one joins the next step served)
+    // Arrivals per step: bins[k] holds step base + k, every step before base served.  Bytes
+    // arrive at a step at or after the current one; those for the current step, sent by a
+    // port served after this one in it, wait in `late` and are served first next step.
+    std::deque<Comp> bins;
+    int64_t base{0};
+    Comp late;
     bool live{false};
+
+    bool Arriving() const
+    {
+        return !late.empty() || !bins.empty();
+    }
+
+    /// The arrivals of step @p k (>= @p step, the step being computed).
+    Comp& Bin(int64_t k, int64_t step)
+    {
+        if (bins.empty() && base < step)
+        {
+            base = step;
+        }
+        if (k < base)
+        {
+            return late;
+        }
+        while (static_cast<int64_t>(bins.size()) <= k - base)
+        {
+            bins.emplace_back();
+        }
+        return bins[static_cast<size_t>(k - base)];
+    }
 };
 
 /// Bytes of float residue a flow may be short of a total and still count as there (the fluid
@@ -96,17 +132,17 @@ PerPort(const std::vector<Port>& ports, double Port::*member)
 }
 
 void
-AddTo(Comp& c, uint32_t flow, double b)
+AddTo(Comp& c, uint32_t flow, uint32_t hop, double b)
 {
-    for (auto& [f, x] : c)
+    for (Part& x : c)
     {
-        if (f == flow)
+        if (x.flow == flow)
         {
-            x += b;
+            x.bytes += b;
             return;
         }
     }
-    c.emplace_back(flow, b);
+    c.push_back(Part{flow, hop, b});
 }
 } // namespace
 
@@ -122,6 +158,12 @@ struct FluidNet::Impl
     std::vector<uint32_t> livePorts;
     std::vector<std::pair<double, int64_t>> done; //!< (finish ns, message id), known ahead
     int64_t now{0};
+    int64_t curStep{0}; //!< the step Step is computing
+    std::vector<uint32_t> hopAt; //!< per flow: the hop of the port being served
+    std::vector<double> wantOf;  //!< per flow: bytes it would send this step
+    std::vector<double> outOf;   //!< per flow: bytes it sent from the port being served (0 between ports)
+    std::vector<uint32_t> ready;
+    std::vector<uint32_t> touched;
     double steps{0};
     double flowSteps{0};
     uint64_t cnps{0};
@@ -184,7 +226,8 @@ struct FluidNet::Impl
         {
             const auto pi = static_cast<uint32_t>(f.hops[hop + 1].port);
             Port& p = ports[pi];
-            Spread(t0 + shift, t1 + shift, bytes, [&](int64_t k, double b) { AddTo(p.arr[k], i, b); });
+            const auto next = static_cast<uint32_t>(hop + 1);
+            Spread(t0 + shift, t1 + shift, bytes, [&](int64_t k, double b) { AddTo(p.Bin(k, curStep), i, next, b); });
             WakePort(pi);
             return;
         }
@@ -267,15 +310,22 @@ struct FluidNet::Impl
         return -1;
     }
 
-    void Step(int64_t step, std::vector<uint32_t>& ready, std::vector<uint32_t>& touched, std::vector<double>& out);
+    void Step(int64_t step);
 };
 
 void
-FluidNet::Impl::Step(int64_t step, std::vector<uint32_t>& ready, std::vector<uint32_t>& touched,
-                     std::vector<double>& out)
+FluidNet::Impl::Step(int64_t step)
 {
+    std::vector<double>& out = outOf;
     const int64_t t = step * dt;
     const int64_t tEnd = t + dt;
+    curStep = step;
+    if (hopAt.size() < flows.size())
+    {
+        hopAt.resize(flows.size());
+        wantOf.resize(flows.size());
+        outOf.resize(flows.size(), 0.0);
+    }
     // 1. reaction points: CNPs that arrive in this step, then timers
     for (uint32_t i : liveFlows)
     {
@@ -324,7 +374,12 @@ FluidNet::Impl::Step(int64_t step, std::vector<uint32_t>& ready, std::vector<uin
             }
             return std::min(f.rp.rate / 8e9 * static_cast<double>(tEnd - t0of(i)), upto - f.sent);
         };
-        std::sort(ready.begin() + lo, ready.begin() + hi, [&](uint32_t a, uint32_t b) { return want(a) < want(b); });
+        for (size_t r = lo; r < hi; r++)
+        {
+            wantOf[ready[r]] = want(ready[r]);
+        }
+        std::sort(ready.begin() + lo, ready.begin() + hi,
+                  [&](uint32_t a, uint32_t b) { return wantOf[a] < wantOf[b]; });
         double left = nicBps[flows[ready[lo]].nic] / 8e9 * static_cast<double>(dt);
         size_t k = hi - lo;
         for (size_t r = lo; r < hi; r++)
@@ -332,7 +387,7 @@ FluidNet::Impl::Step(int64_t step, std::vector<uint32_t>& ready, std::vector<uin
             const uint32_t i = ready[r];
             Flow& f = flows[i];
             const double share = left / static_cast<double>(k);
-            const double give = std::min(want(i), share);
+            const double give = std::min(wantOf[i], share);
             left -= give;
             k--;
             if (give <= 0)
@@ -354,18 +409,30 @@ FluidNet::Impl::Step(int64_t step, std::vector<uint32_t>& ready, std::vector<uin
     {
         const uint32_t pi = livePorts[n];
         Port& p = ports[pi];
-        while (!p.arr.empty() && p.arr.begin()->first <= step)
-        {
-            auto it = p.arr.begin();
+        auto enqueue = [&p](Comp&& c) {
             double tot = 0;
-            for (const auto& [i, b] : it->second)
+            for (const Part& x : c)
             {
-                tot += b;
+                tot += x.bytes;
             }
-            p.q.push_back(Chunk{std::move(it->second), tot});
-            p.arr.erase(it);
+            p.q.push_back(Chunk{std::move(c), tot});
             p.depth += tot;
+        };
+        if (!p.late.empty())
+        {
+            enqueue(std::move(p.late));
+            p.late = Comp();
         }
+        while (!p.bins.empty() && p.base <= step)
+        {
+            if (!p.bins.front().empty())
+            {
+                enqueue(std::move(p.bins.front()));
+            }
+            p.bins.pop_front();
+            p.base++;
+        }
+        p.base = std::max(p.base, step + 1);
         double cap = p.bytesPerNs * static_cast<double>(dt);
         double served = 0;
         touched.clear();
@@ -377,21 +444,17 @@ FluidNet::Impl::Step(int64_t step, std::vector<uint32_t>& ready, std::vector<uin
             const double t0 = static_cast<double>(t) + served / p.bytesPerNs;
             served += take;
             const double t1 = static_cast<double>(t) + served / p.bytesPerNs;
-            for (auto& [i, b] : c.comp)
+            for (Part& x : c.comp)
             {
+                const uint32_t i = x.flow;
                 if (out[i] == 0.0)
                 {
                     touched.push_back(i);
+                    hopAt[i] = x.hop;
                 }
-                out[i] += b * frac;
-                const Flow& f = flows[i];
-                size_t j = 1;
-                while (f.hops[j].port != static_cast<int>(pi))
-                {
-                    j++;
-                }
-                Forward(i, j, t0, t1, b * frac);
-                b *= 1.0 - frac;
+                out[i] += x.bytes * frac;
+                Forward(i, x.hop, t0, t1, x.bytes * frac);
+                x.bytes *= 1.0 - frac;
             }
             c.total -= take;
             cap -= take;
@@ -417,11 +480,7 @@ FluidNet::Impl::Step(int64_t step, std::vector<uint32_t>& ready, std::vector<uin
                 continue;
             }
             Flow& f = flows[i];
-            size_t j = 1;
-            while (f.hops[j].port != static_cast<int>(pi))
-            {
-                j++;
-            }
+            const uint32_t j = hopAt[i];
             // its packets in this step, each marked with probability prob: a Poisson count with
             // mean pk * prob (a step may hold a fraction of one of its packets)
             const double pk = b / f.pkt;
@@ -468,7 +527,7 @@ FluidNet::Impl::Step(int64_t step, std::vector<uint32_t>& ready, std::vector<uin
     });
     std::erase_if(livePorts, [&](uint32_t pi) {
         Port& p = ports[pi];
-        if (!p.q.empty() || !p.arr.empty())
+        if (!p.q.empty() || p.Arriving())
         {
             return false;
         }
@@ -542,9 +601,6 @@ FluidNet::Run(int64_t untilNs)
 {
     Impl& m = *m_impl;
     const int64_t dt = m.dt;
-    std::vector<double> out(m.flows.size(), 0.0);
-    std::vector<uint32_t> ready;
-    std::vector<uint32_t> touched;
     int64_t step = m.now / dt;
     for (;;)
     {
@@ -599,7 +655,7 @@ FluidNet::Run(int64_t untilNs)
                 }
             }
         }
-        m.Step(step, ready, touched, out);
+        m.Step(step);
         m.steps += 1;
         m.flowSteps += static_cast<double>(m.liveFlows.size());
         step++;
