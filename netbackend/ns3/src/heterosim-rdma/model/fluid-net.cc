@@ -5,7 +5,6 @@
 #include <deque>
 #include <limits>
 #include <random>
-#include <unordered_map>
 #include <utility>
 
 namespace ns3
@@ -29,6 +28,7 @@ struct Hop
     int port; //!< -1: the NIC's own link
     double rateBps;
     double extraNs;
+    double shiftNs{0}; //!< leaving this hop -> at the next node (Serialization + extraNs)
 };
 
 struct Msg
@@ -57,7 +57,11 @@ struct Flow
     double posted{0};
     double sent{0};
     double rxPos{0}; //!< bytes forwarded to the receiver (FIFO keeps a flow's bytes in order)
-    std::unordered_map<int64_t, double> haz; //!< mark hazard reaching the receiver per step
+    // Mark hazard reaching the receiver per step: haz[k] for step hazBase + k, -1 where none.
+    std::deque<double> haz;
+    int64_t hazBase{0};
+    uint32_t hazSteps{0}; //!< steps in haz with a hazard
+    std::vector<uint32_t> slot; //!< per (hop, bin parity): where it was last in that port's arrivals
     bool live{false};
 };
 
@@ -131,18 +135,20 @@ PerPort(const std::vector<Port>& ports, double Port::*member)
     return v;
 }
 
-void
+/// Adds @p b bytes of @p flow to @p c; returns the index of its part.
+uint32_t
 AddTo(Comp& c, uint32_t flow, uint32_t hop, double b)
 {
-    for (Part& x : c)
+    for (size_t j = 0; j < c.size(); j++)
     {
-        if (x.flow == flow)
+        if (c[j].flow == flow)
         {
-            x.bytes += b;
-            return;
+            c[j].bytes += b;
+            return static_cast<uint32_t>(j);
         }
     }
     c.push_back(Part{flow, hop, b});
+    return static_cast<uint32_t>(c.size() - 1);
 }
 } // namespace
 
@@ -221,13 +227,25 @@ struct FluidNet::Impl
     void Forward(uint32_t i, size_t hop, double t0, double t1, double bytes)
     {
         Flow& f = flows[i];
-        const double shift = Serialization(f, hop) + f.hops[hop].extraNs;
+        const double shift = f.hops[hop].shiftNs;
         if (hop + 1 < f.hops.size())
         {
             const auto pi = static_cast<uint32_t>(f.hops[hop + 1].port);
             Port& p = ports[pi];
             const auto next = static_cast<uint32_t>(hop + 1);
-            Spread(t0 + shift, t1 + shift, bytes, [&](int64_t k, double b) { AddTo(p.Bin(k, curStep), i, next, b); });
+            Spread(t0 + shift, t1 + shift, bytes, [&](int64_t k, double b) {
+                Comp& c = p.Bin(k, curStep);
+                // a flow's parts arrive in about the same order every step: try where it was
+                uint32_t& at = f.slot[2 * next + static_cast<uint32_t>(k & 1)];
+                if (at < c.size() && c[at].flow == i)
+                {
+                    c[at].bytes += b;
+                }
+                else
+                {
+                    at = AddTo(c, i, next, b);
+                }
+            });
             WakePort(pi);
             return;
         }
@@ -488,20 +506,45 @@ FluidNet::Impl::Step(int64_t step)
             const double h = pk * prob;
             const auto kRx = static_cast<int64_t>(
                 std::floor((static_cast<double>(t) + f.rxDelay[j]) / static_cast<double>(dt)));
-            f.haz[std::max(kRx, step + 1)] += h;
+            const int64_t k = std::max(kRx, step + 1);
+            if (f.haz.empty())
+            {
+                f.hazBase = k;
+            }
+            while (static_cast<int64_t>(f.haz.size()) <= k - f.hazBase)
+            {
+                f.haz.push_back(-1.0);
+            }
+            double& v = f.haz[static_cast<size_t>(k - f.hazBase)];
+            if (v < 0)
+            {
+                v = 0.0;
+                f.hazSteps++;
+            }
+            v += h;
         }
     }
     // 4. receivers: CE -> CNP back to the sender
     for (uint32_t i : liveFlows)
     {
         Flow& f = flows[i];
-        auto hz = f.haz.find(step);
-        if (hz == f.haz.end())
+        if (f.haz.empty() || f.hazBase != step)
         {
             continue;
         }
-        const double h = hz->second;
-        f.haz.erase(hz);
+        const double h = f.haz.front();
+        f.haz.pop_front();
+        f.hazBase++;
+        while (!f.haz.empty() && f.haz.front() < 0)
+        {
+            f.haz.pop_front();
+            f.hazBase++;
+        }
+        if (h < 0)
+        {
+            continue;
+        }
+        f.hazSteps--;
         if (u(rng) < 1.0 - std::exp(-h))
         {
             const double tCe = static_cast<double>(t) + u(rng) * static_cast<double>(dt);
@@ -573,10 +616,12 @@ FluidNet::AddFlow(uint32_t nic, const std::vector<double>& hops, double pktWireB
         f.hops.push_back(Hop{static_cast<int>(hops[j]), hops[j + 1], hops[j + 2]});
     }
     f.rxDelay.assign(f.hops.size(), 0.0);
+    f.slot.assign(2 * f.hops.size(), UINT32_MAX);
     double acc = 0;
     for (size_t j = f.hops.size(); j-- > 0;)
     {
-        acc += Impl::Serialization(f, j) + f.hops[j].extraNs;
+        f.hops[j].shiftNs = Impl::Serialization(f, j) + f.hops[j].extraNs;
+        acc += f.hops[j].shiftNs;
         f.rxDelay[j] = acc;
     }
     f.ackNs = ackNs;
@@ -702,7 +747,7 @@ std::vector<double>
 FluidNet::FlowProgress(uint32_t flow) const
 {
     const Flow& f = m_impl->flows.at(flow);
-    return {f.posted, f.sent, f.rxPos, static_cast<double>(f.cnps.size()), static_cast<double>(f.haz.size()),
+    return {f.posted, f.sent, f.rxPos, static_cast<double>(f.cnps.size()), static_cast<double>(f.hazSteps),
             static_cast<double>(f.decAt)};
 }
 
