@@ -247,3 +247,30 @@ def test_fluid_flags_switches_where_packet_level_paused(static_kb):
     assert [s["switch"] for s in acc["fluid_pfc"]["possible_at"]] == ["s0"]
     assert "PFC PAUSE could have fired" in acc["note"]
     assert run(FLUID, {"enabled": False}).extra["acceleration"]["fluid_pfc"]["possible_at"] == []
+
+
+def test_flow_marked_at_two_hops_keeps_its_hazards_in_order():
+    """A flow congested at two ports gets marks from the farther one (later at the receiver) before
+    marks from the nearer one (earlier): both reach its receiver, in step order, every run alike.
+    Two cross flows, each on one of its ports, keep both queues above Kmin."""
+    cfg = NetworkConfig(backend="ns3", cc="dcqcn")
+    params, cnp = _params(cfg)
+
+    def run(seed, pmax):
+        ep = _episode(seed)
+        k = (20e3, 2e6, pmax)  # sparse marks: a far hop's may be the only ones pending
+        p1, p2 = ep.AddPort(R, *k), ep.AddPort(R, *k)
+        nics = [ep.AddNic(R) for _ in range(3)]
+        fids = [_flow(ep, nics[0], [p1, p2], 8_000_000, 0, cfg, params, cnp, msg_id=0),
+                _flow(ep, nics[1], [p1], 8_000_000, 0, cfg, params, cnp, msg_id=1),
+                _flow(ep, nics[2], [p2], 8_000_000, 0, cfg, params, cnp, msg_id=2)]
+        done = _finish(ep)
+        # every mark's hazard reached its receiver: none left pending, nothing live
+        assert [ep.FlowProgress(f)[4] for f in fids] == [0, 0, 0] and ep.Active() == 0
+        return done, list(ep.PortMarks()), ep.Cnps()
+
+    for seed in range(6):
+        for pmax in (0.5, 0.01):
+            a, marks, cnps = run(seed, pmax)
+            assert sorted(a) == [0, 1, 2] and all(m > 0 for m in marks) and cnps > 0
+            assert run(seed, pmax) == (a, marks, cnps)

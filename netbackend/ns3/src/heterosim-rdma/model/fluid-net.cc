@@ -511,6 +511,10 @@ FluidNet::Impl::Step(int64_t step)
             {
                 f.hazBase = k;
             }
+            for (; k < f.hazBase; f.hazBase--) // marked at an earlier hop: further from the receiver
+            {
+                f.haz.push_front(-1.0);
+            }
             while (static_cast<int64_t>(f.haz.size()) <= k - f.hazBase)
             {
                 f.haz.push_back(-1.0);
