@@ -45,7 +45,7 @@ class SimulationConfig(Strict):
     symmetry: bool = True
     """Simulate one data-parallel replica per class of identical ones and one flow per orbit of a
     symmetric collective (heterosim/sim/symmetry.py); false = every lane and transfer."""
-    hashed_copies: Literal["exact", "ops", "ops_and_replicas"] = "ops"
+    hashed_copies: Literal["exact", "ops", "ops_and_replicas", "ops_and_shifted_replicas"] = "ops"
     """Copies whose paths differ only in the links the ECMP hash chose (``network.ecmp: hash``).
     exact: never alike, each simulated on its own. ops: the copies one operation waits for (a collective's
     ring positions, a lane's rails) ride as one group flow, each loading its own hashed links (collisions
