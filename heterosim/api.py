@@ -286,7 +286,7 @@ def _simulate_iterations(prepared, sc, name, net_cfg, progress, record_messages,
                                 symmetry=sym_on,
                                 hashed_copies=getattr(getattr(sc, "simulation", None), "hashed_copies", None))
             if coord.needs_warm_up():
-                coord.shift_replicas_by(_warm_up(prepared, sc, name, net_cfg, it))
+                coord.shift_replicas_by(_warm_up(coord, prepared, sc, name, net_cfg, it))
             sim = coord.run(wall_limit_s=sc.network.wall_limit_s)
         finally:
             net.close()
@@ -294,7 +294,7 @@ def _simulate_iterations(prepared, sc, name, net_cfg, progress, record_messages,
     return sim
 
 
-def _warm_up(prepared, sc, name, net_cfg, it: int) -> dict:
+def _warm_up(main, prepared, sc, name, net_cfg, it: int) -> dict:
     """Pipeline transfer start times of every replica over the run's first transfers (``hashed_copies:
     ops_and_shifted_replicas``): the same iteration, every replica simulated (``ops``), on backends of its own."""
     from heterosim.sim.coordinator import Coordinator
@@ -306,7 +306,7 @@ def _warm_up(prepared, sc, name, net_cfg, it: int) -> dict:
     try:
         coord = Coordinator(prepared.ir, prepared.system, prepared.compute, net, intra,
                             precision=sc.training.precision, comm_options=sc.comm.model_dump(),
-                            record_messages=False, symmetry=True, hashed_copies="ops")
+                            record_messages=False, symmetry=True, hashed_copies="ops", like=main)
         return coord.warm_up(wall_limit_s=sc.network.wall_limit_s)
     finally:
         net.close()

@@ -39,6 +39,11 @@ WARMUP_TRANSFERS = 4
 512 GPUs (1F1B) the replicas' offsets settle with the first or second transfer after the fill, and a pair
 into stage 0 (gradients) starts its 4th transfer only after stage 0's forward sends have settled."""
 
+SHIFT_MERGE_FRACTION = 1 / 16
+"""Mirrored replicas whose offsets for a pipeline transfer lie within this fraction of the pair's transfer time
+(median in the warm-up) ride as one group flow (:meth:`Coordinator._shift_groups`): their sends overlap
+almost wholly in the full run too, and each group flow costs the flow engine its own start and end."""
+
 # event kinds on the coordinator's own heap
 _EV_OP_DONE = 0
 _EV_XFER_READY = 1
@@ -207,7 +212,10 @@ class Coordinator:
                  intra_time_ns: Callable | None = None, comm_options: dict | None = None,
                  progress: Callable[[int, int], None] | None = None, record_messages: bool = True,
                  symmetry: bool = False, message_limit: int | None = None,
-                 release_ns: dict[int, int] | None = None, hashed_copies: str | None = None):
+                 release_ns: dict[int, int] | None = None, hashed_copies: str | None = None,
+                 like: "Coordinator | None" = None):
+        """``like``: a coordinator of the same IR and system whose precomputation (programs, local op durations,
+        planned schedules) this one reuses (a warm-up run beside the main one, :meth:`warm_up`)."""
         if plan_collective is None or intra_time_ns is None:
             from heterosim.comm import intra_time_ns as _intra, plan_collective as _plan
 
@@ -227,7 +235,7 @@ class Coordinator:
         self.message_limit = message_limit
         self.release_ns = dict(release_ns or {})
         """Lane id -> time before which its program does not start (a job's start offset, heterosim/cluster)."""
-        self.programs = [_prepare_program(p.ops) for p in ir.programs]
+        self.programs = like.programs if like is not None else [_prepare_program(p.ops) for p in ir.programs]
         self._build_lanes()
         self._heap: list[tuple[int, int, int, Any]] = []
         self._seq = 0
@@ -238,10 +246,10 @@ class Coordinator:
         self._msg_seq = 0
         self._msg_owner: dict[int, tuple["_ScheduleState", int]] = {}
         self.messages: list[MessageRecord] = []
-        self._dur_tables: dict[tuple, list[int]] = {}
-        self._intra_memo: dict[tuple, int] = {}
+        self._dur_tables: dict[tuple, list[int]] = like._dur_tables if like is not None else {}
+        self._intra_memo: dict[tuple, int] = like._intra_memo if like is not None else {}
         self._one_node_memo: dict[tuple, bool] = {}
-        self._plan_memo: dict[tuple, Any] = {}
+        self._plan_memo: dict[tuple, Any] = like._plan_memo if like is not None else {}
         self._relabel_memo: dict[tuple, list] = {}
         self.events = 0
         # symmetry reduction (heterosim/sim/symmetry.py)
@@ -275,7 +283,7 @@ class Coordinator:
         self._sym_stats = {"orbit_schedules": 0, "orbit_transfers": 0, "orbit_flows": 0, "copies_sent": 0,
                            "merged_rail_groups": 0}
         if self.shift_replicas:
-            self._sym_stats.update(shifted_sends=0, shifted_early=0)
+            self._sym_stats.update(shifted_sends=0, shifted_groups=0, shifted_early=0)
         self._merge_memo: dict[tuple, Any] = {}
         self._links_memo: dict[tuple, tuple[int, ...]] = {}
         # what results need even when messages are not recorded
@@ -285,6 +293,10 @@ class Coordinator:
         self._net_inflight = 0
         self._net_busy_since = 0
         self._net_busy_ns = 0
+        if like is not None and (like.symmetry, like.hash_slowest) == (symmetry, self.hash_slowest):
+            # a schedule's relabelling, orbits and rail merging depend on these two and the system alone
+            self._relabel_memo, self._orbit_memo, self._merge_memo = like._relabel_memo, like._orbit_memo, \
+                like._merge_memo
         if symmetry:
             self._detect_symmetry()
 
@@ -373,10 +385,11 @@ class Coordinator:
         """Whether :meth:`shift_replicas_by` wants a warm-up's pipeline start times (some replica is mirrored)."""
         return self.shift_replicas and self.sym is not None and self._shifts is None
 
-    def warm_up(self, transfers: int = WARMUP_TRANSFERS, wall_limit_s: float | None = None) -> dict:
+    def warm_up(self, transfers: int = WARMUP_TRANSFERS, wall_limit_s: float | None = None) -> tuple[dict, dict]:
         """Run (every replica simulated: build this coordinator with ``hashed_copies: ops``) until every pipeline
         pair of lanes has started ``transfers`` transfers (or all it has), then stop; (src lane, dst lane) ->
-        {tag: start ns} of every pipeline transfer started so far (what :meth:`shift_replicas_by` takes)."""
+        {tag: start ns} of every pipeline transfer started so far, and {tag: end ns} of those that ended (what
+        :meth:`shift_replicas_by` takes)."""
         need: dict[tuple[int, int], int] = defaultdict(int)
         for lane in self.lanes:
             if not self._active[lane.id]:
@@ -387,8 +400,9 @@ class Coordinator:
         self._p2p_need = {k: min(n, transfers) for k, n in need.items()}
         self._p2p_unsettled = len(self._p2p_need)
         self._p2p_log = {k: {} for k in need}
+        self._p2p_end = {k: {} for k in need}
         self.run(wall_limit_s=wall_limit_s)
-        return self._p2p_log
+        return self._p2p_log, self._p2p_end
 
     def _log_p2p(self, src: int, dst: int, tag, t: int) -> None:
         log = self._p2p_log[(src, dst)]
@@ -398,7 +412,7 @@ class Coordinator:
             if self._p2p_unsettled == 0:
                 self._stop = True
 
-    def shift_replicas_by(self, starts: dict) -> None:
+    def shift_replicas_by(self, warm: tuple[dict, dict]) -> None:
         """Offsets of the mirrored replicas' pipeline sends, from a warm-up's start times (:meth:`warm_up`).
 
         In the full run under hashed ECMP the replicas do not send in lockstep: their own collisions during
@@ -407,7 +421,9 @@ class Coordinator:
         class, the replica whose pipeline transfers start earliest is simulated (a send cannot be moved
         into the past); each mirror's copy of a transfer goes as its own group flow, nobody waiting for it,
         at the simulated one's start plus the offset measured for that transfer (same pair of lanes, same
-        tag) in the warm-up, or past the warm-up the offset of the pair's last transfer measured."""
+        tag) in the warm-up, or past the warm-up the offset of the pair's last transfer measured. ``warm``:
+        (src lane, dst lane) -> {tag: start ns}, and the same for the ends (:meth:`warm_up`)."""
+        starts, ends = warm
         sym = self.sym
         lane_of, lanes = self.lane_of_rank, self.lanes
 
@@ -438,7 +454,9 @@ class Coordinator:
             rank = lanes[pair[0]].ranks[0]
             if not self._active[pair[0]]:
                 continue
-            self._shifts[pair] = [(d, *offsets(pair, mirror_pair(pair, d))) for d in sym.mirrors(rank)]
+            took = sorted(ends[pair][t] - starts[pair][t] for t in ends.get(pair, ()) if t in starts[pair])
+            tol = took[len(took) // 2] * SHIFT_MERGE_FRACTION if took else 0
+            self._shifts[pair] = (tol, [(d, *offsets(pair, mirror_pair(pair, d))) for d in sym.mirrors(rank)])
 
     def _profile(self, backend, src: str, dst: str, key: int, rates_only: bool = False,
                  hashed_alike: bool | None = None):
@@ -756,12 +774,7 @@ class Coordinator:
             self._log_p2p(send_side[0], recv_side[0], key[2], self._now)
         shifts = None
         if self._shifts is not None:
-            shifts = tuple((d, max(0, offs.get(key[2], steady))) for d, offs, steady
-                           in self._shifts.get((send_side[0], recv_side[0]), ()))
-            ss = self._sym_stats
-            ss["shifted_sends"] += len(shifts)
-            ss["shifted_early"] += sum(1 for d, offs, steady in self._shifts.get((send_side[0], recv_side[0]), ())
-                                       if offs.get(key[2], steady) < 0)
+            shifts = self._shift_groups(send_side[0], recv_side[0], key[2])
         rsize = self.programs[dst_lane.program].ops[recv_side[1]].size_bytes
         if len(src_lane.ranks) == len(dst_lane.ranks):
             size = max(sop.size_bytes, rsize)
@@ -840,6 +853,36 @@ class Coordinator:
         self._launch_schedule(inst, op.collective, inst.ranks, op.size_bytes)
         if inst.pending == 0:
             self._finish_instance(inst)
+
+    def _shift_groups(self, src: int, dst: int, tag) -> tuple | None:
+        """(mirrored replicas in step with the simulated one, ((offset ns, replicas), ...)) for one pipeline
+        transfer (:meth:`shift_replicas_by`): mirrors whose offsets lie within ``SHIFT_MERGE_FRACTION`` of the
+        pair's transfer time of the group's first ride as one flow, at the group's mean offset."""
+        spec = self._shifts.get((src, dst))
+        if not spec:
+            return None
+        tol, mirrors = spec
+        ss = self._sym_stats
+        offs = []
+        for d, measured, steady in mirrors:
+            off = measured.get(tag, steady)
+            if off < 0:  # ahead of the earliest replica in the warm-up: cannot start before it here
+                ss["shifted_early"] += 1
+                off = 0
+            offs.append((off, d))
+        offs.sort()
+        groups: list[list[tuple[int, int]]] = [[]]  # the first: the simulated replica's, at offset 0
+        first = 0
+        for off, d in offs:
+            if off - first > tol:
+                groups.append([])
+                first = off
+            groups[-1].append((off, d))
+        step = tuple(d for _, d in groups[0])
+        out = tuple((round(sum(o for o, _ in g) / len(g)), tuple(d for _, d in g)) for g in groups[1:])
+        ss["shifted_groups"] += len(out)
+        ss["shifted_sends"] += len(offs) - len(step)
+        return step, out
 
     def _launch_schedule(self, inst: _Instance, collective: str, ranks: tuple[int, ...], size: int,
                          images: list | None = None, merged_groups: int = 0, shifts: tuple | None = None) -> None:
@@ -953,6 +996,8 @@ class Coordinator:
             self.messages.append(rec)
             state.records[i] = rec
         images = state.images[i] if state.images is not None else ()
+        if state.shifts is not None and state.shifts[0]:  # mirrors in step with this one ride in its group
+            images = self._mirror_copies(x, images, state.shifts[0], True)
         copies = 1 + len(images)
         self.all_messages += copies
         size = x.size_bytes
@@ -962,9 +1007,10 @@ class Coordinator:
         if backend is None or size <= 0:
             self._push(start, _EV_XFER_READY, ("xfer_done", mid))
             return
-        if state.shifts is not None:
-            for d, off in state.shifts:
-                pairs = self._mirror_copies(x, images, d)
+        shifts = state.shifts
+        if shifts is not None:
+            for off, ds in shifts[1]:
+                pairs = self._mirror_copies(x, images, ds)
                 if net:
                     self.net_bytes += size * len(pairs)
                     self.net_messages += len(pairs)
@@ -1001,9 +1047,10 @@ class Coordinator:
             backend.send(Message(self._msg_seq, a, b, int(x.size_bytes), start, x.flow_key, x.connection,
                                  x.step_bytes))
 
-    def _mirror_copies(self, x, own: tuple, d: int) -> tuple:
-        """Endpoints of transfer ``x`` and of its copies ``own`` in mirrored replica ``d``, ``x``'s first."""
-        key = (x.src, x.dst, x.link, own, d)
+    def _mirror_copies(self, x, own: tuple, replicas: tuple[int, ...], keep: bool = False) -> tuple:
+        """Endpoints of transfer ``x`` and of its copies ``own`` in each of the mirrored ``replicas`` (``keep``:
+        after ``own``)."""
+        key = (x.src, x.dst, x.link, own, replicas, keep)
         hit = self._shift_memo.get(key)
         if hit is None:
             sym = self.sym
@@ -1011,7 +1058,9 @@ class Coordinator:
             if own:  # copies are named by endpoints; find their ranks through the GPUs' endpoints (_with_mirrors)
                 ep_rank = self._ep_rank()
                 pairs += [(ep_rank[(x.link, a, True)], ep_rank[(x.link, b, False)]) for a, b in own]
-            hit = tuple(self._endpoints(x.link, sym.image(a, d), sym.image(b, d)) for a, b in pairs)
+            hit = tuple(self._endpoints(x.link, sym.image(a, d), sym.image(b, d)) for d in replicas for a, b in pairs)
+            if keep:
+                hit = own + hit
             if len(self._shift_memo) < 100_000:
                 self._shift_memo[key] = hit
         return hit
@@ -1071,6 +1120,8 @@ class Coordinator:
         self._finished_instances.append(inst)
         p2p = getattr(inst, "p2p_ops", None)
         if p2p is not None:
+            if self._p2p_log is not None:
+                self._p2p_end[(p2p[0][0], p2p[1][0])][inst.key[3]] = self._now
             for lane_id, oid in p2p:
                 self.lanes[lane_id].comm_start_ns[oid] = inst.start_ns
                 self._complete_op(self.lanes[lane_id], oid)
