@@ -401,7 +401,8 @@ class Coordinator:
         self._p2p_unsettled = len(self._p2p_need)
         self._p2p_log = {k: {} for k in need}
         self._p2p_end = {k: {} for k in need}
-        self.run(wall_limit_s=wall_limit_s)
+        if need:  # (no pipeline: nothing to measure)
+            self.run(wall_limit_s=wall_limit_s)
         return self._p2p_log, self._p2p_end
 
     def _log_p2p(self, src: int, dst: int, tag, t: int) -> None:

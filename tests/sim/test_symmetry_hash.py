@@ -196,3 +196,13 @@ def test_the_warm_up_is_the_every_replica_run_stopped_after_a_few_pipeline_trans
     # ... and it stops well before the iteration ends
     end = max(max(lane.end_ns) for lane in whole.lanes)
     assert max(max(log.values()) for log in starts.values()) < end / 2
+
+
+def test_shifted_replicas_without_a_pipeline_need_no_warm_up_and_match_lockstep():
+    # PP1: no pipeline sends to shift, so the warm-up measures nothing and the run is ops_and_replicas'
+    sc = _scenario([{"name": "h", "node_type": "dgx-h100", "num_nodes": 4}], pp=1, batch=16, fabric=LEAF16,
+                   ecmp="hash")
+    a, b = (api.simulate(api.prepare(api.with_overrides(sc, {"simulation.hashed_copies": m})),
+                         record_messages=False, symmetry=True) for m in ("ops_and_replicas", "ops_and_shifted_replicas"))
+    assert b.sim.symmetry["replica_classes"]["class_sizes"] == [4] and b.sim.symmetry["shifted_groups"] == 0
+    assert a.sim.iteration_time_ns == b.sim.iteration_time_ns and a.summary["breakdown"] == b.summary["breakdown"]
