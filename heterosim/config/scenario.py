@@ -61,8 +61,8 @@ class SimulationConfig(Strict):
     of the iteration at 256 to 4,096 A100s and on 32 DGX H100 + 32 DGX A100; ops_and_replicas moves a
     stage's exposed pipeline time by 0.35-0.54% of the iteration at DP4-DP32 (its replicas collide every
     time where the full run's, at fixed offsets of several send durations, rarely do:
-    benchmarks/hash_replica_offsets.py); ops_and_shifted_replicas by at most 0.12% at DP4 and DP8 (CPU
-    between the two). Default ``ops``: both replica modes are over 0.5% on a short iteration (32 DGX H100,
+    benchmarks/hash_replica_offsets.py); ops_and_shifted_replicas by at most 0.12% at DP4 to DP32 (CPU
+    about twice ops_and_replicas'). Default ``ops``: both replica modes are over 0.5% on a short iteration (32 DGX H100,
     GPT-3 1.7B PP4 DP8, 8 micro-batches per replica: a stage's bubble 1.1%), where ops is within 0.11%."""
 
 
