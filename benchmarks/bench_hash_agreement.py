@@ -3,7 +3,8 @@
 Under hashed ECMP the copies of a transfer (replicas, ring positions, rails) take paths the hash chose,
 so no exact replica reduction exists (benchmarks/hash_replica_signatures.py). ``ops`` sends the copies
 one op waits for (ring positions, rails) as one group flow anyway, each copy on its own hashed links,
-the group at its slowest copy's pace; ``ops_and_replicas`` also simulates data-parallel replicas once.
+the group at its slowest copy's pace; ``ops_and_replicas`` also simulates data-parallel replicas once;
+``ops_and_shifted_replicas`` too, with the mirrors' pipeline sends shifted by offsets a warm-up measured.
 The issue's rule for a reduction that is not exact: within 0.5% of the full simulation. This prints, for
 each case, the full run (every lane and transfer, the reference) against each reduced one:
 
@@ -14,7 +15,8 @@ each case, the full run (every lane and transfer, the reference) against each re
   percent of the iteration;
 * CPU seconds of each simulation and their ratio.
 
-    .venv/bin/python benchmarks/bench_hash_agreement.py [--cases 256,512,1024,hetero512] [--modes ops,ops_and_replicas]
+    .venv/bin/python benchmarks/bench_hash_agreement.py [--cases 256,512,1024,hetero512]
+        [--modes ops,ops_and_replicas,ops_and_shifted_replicas]
 
 Cases: a GPU count is bench_run.py's GPT-3 175B shape (TP8 PP16, DP = GPUs / 128, leaf-spine, hash
 ECMP); ``hetero512`` is GPT-3 175B on 32 DGX H100 (400G NICs) + 32 DGX A100 (200G NICs), TP4 PP8 DP16,
@@ -98,7 +100,8 @@ def agree(name, title, mode, full, cpu_full, red, cpu_red) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cases", default="256,512,1024,hetero512")
-    ap.add_argument("--modes", default="ops,ops_and_replicas", help="simulation.hashed_copies values to compare")
+    ap.add_argument("--modes", default="ops,ops_and_replicas,ops_and_shifted_replicas",
+                    help="simulation.hashed_copies values to compare")
     args = ap.parse_args()
     rows = []
     for name in args.cases.split(","):

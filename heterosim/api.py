@@ -278,17 +278,39 @@ def _simulate_iterations(prepared, sc, name, net_cfg, progress, record_messages,
                 raise
         intra = create_backend("flow", effective_intra(prepared.system.intra), intra_config(sc), sc.seed + it)
         try:
+            sym_on = _symmetry(sc, name) if symmetry is None else symmetry
             coord = Coordinator(prepared.ir, prepared.system, prepared.compute, net, intra,
                                 precision=sc.training.precision, comm_options=sc.comm.model_dump(),
                                 progress=progress, record_messages=bool(record_messages),
                                 message_limit=None if isinstance(record_messages, bool) else record_messages,
-                                symmetry=_symmetry(sc, name) if symmetry is None else symmetry,
+                                symmetry=sym_on,
                                 hashed_copies=getattr(getattr(sc, "simulation", None), "hashed_copies", None))
+            if coord.needs_warm_up():
+                coord.shift_replicas_by(_warm_up(coord, prepared, sc, name, net_cfg, it))
             sim = coord.run(wall_limit_s=sc.network.wall_limit_s)
         finally:
             net.close()
             intra.close()
     return sim
+
+
+def _warm_up(main, prepared, sc, name, net_cfg, it: int) -> dict:
+    """Pipeline transfer start times of every replica over the run's first transfers (``hashed_copies:
+    ops_and_shifted_replicas``): the same iteration, every replica simulated (``ops``), on backends of its own."""
+    from heterosim.sim.coordinator import Coordinator
+    from heterosim.sim.intra import effective_intra
+    from netbackend.registry import create_backend
+
+    net = create_backend(name, prepared.system.net, net_cfg, sc.seed + it)
+    intra = create_backend("flow", effective_intra(prepared.system.intra), intra_config(sc), sc.seed + it)
+    try:
+        coord = Coordinator(prepared.ir, prepared.system, prepared.compute, net, intra,
+                            precision=sc.training.precision, comm_options=sc.comm.model_dump(),
+                            record_messages=False, symmetry=True, hashed_copies="ops", like=main)
+        return coord.warm_up(wall_limit_s=sc.network.wall_limit_s)
+    finally:
+        net.close()
+        intra.close()
 
 
 def _symmetry(sc: Scenario, backend: str) -> bool:

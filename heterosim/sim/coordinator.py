@@ -34,6 +34,16 @@ from heterosim.errors import PlanError, SimulationError
 from heterosim.workload.ir import IR, Op
 from netbackend.base import Message, NetworkBackend
 
+WARMUP_TRANSFERS = 4
+"""Pipeline transfers per pair of lanes a warm-up runs for (``hashed_copies: ops_and_shifted_replicas``): at
+512 GPUs (1F1B) the replicas' offsets settle with the first or second transfer after the fill, and a pair
+into stage 0 (gradients) starts its 4th transfer only after stage 0's forward sends have settled."""
+
+SHIFT_MERGE_FRACTION = 1 / 16
+"""Mirrored replicas whose offsets for a pipeline transfer lie within this fraction of the pair's transfer time
+(median in the warm-up) ride as one group flow (:meth:`Coordinator._shift_groups`): their sends overlap
+almost wholly in the full run too, and each group flow costs the flow engine its own start and end."""
+
 # event kinds on the coordinator's own heap
 _EV_OP_DONE = 0
 _EV_XFER_READY = 1
@@ -202,7 +212,10 @@ class Coordinator:
                  intra_time_ns: Callable | None = None, comm_options: dict | None = None,
                  progress: Callable[[int, int], None] | None = None, record_messages: bool = True,
                  symmetry: bool = False, message_limit: int | None = None,
-                 release_ns: dict[int, int] | None = None, hashed_copies: str | None = None):
+                 release_ns: dict[int, int] | None = None, hashed_copies: str | None = None,
+                 like: "Coordinator | None" = None):
+        """``like``: a coordinator of the same IR and system whose precomputation (programs, local op durations,
+        planned schedules) this one reuses (a warm-up run beside the main one, :meth:`warm_up`)."""
         if plan_collective is None or intra_time_ns is None:
             from heterosim.comm import intra_time_ns as _intra, plan_collective as _plan
 
@@ -222,7 +235,7 @@ class Coordinator:
         self.message_limit = message_limit
         self.release_ns = dict(release_ns or {})
         """Lane id -> time before which its program does not start (a job's start offset, heterosim/cluster)."""
-        self.programs = [_prepare_program(p.ops) for p in ir.programs]
+        self.programs = like.programs if like is not None else [_prepare_program(p.ops) for p in ir.programs]
         self._build_lanes()
         self._heap: list[tuple[int, int, int, Any]] = []
         self._seq = 0
@@ -233,10 +246,10 @@ class Coordinator:
         self._msg_seq = 0
         self._msg_owner: dict[int, tuple["_ScheduleState", int]] = {}
         self.messages: list[MessageRecord] = []
-        self._dur_tables: dict[tuple, list[int]] = {}
-        self._intra_memo: dict[tuple, int] = {}
+        self._dur_tables: dict[tuple, list[int]] = like._dur_tables if like is not None else {}
+        self._intra_memo: dict[tuple, int] = like._intra_memo if like is not None else {}
         self._one_node_memo: dict[tuple, bool] = {}
-        self._plan_memo: dict[tuple, Any] = {}
+        self._plan_memo: dict[tuple, Any] = like._plan_memo if like is not None else {}
         self._relabel_memo: dict[tuple, list] = {}
         self.events = 0
         # symmetry reduction (heterosim/sim/symmetry.py)
@@ -245,13 +258,21 @@ class Coordinator:
             from heterosim.config.scenario import SimulationConfig
 
             hashed_copies = SimulationConfig.model_fields["hashed_copies"].default
-        self.hash_slowest = symmetry and hashed_copies in ("ops", "ops_and_replicas")
+        self.hash_slowest = symmetry and hashed_copies in ("ops", "ops_and_replicas", "ops_and_shifted_replicas")
         """Copies whose ECMP-hashed paths differ ride as one group flow at its slowest copy's pace
         (``simulation.hashed_copies``, heterosim/config/scenario.py); else they are never alike."""
-        self.hash_replicas = symmetry and hashed_copies == "ops_and_replicas"
+        self.hash_replicas = symmetry and hashed_copies in ("ops_and_replicas", "ops_and_shifted_replicas")
         """Replicas whose paths differ only in the hashed links are alike too (else only the copies one op waits
         for: a collective's ring positions, a lane's rails)."""
         self.hashed_copies = hashed_copies if symmetry else "exact"
+        self.shift_replicas = symmetry and hashed_copies == "ops_and_shifted_replicas"
+        """Mirrored replicas' pipeline sends go as their own flows, each replica's shifted by its offset from the
+        simulated one as a warm-up of the full run measured it (:meth:`shift_replicas_by`), not in lockstep."""
+        self._shifts: dict[tuple[int, int], list[tuple[int, dict, int]]] | None = None
+        self._ghost_seq = 0
+        self._shift_memo: dict[tuple, tuple] = {}
+        self._p2p_log: dict[tuple[int, int], dict] | None = None
+        self._stop = False
         self.sym = None
         self._active = [True] * len(self.lanes)
         self._orbit_memo: dict[tuple, Any] = {}
@@ -261,6 +282,8 @@ class Coordinator:
         self._profilers: dict[int, Any] = {}
         self._sym_stats = {"orbit_schedules": 0, "orbit_transfers": 0, "orbit_flows": 0, "copies_sent": 0,
                            "merged_rail_groups": 0}
+        if self.shift_replicas:
+            self._sym_stats.update(shifted_sends=0, shifted_groups=0, shifted_early=0)
         self._merge_memo: dict[tuple, Any] = {}
         self._links_memo: dict[tuple, tuple[int, ...]] = {}
         # what results need even when messages are not recorded
@@ -270,6 +293,10 @@ class Coordinator:
         self._net_inflight = 0
         self._net_busy_since = 0
         self._net_busy_ns = 0
+        if like is not None and (like.symmetry, like.hash_slowest) == (symmetry, self.hash_slowest):
+            # a schedule's relabelling, orbits and rail merging depend on these two and the system alone
+            self._relabel_memo, self._orbit_memo, self._merge_memo = like._relabel_memo, like._orbit_memo, \
+                like._merge_memo
         if symmetry:
             self._detect_symmetry()
 
@@ -353,6 +380,84 @@ class Coordinator:
         for lane in self.lanes:
             self._active[lane.id] = sym.position[lane.ranks[0]] in sym.rep_replicas
         self._lanes_per_group.clear()
+
+    def needs_warm_up(self) -> bool:
+        """Whether :meth:`shift_replicas_by` wants a warm-up's pipeline start times (some replica is mirrored)."""
+        return self.shift_replicas and self.sym is not None and self._shifts is None
+
+    def warm_up(self, transfers: int = WARMUP_TRANSFERS, wall_limit_s: float | None = None) -> tuple[dict, dict]:
+        """Run (every replica simulated: build this coordinator with ``hashed_copies: ops``) until every pipeline
+        pair of lanes has started ``transfers`` transfers (or all it has), then stop; (src lane, dst lane) ->
+        {tag: start ns} of every pipeline transfer started so far, and {tag: end ns} of those that ended (what
+        :meth:`shift_replicas_by` takes)."""
+        need: dict[tuple[int, int], int] = defaultdict(int)
+        for lane in self.lanes:
+            if not self._active[lane.id]:
+                continue
+            for op in self.programs[lane.program].ops:
+                if op.kind == "comm" and op.collective == "send":
+                    need[(lane.id, self.lane_of_rank[self.ir.peer_of(lane.ranks[0], op.peer_offset)])] += 1
+        self._p2p_need = {k: min(n, transfers) for k, n in need.items()}
+        self._p2p_unsettled = len(self._p2p_need)
+        self._p2p_log = {k: {} for k in need}
+        self._p2p_end = {k: {} for k in need}
+        if need:  # (no pipeline: nothing to measure)
+            self.run(wall_limit_s=wall_limit_s)
+        return self._p2p_log, self._p2p_end
+
+    def _log_p2p(self, src: int, dst: int, tag, t: int) -> None:
+        log = self._p2p_log[(src, dst)]
+        log[tag] = t
+        if len(log) == self._p2p_need[(src, dst)]:
+            self._p2p_unsettled -= 1
+            if self._p2p_unsettled == 0:
+                self._stop = True
+
+    def shift_replicas_by(self, warm: tuple[dict, dict]) -> None:
+        """Offsets of the mirrored replicas' pipeline sends, from a warm-up's start times (:meth:`warm_up`).
+
+        In the full run under hashed ECMP the replicas do not send in lockstep: their own collisions during
+        the pipeline fill put each at a fixed offset from the others (0.4-2.6 ms at 512 GPUs, several send
+        durations), kept afterwards (benchmarks/hash_replica_offsets.py), so their sends rarely meet. Per
+        class, the replica whose pipeline transfers start earliest is simulated (a send cannot be moved
+        into the past); each mirror's copy of a transfer goes as its own group flow, nobody waiting for it,
+        at the simulated one's start plus the offset measured for that transfer (same pair of lanes, same
+        tag) in the warm-up, or past the warm-up the offset of the pair's last transfer measured. ``warm``:
+        (src lane, dst lane) -> {tag: start ns}, and the same for the ends (:meth:`warm_up`)."""
+        starts, ends = warm
+        sym = self.sym
+        lane_of, lanes = self.lane_of_rank, self.lanes
+
+        def mirror_pair(pair: tuple[int, int], d: int) -> tuple[int, int]:
+            return (lane_of[sym.image(lanes[pair[0]].ranks[0], d)], lane_of[sym.image(lanes[pair[1]].ranks[0], d)])
+
+        def offsets(pair, mpair) -> tuple[dict, int]:
+            base, other = starts.get(pair, {}), starts.get(mpair, {})
+            common = [t for t in base if t in other]
+            if not common:
+                return {}, 0
+            last = max(common, key=lambda t: base[t])
+            return {t: other[t] - base[t] for t in common}, other[last] - base[last]
+
+        for cls in sym.classes:
+            if len(cls) < 2:
+                continue
+            pairs = [p for p in starts if sym.position[lanes[p[0]].ranks[0]] == cls[0]]
+            lead = {d: sum(offsets(p, mirror_pair(p, d))[1] for p in pairs) if d != cls[0] else 0 for d in cls}
+            rep = min(cls, key=lambda d: (lead[d], d))
+            cls.sort(key=lambda d: d != rep)  # (stable: the others keep their order)
+        sym.rep_replicas = {c[0] for c in sym.classes}
+        for lane in lanes:
+            self._active[lane.id] = sym.position[lane.ranks[0]] in sym.rep_replicas
+        self._lanes_per_group.clear()
+        self._shifts = {}
+        for pair in starts:
+            rank = lanes[pair[0]].ranks[0]
+            if not self._active[pair[0]]:
+                continue
+            took = sorted(ends[pair][t] - starts[pair][t] for t in ends.get(pair, ()) if t in starts[pair])
+            tol = took[len(took) // 2] * SHIFT_MERGE_FRACTION if took else 0
+            self._shifts[pair] = (tol, [(d, *offsets(pair, mirror_pair(pair, d))) for d in sym.mirrors(rank)])
 
     def _profile(self, backend, src: str, dst: str, key: int, rates_only: bool = False,
                  hashed_alike: bool | None = None):
@@ -666,6 +771,11 @@ class Coordinator:
         inst = _Instance(("p2p",) + key, sop, ranks, 2, {send_side[0]: send_side[1], recv_side[0]: recv_side[1]})
         inst.p2p_ops = (send_side, recv_side)  # type: ignore[attr-defined]
         inst.start_ns = self._now
+        if self._p2p_log is not None:
+            self._log_p2p(send_side[0], recv_side[0], key[2], self._now)
+        shifts = None
+        if self._shifts is not None:
+            shifts = self._shift_groups(send_side[0], recv_side[0], key[2])
         rsize = self.programs[dst_lane.program].ops[recv_side[1]].size_bytes
         if len(src_lane.ranks) == len(dst_lane.ranks):
             size = max(sop.size_bytes, rsize)
@@ -674,13 +784,14 @@ class Coordinator:
             # when their paths are alike (as for the lane's parallel data-parallel groups, _post_comm)
             merged = self._merge_plan("send", size, pairs) if self.symmetry and len(pairs) > 1 else None
             if merged is not None:
-                self._launch_schedule(inst, "send", pairs[0], size, images=merged, merged_groups=len(pairs) - 1)
+                self._launch_schedule(inst, "send", pairs[0], size, images=merged, merged_groups=len(pairs) - 1,
+                                      shifts=shifts)
             else:
                 for a, b in pairs:
-                    self._launch_schedule(inst, "send", (a, b), size)
+                    self._launch_schedule(inst, "send", (a, b), size, shifts=shifts)
         else:  # stages of different TP degree (parallelism.stage_tp): re-shard between the two TP groups
             for a, b, nbytes in reshard_transfers(src_lane.ranks, sop.size_bytes, dst_lane.ranks, rsize):
-                self._launch_schedule(inst, "send", (a, b), nbytes)
+                self._launch_schedule(inst, "send", (a, b), nbytes, shifts=shifts)
         if inst.pending == 0:
             self._finish_instance(inst)
 
@@ -744,8 +855,40 @@ class Coordinator:
         if inst.pending == 0:
             self._finish_instance(inst)
 
+    def _shift_groups(self, src: int, dst: int, tag) -> tuple | None:
+        """(mirrored replicas in step with the simulated one, ((offset ns, replicas), ...)) for one pipeline
+        transfer (:meth:`shift_replicas_by`): mirrors whose offsets lie within ``SHIFT_MERGE_FRACTION`` of the
+        pair's transfer time of the group's first ride as one flow, at the group's mean offset."""
+        spec = self._shifts.get((src, dst))
+        if not spec:
+            return None
+        tol, mirrors = spec
+        ss = self._sym_stats
+        offs = []
+        for d, measured, steady in mirrors:
+            off = measured.get(tag, steady)
+            if off < 0:  # ahead of the earliest replica in the warm-up: cannot start before it here
+                ss["shifted_early"] += 1
+                off = 0
+            offs.append((off, d))
+        offs.sort()
+        groups: list[list[tuple[int, int]]] = [[]]  # the first: the simulated replica's, at offset 0
+        first = 0
+        for off, d in offs:
+            if off - first > tol:
+                groups.append([])
+                first = off
+            groups[-1].append((off, d))
+        step = tuple(d for _, d in groups[0])
+        out = tuple((round(sum(o for o, _ in g) / len(g)), tuple(d for _, d in g)) for g in groups[1:])
+        ss["shifted_groups"] += len(out)
+        ss["shifted_sends"] += len(offs) - len(step)
+        return step, out
+
     def _launch_schedule(self, inst: _Instance, collective: str, ranks: tuple[int, ...], size: int,
-                         images: list | None = None, merged_groups: int = 0) -> None:
+                         images: list | None = None, merged_groups: int = 0, shifts: tuple | None = None) -> None:
+        """``shifts``: (mirrored replica, offset ns) whose copies of these transfers go as their own flows that
+        late (:meth:`shift_replicas_by`), not as copies in this one's group."""
         if self._one_node(ranks):
             d = self._intra_collective_ns(collective, ranks, size)
             inst.pending += 1
@@ -764,7 +907,8 @@ class Coordinator:
             ss["orbit_schedules"] += 1
             ss["orbit_flows"] += len(xfers)
             ss["orbit_transfers"] += len(xfers) + sum(len(im) for im in images)
-        mirrors = self._replica_mirrors(ranks) if self.sym is not None else ()
+        mirrors = self._replica_mirrors(ranks) if self.sym is not None and shifts is None else ()
+        state.shifts = shifts or None
         if mirrors:
             images = [self._with_mirrors(x, images[i] if images is not None else (), mirrors)
                       for i, x in enumerate(xfers)]
@@ -853,6 +997,8 @@ class Coordinator:
             self.messages.append(rec)
             state.records[i] = rec
         images = state.images[i] if state.images is not None else ()
+        if state.shifts is not None and state.shifts[0]:  # mirrors in step with this one ride in its group
+            images = self._mirror_copies(x, images, state.shifts[0], True)
         copies = 1 + len(images)
         self.all_messages += copies
         size = x.size_bytes
@@ -862,6 +1008,18 @@ class Coordinator:
         if backend is None or size <= 0:
             self._push(start, _EV_XFER_READY, ("xfer_done", mid))
             return
+        shifts = state.shifts
+        if shifts is not None:
+            for off, ds in shifts[1]:
+                pairs = self._mirror_copies(x, images, ds)
+                if net:
+                    self.net_bytes += size * len(pairs)
+                    self.net_messages += len(pairs)
+                self.all_messages += len(pairs)
+                if off > 0 or start > now:
+                    self._push(start + off, _EV_XFER_READY, ("shifted_send", (backend, x, pairs)))
+                else:
+                    self._send_shifted(backend, x, pairs, start)
         if start > now:
             self._push(start, _EV_XFER_READY, ("xfer_send", (backend, mid, x, images)))
         else:
@@ -890,7 +1048,44 @@ class Coordinator:
             backend.send(Message(self._msg_seq, a, b, int(x.size_bytes), start, x.flow_key, x.connection,
                                  x.step_bytes))
 
+    def _mirror_copies(self, x, own: tuple, replicas: tuple[int, ...], keep: bool = False) -> tuple:
+        """Endpoints of transfer ``x`` and of its copies ``own`` in each of the mirrored ``replicas`` (``keep``:
+        after ``own``)."""
+        key = (x.src, x.dst, x.link, own, replicas, keep)
+        hit = self._shift_memo.get(key)
+        if hit is None:
+            sym = self.sym
+            pairs = [(x.src, x.dst)]
+            if own:  # copies are named by endpoints; find their ranks through the GPUs' endpoints (_with_mirrors)
+                ep_rank = self._ep_rank()
+                pairs += [(ep_rank[(x.link, a, True)], ep_rank[(x.link, b, False)]) for a, b in own]
+            hit = tuple(self._endpoints(x.link, sym.image(a, d), sym.image(b, d)) for d in replicas for a, b in pairs)
+            if keep:
+                hit = own + hit
+            if len(self._shift_memo) < 100_000:
+                self._shift_memo[key] = hit
+        return hit
+
+    def _send_shifted(self, backend, x, pairs: tuple, start: int) -> None:
+        """A mirrored replica's copies of ``x`` as one group flow of their own that nothing waits for (ids < 0)."""
+        self._catch_up(backend)
+        self._ghost_seq -= 1
+        (a, b), rest = pairs[0], pairs[1:]
+        msg = Message(self._ghost_seq, a, b, int(x.size_bytes), start, x.flow_key, x.connection, x.step_bytes)
+        send_group = getattr(backend, "send_group", None)
+        if not rest or (send_group is not None and send_group(msg, rest, hashed_alike=True)):
+            if not rest:
+                backend.send(msg)
+            return
+        backend.send(msg)
+        for a, b in rest:
+            self._ghost_seq -= 1
+            backend.send(Message(self._ghost_seq, a, b, int(x.size_bytes), start, x.flow_key, x.connection,
+                                 x.step_bytes))
+
     def _transfer_done(self, mid: int) -> None:
+        if mid < 0:  # a mirrored replica's shifted copies (_send_shifted): nothing waits for them
+            return
         if self._wait:
             mid = self._shadow.pop(mid, mid)
             left = self._wait.get(mid)
@@ -926,6 +1121,8 @@ class Coordinator:
         self._finished_instances.append(inst)
         p2p = getattr(inst, "p2p_ops", None)
         if p2p is not None:
+            if self._p2p_log is not None:
+                self._p2p_end[(p2p[0][0], p2p[1][0])][inst.key[3]] = self._now
             for lane_id, oid in p2p:
                 self.lanes[lane_id].comm_start_ns[oid] = inst.start_ns
                 self._complete_op(self.lanes[lane_id], oid)
@@ -994,7 +1191,7 @@ class Coordinator:
             net_peek = True
         except NotImplementedError:
             net_peek = False
-        while True:
+        while not self._stop:
             t_local = self._heap[0][0] if self._heap else None
             t_intra = intra.next_event_ns() if intra is not None and intra.pending() else None
             bound = _min(t_local, t_intra)
@@ -1037,6 +1234,8 @@ class Coordinator:
                         arg.pending -= 1
                         if arg.pending == 0:
                             self._finish_instance(arg)
+                    elif what == "shifted_send":
+                        self._send_shifted(*arg, self._now)
                     elif what == "lane_start":
                         for s in range(len(arg.prog.streams)):
                             self._try_start_stream(arg, s)
@@ -1046,6 +1245,8 @@ class Coordinator:
             if wall_limit_s is not None and _time.monotonic() - t0 > wall_limit_s:
                 raise SimulationError(f"simulation exceeded the wall-clock limit of {wall_limit_s:.0f} s",
                                       field="network.wall_limit_s", value=wall_limit_s)
+        if self._stop:  # a warm-up (warm_up) has what it ran for
+            return None
         stuck = [(lane, n) for lane in active if lane.done_count < (n := len(self.programs[lane.program].ops))]
         if stuck:
             lane, n = stuck[0]
@@ -1114,7 +1315,7 @@ def reshard_transfers(src_ranks: tuple[int, ...], src_bytes: int, dst_ranks: tup
 class _ScheduleState:
     """One running flow schedule: which transfers wait on how many others."""
 
-    __slots__ = ("inst", "xfers", "waiting", "dependents", "done", "outstanding", "records", "images")
+    __slots__ = ("inst", "xfers", "waiting", "dependents", "done", "outstanding", "records", "images", "shifts")
 
     def __init__(self, inst: _Instance, xfers, struct) -> None:
         self.inst = inst
@@ -1126,6 +1327,8 @@ class _ScheduleState:
         self.records: dict[int, MessageRecord] = {}
         self.images: list[tuple] | None = None
         """Per transfer: (src, dst) endpoints of its copies (symmetry reduction), or None."""
+        self.shifts: tuple | None = None
+        """(mirrored replica, offset ns) sending its own copies of every transfer that late, or None."""
 
 
 def _structure(xfers) -> tuple[list[int], list[int], list[list[int]]]:

@@ -28,10 +28,12 @@ under the shift between two replicas (:func:`_dp_ring_period`): one unlike hop
 times every ring position differently. Paths on which the ECMP hash chose links
 are alike only where the caller says so (``simulation.hashed_copies``: the
 profiles it passes leave the hashed links out, for replicas only with
-``ops_and_replicas``). Each copy still loads its own hashed links, but the group
-flow moves at its slowest copy's pace, so that reduction is approximate (measured
-against the full run: benchmarks/bench_hash_agreement.py); with ``exact`` such
-paths are never alike, since each copy meets its own collisions.
+``ops_and_replicas`` and ``ops_and_shifted_replicas``). Each copy still loads its own
+hashed links, but the group flow moves at its slowest copy's pace, so that reduction is
+approximate (measured against the full run: benchmarks/bench_hash_agreement.py); with
+``exact`` such paths are never alike, since each copy meets its own collisions. With
+``ops_and_shifted_replicas`` the coordinator sends the mirrored replicas' pipeline copies
+apart, shifted by offsets a warm-up measured (Coordinator.shift_replicas_by).
 """
 from __future__ import annotations
 

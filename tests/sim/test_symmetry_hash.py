@@ -130,3 +130,79 @@ def test_a_bad_hashed_copies_is_a_one_line_error_naming_field_and_value():
         scenario_from_dict(d)
     msg = str(err.value)
     assert "simulation.hashed_copies" in msg and "fastest" in msg and "\n" not in msg
+
+
+def _pp4():
+    # 16 nodes, two per leaf, PP4 DP4, 16 micro-batches per replica: pipeline sends cross the spines, hashed
+    return _scenario([{"name": "h", "node_type": "dgx-h100", "num_nodes": 16}], pp=4, batch=64, fabric=LEAF16,
+                     ecmp="hash")
+
+
+def _worst_stage(full, red) -> float:
+    sf, sr = stage_means(full.summary), stage_means(red.summary)
+    return max(abs(sr[k] - sf[k]) for k in sf) / full.summary["iteration_time_s"]
+
+
+def test_shifted_replicas_within_half_a_percent_and_closer_per_stage_than_lockstep():
+    # ops_and_shifted_replicas: a warm-up of every replica measures each mirror's offset; its pipeline copies
+    # then go as their own flows that late instead of in lockstep with the simulated replica
+    sc = _pp4()
+    full, shifted = _both(sc, "ops_and_shifted_replicas")
+    sym = shifted.sim.symmetry
+    assert sym["hashed_copies"] == "ops_and_shifted_replicas"
+    assert sym["replica_classes"]["class_sizes"] == [4] and sym["lanes_simulated"] * 4 == sym["lanes_total"]
+    assert sym["shifted_groups"] > 0 and sym["shifted_early"] == 0
+    _assert_agrees(full, shifted)
+    lockstep = api.simulate(api.prepare(api.with_overrides(sc, {"simulation.hashed_copies": "ops_and_replicas"})),
+                            record_messages=False, symmetry=True)
+    assert _worst_stage(full, shifted) < _worst_stage(full, lockstep)
+
+
+def test_shifted_replicas_are_deterministic():
+    prep = api.prepare(api.with_overrides(_pp4(), {"simulation.hashed_copies": "ops_and_shifted_replicas"}))
+    a, b = (api.simulate(prep, record_messages=False, symmetry=True) for _ in range(2))
+    assert a.sim.iteration_time_ns == b.sim.iteration_time_ns
+    assert a.summary["breakdown"] == b.summary["breakdown"] and _per_rank(a) == _per_rank(b)
+    assert a.sim.symmetry == b.sim.symmetry
+
+
+def test_the_warm_up_is_the_every_replica_run_stopped_after_a_few_pipeline_transfers_per_pair():
+    from heterosim.api import intra_config
+    from heterosim.sim.coordinator import WARMUP_TRANSFERS, Coordinator
+    from heterosim.sim.intra import effective_intra
+    from netbackend.registry import create_backend
+
+    sc = api.with_overrides(_pp4(), {"simulation.hashed_copies": "ops"})
+    prep = api.prepare(sc)
+
+    def coordinator():
+        net = create_backend("flow", prep.system.net, sc.network, sc.seed)
+        intra = create_backend("flow", effective_intra(prep.system.intra), intra_config(sc), sc.seed)
+        return Coordinator(prep.ir, prep.system, prep.compute, net, intra, precision=sc.training.precision,
+                           comm_options=sc.comm.model_dump(), record_messages=False, symmetry=True,
+                           hashed_copies="ops")
+
+    starts, ends = coordinator().warm_up()
+    whole = coordinator()
+    whole.run()
+    # the same transfers start at the same instants as in the run to its end (it is that run, cut short) ...
+    for (src, dst), log in starts.items():
+        lane = whole.lanes[src]
+        done = {op.tag: lane.comm_start_ns[op.id] for op in whole.programs[lane.program].ops
+                if op.collective == "send" and whole.lane_of_rank[whole.ir.peer_of(lane.ranks[0], op.peer_offset)] == dst}
+        assert len(log) >= min(WARMUP_TRANSFERS, len(done))
+        assert all(done[tag] == t for tag, t in log.items())
+        assert set(ends[(src, dst)]) <= set(log)
+    # ... and it stops well before the iteration ends
+    end = max(max(lane.end_ns) for lane in whole.lanes)
+    assert max(max(log.values()) for log in starts.values()) < end / 2
+
+
+def test_shifted_replicas_without_a_pipeline_need_no_warm_up_and_match_lockstep():
+    # PP1: no pipeline sends to shift, so the warm-up measures nothing and the run is ops_and_replicas'
+    sc = _scenario([{"name": "h", "node_type": "dgx-h100", "num_nodes": 4}], pp=1, batch=16, fabric=LEAF16,
+                   ecmp="hash")
+    a, b = (api.simulate(api.prepare(api.with_overrides(sc, {"simulation.hashed_copies": m})),
+                         record_messages=False, symmetry=True) for m in ("ops_and_replicas", "ops_and_shifted_replicas"))
+    assert b.sim.symmetry["replica_classes"]["class_sizes"] == [4] and b.sim.symmetry["shifted_groups"] == 0
+    assert a.sim.iteration_time_ns == b.sim.iteration_time_ns and a.summary["breakdown"] == b.summary["breakdown"]
