@@ -52,7 +52,7 @@ def packet_level(k, sizes, starts, cfg, rate, up, seed) -> tuple[dict[int, int],
     return out, time.perf_counter() - c0, extra
 
 
-def fluid(k, sizes, starts, cfg, rate, up, seed, dt_ns) -> tuple[dict[int, float], float, float]:
+def fluid(k, sizes, starts, cfg, rate, up, seed, dt_ns) -> tuple[dict[int, float], float, float, float]:
     from netbackend.ns3.fluid import dcqcn_params, episode_class
 
     c0 = time.perf_counter()
@@ -77,7 +77,8 @@ def fluid(k, sizes, starts, cfg, rate, up, seed, dt_ns) -> tuple[dict[int, float
         ep.Run(-1)
         d = list(ep.DrainCompletions())
         fin.update({int(d[j]): d[j + 1] for j in range(0, len(d), 2)})
-    return ({i: fin[i] - starts[i] for i in range(k)}, time.perf_counter() - c0, max(ep.PortMaxQueue()))
+    return ({i: fin[i] - starts[i] for i in range(k)}, time.perf_counter() - c0, max(ep.PortMaxQueue()),
+            sum(ep.PortMarks()))
 
 
 def cases(quick: bool):
@@ -94,13 +95,14 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--dt-ns", type=int, default=250)
     ap.add_argument("--cc", default="dcqcn")
+    ap.add_argument("--uplink-gbps", type=float, default=400.0, help="the shared uplink (H4's 3:1 spine: 200)")
     args = ap.parse_args()
     cfg = NetworkConfig(backend="ns3", cc=args.cc)
-    rate, up = 400.0, 400.0
+    rate, up = 400.0, args.uplink_gbps
     print(f"cc={args.cc}, dt={args.dt_ns} ns, {args.seeds} model seeds, hosts {rate:g} G, uplink {up:g} G")
     print("| k | sizes MB | starts us | ns-3 FCT us (mean) | model FCT us (mean) | worst err | ns-3 wall s | model wall s |"
-          " ns-3 max q KB | model max q KB |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          " ns-3 max q KB | model max q KB | ECN marks ns-3 / model |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     errs = []
     for k, sizes, starts in cases(args.quick):
         # Both sides sample marks: compare per-message means over seeds.  Messages that start
@@ -108,13 +110,15 @@ def main() -> None:
         def ordered(f):
             return [f[i] for i in range(k)] if len(set(starts)) == k else sorted(f.values())
         ref_runs, mod_runs = [], []
-        cpu_ref = cpu_m = qref = qmax = 0.0
+        cpu_ref = cpu_m = qref = qmax = mref = mmod = 0.0
         for s in range(args.seeds):
             r, c, extra = packet_level(k, sizes, starts, cfg, rate, up, s)
             ref_runs.append(ordered(r))
             cpu_ref += c
             qref = max(qref, max(extra["max_queue_bytes"].values()))
-            f, c, q = fluid(k, sizes, starts, cfg, rate, up, s, args.dt_ns)
+            mref += extra["ecn_marks"] / args.seeds
+            f, c, q, mk = fluid(k, sizes, starts, cfg, rate, up, s, args.dt_ns)
+            mmod += mk / args.seeds
             mod_runs.append(ordered(f))
             cpu_m += c
             qmax = max(qmax, q)
@@ -124,7 +128,7 @@ def main() -> None:
         errs += e
         print(f"| {k} | {'/'.join(f'{x / 1e6:g}' for x in sizes)} | {'/'.join(f'{x / 1e3:g}' for x in starts)} | "
               f"{'/'.join(f'{x / 1e3:.1f}' for x in ref)} | {'/'.join(f'{x / 1e3:.1f}' for x in mean)} | "
-              f"{max(e, key=abs):+.1%} | {cpu_ref / args.seeds:.2f} | {cpu_m / args.seeds:.3f} | {qref / 1e3:.0f} | {qmax / 1e3:.0f} |")
+              f"{max(e, key=abs):+.1%} | {cpu_ref / args.seeds:.2f} | {cpu_m / args.seeds:.3f} | {qref / 1e3:.0f} | {qmax / 1e3:.0f} | {mref:.0f} / {mmod:.0f} |")
     print(f"all messages: mean |err| {statistics.fmean(abs(x) for x in errs):.2%}, worst {max(errs, key=abs):+.2%}")
 
 

@@ -1076,7 +1076,10 @@ class AcceleratedNs3Backend(NetworkBackend):
         if self._fluid is not None and ports:
             key = self._conn_key(msg)
             piece = next(self._next_inner)
-            self._fluid.post(key, piece, msg.src, ports, self._wire(size, msg.step_bytes)[0], t)
+            step = msg.step_bytes if 0 < msg.step_bytes < size else size
+            self._fluid.post(key, piece, msg.src, ports, self._wire(size, msg.step_bytes)[0], t,
+                             step_wire_bytes=self._wire(step, 0)[0],
+                             credits=self._max_steps if msg.connection >= 0 else 0)
             self._fluid_of[piece] = (orig, ports, key, size)
             self._fluid_by_src.setdefault(msg.src, []).append(piece)
             for p in ports:

@@ -89,8 +89,9 @@ class FluidSide:
             fp = self._ports[p] = self.net.AddPort(rate * 1e9, kmin, kmax, pmax)
         return fp
 
-    def flow(self, key, src: str, ports: list[int], t: int) -> int:
-        """The fluid QP of connection ``key`` (made on first use, fresh at line rate)."""
+    def flow(self, key, src: str, ports: list[int], t: int, credits: int = 0) -> int:
+        """The fluid QP of connection ``key`` (made on first use, fresh at line rate; ``credits``:
+        NCCL steps in flight before a clear-to-send, 0 for none, as RdmaNic gives connections)."""
         fid = self._flows.get(key)
         if fid is None:
             r = self.router
@@ -106,10 +107,13 @@ class FluidSide:
             lat = self.cfg.per_hop_latency_ns
             ack = sum(64 * 8 / r.link_rate_gbps[p] + r.link_delay_ns[p] for p in ports) + lat * (len(ports) - 1)
             fid = self._flows[key] = self.net.AddFlow(nic, hops, self.pkt, float(ack), params, cnp, t)
+            if credits:
+                self.net.SetStepCredits(fid, credits)
         return fid
 
-    def post(self, key, mid: int, src: str, ports: list[int], wire_bytes: float, t: int) -> None:
-        self.net.Post(self.flow(key, src, ports, t), mid, t, float(wire_bytes))
+    def post(self, key, mid: int, src: str, ports: list[int], wire_bytes: float, t: int,
+             step_wire_bytes: float = 0.0, credits: int = 0) -> None:
+        self.net.Post(self.flow(key, src, ports, t, credits), mid, t, float(wire_bytes), float(step_wire_bytes))
         self._pending += 1
 
     def pending(self) -> int:

@@ -62,6 +62,10 @@ struct Flow
     int64_t hazBase{0};
     uint32_t hazSteps{0}; //!< steps in haz with a hazard
     std::vector<uint32_t> slot; //!< per (hop, bin parity): where it was last in that port's arrivals
+    uint32_t maxSteps{0};            //!< step credits (0: none)
+    std::deque<double> stepEnds;     //!< ends of the steps posted and not yet acknowledged
+    std::deque<std::pair<double, double>> rxLog; //!< (ns, step end) received, ACKs on their way
+    double acked{0};                 //!< bytes whose ACK is back at the sender
     bool live{false};
 };
 
@@ -167,6 +171,7 @@ struct FluidNet::Impl
     int64_t curStep{0}; //!< the step Step is computing
     std::vector<uint32_t> hopAt; //!< per flow: the hop of the port being served
     std::vector<double> wantOf;  //!< per flow: bytes it would send this step
+    std::vector<double> limitOf; //!< per flow: how far its step credits let it send this step
     std::vector<double> outOf;   //!< per flow: bytes it sent from the port being served (0 between ports)
     std::vector<uint32_t> ready;
     std::vector<uint32_t> touched;
@@ -252,6 +257,17 @@ struct FluidNet::Impl
         // at the receiver: each message whose last byte is in [rxPos, rxPos + bytes) is delivered
         const double p0 = f.rxPos;
         f.rxPos += bytes;
+        if (f.maxSteps > 0)
+        {
+            // each step that ends in this slice: the ACK of its last byte leaves when it arrives
+            const double e = Slack(f.posted);
+            for (auto it = std::upper_bound(f.stepEnds.begin(), f.stepEnds.end(), p0 + e);
+                 it != f.stepEnds.end() && *it <= f.rxPos + e; ++it)
+            {
+                const double x = std::clamp((*it - p0) / bytes, 0.0, 1.0);
+                f.rxLog.emplace_back(t0 + shift + x * (t1 - t0), *it);
+            }
+        }
         while (!f.msgs.empty() && f.msgs.front().end <= f.rxPos + Slack(f.posted))
         {
             const double x = std::clamp((f.msgs.front().end - p0) / bytes, 0.0, 1.0);
@@ -315,6 +331,27 @@ struct FluidNet::Impl
         return f.sent < f.posted - e || f.rxPos < f.sent - e || !f.cnps.empty() || !f.haz.empty() || f.decAt >= 0;
     }
 
+    // Step credits: ACKs back by @p t free their steps; returns how far the flow may send.
+    static double CreditLimit(Flow& f, int64_t t)
+    {
+        if (f.maxSteps == 0)
+        {
+            return std::numeric_limits<double>::infinity();
+        }
+        while (!f.rxLog.empty() && f.rxLog.front().first + f.ackNs <= static_cast<double>(t))
+        {
+            f.acked = f.rxLog.front().second;
+            f.rxLog.pop_front();
+        }
+        const double e = Slack(f.posted);
+        while (!f.stepEnds.empty() && f.stepEnds.front() <= f.acked + e)
+        {
+            f.stepEnds.pop_front();
+        }
+        return f.stepEnds.size() > f.maxSteps ? f.stepEnds[f.maxSteps - 1]
+                                              : std::numeric_limits<double>::infinity();
+    }
+
     // The flow's next message start not yet sent (-1: none).
     static int64_t NextStart(const Flow& f)
     {
@@ -342,6 +379,7 @@ FluidNet::Impl::Step(int64_t step)
     {
         hopAt.resize(flows.size());
         wantOf.resize(flows.size());
+        limitOf.resize(flows.size());
         outOf.resize(flows.size(), 0.0);
     }
     // 1. reaction points: CNPs that arrive in this step, then timers
@@ -361,11 +399,15 @@ FluidNet::Impl::Step(int64_t step)
     ready.clear();
     for (uint32_t i : liveFlows)
     {
-        const Flow& f = flows[i];
+        Flow& f = flows[i];
         const int64_t s = NextStart(f);
         if (s >= 0 && s < tEnd)
         {
-            ready.push_back(i);
+            limitOf[i] = CreditLimit(f, t);
+            if (f.sent < limitOf[i] - Slack(f.posted))
+            {
+                ready.push_back(i);
+            }
         }
     }
     std::sort(ready.begin(), ready.end(), [&](uint32_t a, uint32_t b) {
@@ -390,7 +432,7 @@ FluidNet::Impl::Step(int64_t step)
                     upto = std::max(upto, m.end);
                 }
             }
-            return std::min(f.rp.rate / 8e9 * static_cast<double>(tEnd - t0of(i)), upto - f.sent);
+            return std::min(f.rp.rate / 8e9 * static_cast<double>(tEnd - t0of(i)), std::min(upto, limitOf[i]) - f.sent);
         };
         for (size_t r = lo; r < hi; r++)
         {
@@ -636,12 +678,31 @@ FluidNet::AddFlow(uint32_t nic, const std::vector<double>& hops, double pktWireB
 }
 
 void
-FluidNet::Post(uint32_t flow, int64_t msgId, int64_t startNs, double wireBytes)
+FluidNet::SetStepCredits(uint32_t flow, uint32_t maxSteps)
+{
+    m_impl->flows.at(flow).maxSteps = maxSteps;
+}
+
+void
+FluidNet::Post(uint32_t flow, int64_t msgId, int64_t startNs, double wireBytes, double stepWireBytes)
 {
     Flow& f = m_impl->flows.at(flow);
     const double begin = f.posted;
     f.posted += wireBytes;
     f.msgs.push_back(Msg{msgId, startNs, begin, f.posted});
+    if (f.maxSteps > 0)
+    {
+        // as RdmaNic::Send cuts a message into steps (the last one shorter)
+        if (stepWireBytes > 0)
+        {
+            const auto n = static_cast<int64_t>(std::ceil(wireBytes / stepWireBytes - 1e-9));
+            for (int64_t j = 1; j < n; j++)
+            {
+                f.stepEnds.push_back(begin + static_cast<double>(j) * stepWireBytes);
+            }
+        }
+        f.stepEnds.push_back(f.posted);
+    }
     m_impl->Wake(flow);
 }
 
@@ -805,6 +866,14 @@ FluidNet::Trim(uint32_t flow)
     }
     f.msgs = std::move(keep);
     f.posted = f.msgs.empty() ? f.sent : std::max(f.sent, f.msgs.back().end);
+    while (!f.stepEnds.empty() && f.stepEnds.back() > f.posted + e)
+    {
+        f.stepEnds.pop_back();
+    }
+    if (f.maxSteps > 0 && f.posted > f.acked + e && (f.stepEnds.empty() || f.stepEnds.back() < f.posted - e))
+    {
+        f.stepEnds.push_back(f.posted); // the kept part ends its last step
+    }
     return out;
 }
 

@@ -32,7 +32,7 @@
 //
 // Not modelled, so a caller keeps such traffic at packet level or accepts the
 // approximation: PFC (the largest queue is reported for the caller to check),
-// drops, the ACKs' load, step credits.
+// drops, the ACKs' load.
 #ifndef HETEROSIM_FLUID_NET_H
 #define HETEROSIM_FLUID_NET_H
 
@@ -63,8 +63,13 @@ class FluidNet
     uint32_t AddFlow(uint32_t nic, const std::vector<double>& hops, double pktWireBytes, double ackNs,
                      const DcqcnParams& params, int64_t cnpIntervalNs, int64_t nowNs);
     /// Queue message @p msgId of @p wireBytes on @p flow, sent from @p startNs
-    /// (not before the flow's earlier messages).
-    void Post(uint32_t flow, int64_t msgId, int64_t startNs, double wireBytes);
+    /// (not before the flow's earlier messages), in steps of @p stepWireBytes (0: one step)
+    /// when the flow has step credits.
+    void Post(uint32_t flow, int64_t msgId, int64_t startNs, double wireBytes, double stepWireBytes = 0);
+    /// NCCL's clear-to-send, as RdmaNic applies it to a connection: at most @p maxSteps steps
+    /// sent and not yet acknowledged (a step's slot frees when the ACK of its last byte is back).
+    /// 0: no limit.
+    void SetStepCredits(uint32_t flow, uint32_t maxSteps);
     /// Advance until @p untilNs, or to the end of the first step in which a
     /// message is delivered; returns the time reached.  Jumps over idle time.
     int64_t Run(int64_t untilNs);
