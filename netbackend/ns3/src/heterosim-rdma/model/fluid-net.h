@@ -29,6 +29,11 @@
 //    timer; a vendor CNP schedules the next grid check), and its state enters
 //    and leaves in DcqcnRp::Save's format.
 //  * A NIC serves its ready QPs by round robin, each at most at its rate.
+//  * NCCL's clear-to-send, as RdmaNic applies it: a connection has at most
+//    MaxOutstandingSteps steps sent and not acknowledged; a step's slot frees
+//    one ACK path after its last byte reaches the receiver.  Without it a flow
+//    into a slower port queues more than packet level lets it (H4-LLaMA at
+//    batch 64: ECN marks +25 % of packet level without, +6 % with).
 //
 // Not modelled, so a caller keeps such traffic at packet level or accepts the
 // approximation: PFC (the largest queue is reported for the caller to check),
