@@ -363,7 +363,7 @@ class AcceleratedNs3Backend(NetworkBackend):
         if acc.collisions == "fluid":
             from netbackend.ns3.fluid import FluidSide
 
-            self._fluid = FluidSide(self._router, config, seed, self._delay_ns)
+            self._fluid = FluidSide(self._router, config, seed, self._delay_ns, topology, self.inner._port_links)
         self._fluid_of: dict[int, tuple[int, list[int], Any, int]] = {}
         """Piece id (a message's bytes posted to the fluid model, like an inner id) -> (message id, ports,
         connection, payload bytes posted) while the fluid model carries it."""
@@ -1795,7 +1795,7 @@ class AcceleratedNs3Backend(NetworkBackend):
             c["fluid_counters"] = dict(fc, how="ECN marks: the model's expected count (RED probability x packets "
                                                 "per step); CNPs: those it sampled; both included in ecn_marks and "
                                                 "cnps_sent; no PFC in the model")
-            c["fluid_pfc"] = self._fluid.pfc_check(self.inner.topology, self.inner._port_links)
+            c["fluid_pfc"] = self._fluid.pfc_check()
         total = (c["bytes_closed_form"] + c["bytes_packet_level"] + c["bytes_fast_forwarded"] + c["bytes_replayed"]
                  + c["bytes_fluid"])
         c["closed_form_share"] = c["bytes_closed_form"] / total if total else 0.0

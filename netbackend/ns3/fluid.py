@@ -62,7 +62,7 @@ class FluidSide:
     QP per connection (its DCQCN state persists across the connection's messages, as NCCL keeps
     QPs).  Paths are the Router's, the same ECMP choice packet level makes."""
 
-    def __init__(self, router, config, seed: int, delay_ns):
+    def __init__(self, router, config, seed: int, delay_ns, topo, port_links: list[tuple[str, str]]):
         from netbackend.config import resolved_dcqcn
 
         self.net = episode_class()(config.acceleration.fluid_dt_ns, seed)
@@ -77,6 +77,9 @@ class FluidSide:
         self._buf: list[tuple[float, int]] = []
         self._pending = 0
         self.pkt = float(config.mtu_bytes + max(config.header_bytes, 40))
+        self.topo = topo
+        self._port_links = port_links
+        self._switch_id = {s: i for i, s in enumerate(topo.switches)}
 
     def _port(self, p: int) -> int:
         fp = self._ports.get(p)
@@ -87,6 +90,9 @@ class FluidSide:
             kmin, kmax, pmax = (port_ecn_bytes(rate, self.cfg) if self.cfg.ecn.enabled
                                 else (float("inf"), float("inf"), 0.0))
             fp = self._ports[p] = self.net.AddPort(rate * 1e9, kmin, kmax, pmax)
+            sw = self._switch_id.get(self._port_links[p][0])
+            if sw is not None:
+                self.net.SetPortSwitch(fp, sw)
         return fp
 
     def flow(self, key, src: str, ports: list[int], t: int, credits: int = 0) -> int:
@@ -188,20 +194,22 @@ class FluidSide:
         steps, flow_steps = (float(x) for x in self.net.Work())
         return {"steps": int(steps), "flow_steps": int(flow_steps), "dt_ns": self.cfg.acceleration.fluid_dt_ns}
 
-    def pfc_check(self, topo, port_links: list[tuple[str, str]]) -> dict:
+    def pfc_check(self) -> dict:
         """Whether a PAUSE could have fired where the fluid model queued bytes (it models no PFC).
 
         A switch PAUSEs an ingress whose shared bytes pass its threshold (RdmaSwitchNode::
-        GetPfcThreshold: static, or the free shared buffer >> shift).  An ingress holds at most
-        what the switch's egress queues hold, so with S the sum of the largest fluid queue of each
-        of its ports (an upper bound on its bytes at any instant), S below the threshold that S
-        leaves free (static: the threshold) proves no PAUSE could have fired there.  Switches
-        where it does not are listed: their fluid results lack whatever PFC would have done."""
+        GetPfcThreshold: static, or the free shared buffer >> shift).  The model keeps, per
+        ingress (the link a flow's bytes entered the switch by), the most bytes it had queued at
+        once, and per switch the most bytes queued in all its ports at once; an ingress whose
+        maximum stays under the threshold that the switch's maximum would leave (a lower bound
+        on the threshold at any instant) can never have paused.  Switches where one does not
+        are listed: their fluid results lack whatever PFC would have done there."""
         from netbackend.ns3 import switch_buffers
 
         pfc, buf = self.cfg.pfc, self.cfg.buffer
         if not pfc.enabled:
             return {"possible_at": [], "how": "pfc.enabled false"}
+        topo = self.topo
         hdrm, buffer_of = switch_buffers(topo, self.cfg)
         headroom = {s: 0 for s in topo.switches}
         nports = {s: 0 for s in topo.switches}
@@ -210,25 +218,27 @@ class FluidSide:
                 if end in headroom:
                     headroom[end] += h
                     nports[end] += 1
-        held: dict[str, float] = {}
-        mq = list(self.net.PortMaxQueue())
-        for p, fp in self._ports.items():
-            sw = port_links[p][0]
-            held[sw] = held.get(sw, 0.0) + mq[fp]
+        sw_max = list(self.net.SwitchMaxQueue())
+        ing = list(self.net.IngressMaxQueue())
+        worst: dict[int, float] = {}
+        for j in range(0, len(ing), 2):
+            sid = int(ing[j])
+            worst[sid] = max(worst.get(sid, 0.0), ing[j + 1])
         reserved = buf.reserved_per_queue_kb * 1000.0
         out = []
-        for sw, s in sorted(held.items()):
+        for sid, q in sorted(worst.items()):
+            sw = topo.switches[sid]
             if pfc.threshold == "static":
                 thr = pfc.static_threshold_kb * 1000.0
             else:
-                free = buffer_of[sw] - headroom[sw] - reserved * nports[sw] - s
-                thr = max(free, 0.0) / 2 ** pfc.dynamic_shift
-            if s - reserved > thr:
-                out.append({"switch": sw, "queued_bytes": round(s), "threshold_bytes": round(thr)})
+                used = sw_max[sid] if sid < len(sw_max) else 0.0
+                thr = max(buffer_of[sw] - headroom[sw] - reserved * nports[sw] - used, 0.0) / 2 ** pfc.dynamic_shift
+            if q - reserved > thr:
+                out.append({"switch": sw, "ingress_queued_bytes": round(q), "threshold_bytes": round(thr)})
         return {"possible_at": out,
-                "how": "sum over a switch's ports of the largest fluid queue against the PFC threshold it "
-                       "would leave (RdmaSwitchNode::GetPfcThreshold); listed switches may have paused "
-                       "at packet level, which the fluid model does not do"}
+                "how": "per ingress, the most bytes the fluid model queued at once against the PFC threshold "
+                       "the switch's most bytes at once would leave (RdmaSwitchNode::GetPfcThreshold); listed "
+                       "switches may have paused at packet level, which the fluid model does not do"}
 
     def counters(self) -> dict:
         """ECN marks (expected), CNPs and rate cuts.  With CE echoed on every ACK (cnp_mode

@@ -221,11 +221,15 @@ def test_fluid_dt_must_be_positive():
         NetworkConfig(backend="ns3", acceleration={**FLUID, "fluid_dt_ns": 0})
 
 
-@pytest.mark.parametrize("static_kb", [16.0, 64.0])
-def test_fluid_flags_switches_where_packet_level_paused(static_kb):
-    """The fluid model has no PFC, so it must say where a PAUSE could have fired: on an 8-to-1 incast
-    whose ingress queues pass a static threshold, packet level PAUSEs and the fluid run lists the
-    switch (fluid_pfc); with PFC off it lists nothing."""
+@pytest.mark.parametrize("pfc", [{"threshold": "static", "static_threshold_kb": 16.0},
+                                 {"threshold": "static", "static_threshold_kb": 64.0},
+                                 {"threshold": "dynamic", "dynamic_shift": 8},
+                                 {}])
+def test_fluid_flags_switches_where_packet_level_paused(pfc):
+    """The fluid model has no PFC, so it must say where a PAUSE could have fired: on an 8-to-1
+    incast, packet level PAUSEs under the small thresholds and the fluid run lists the switch
+    (fluid_pfc); under the default dynamic threshold neither pauses nor flags (the bound is not
+    vacuous); with PFC off nothing is listed."""
     from conformance import star
 
     from netbackend import Message
@@ -241,12 +245,12 @@ def test_fluid_flags_switches_where_packet_level_paused(static_kb):
             run_all(b)
             return b.stats()
 
-    pfc = {"threshold": "static", "static_threshold_kb": static_kb}
-    assert run({"mode": "off"}, pfc).extra["pfc_pause_frames_total"] > 0
+    paused = run({"mode": "off"}, pfc).extra["pfc_pause_frames_total"] > 0
+    assert paused == bool(pfc)
     acc = run(FLUID, pfc).extra["acceleration"]
-    assert [s["switch"] for s in acc["fluid_pfc"]["possible_at"]] == ["s0"]
-    assert "PFC PAUSE could have fired" in acc["note"]
-    assert run(FLUID, {"enabled": False}).extra["acceleration"]["fluid_pfc"]["possible_at"] == []
+    assert [s["switch"] for s in acc["fluid_pfc"]["possible_at"]] == (["s0"] if paused else [])
+    assert ("PFC PAUSE could have fired" in acc["note"]) == paused
+    assert run(FLUID, {**pfc, "enabled": False}).extra["acceleration"]["fluid_pfc"]["possible_at"] == []
 
 
 def test_flow_marked_at_two_hops_keeps_its_hazards_in_order():

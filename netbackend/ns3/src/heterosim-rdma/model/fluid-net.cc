@@ -5,6 +5,7 @@
 #include <deque>
 #include <limits>
 #include <random>
+#include <unordered_map>
 #include <utility>
 
 namespace ns3
@@ -29,6 +30,7 @@ struct Hop
     double rateBps;
     double extraNs;
     double shiftNs{0}; //!< leaving this hop -> at the next node (Serialization + extraNs)
+    uint32_t ingress{UINT32_MAX}; //!< the ingress this hop's port's switch receives the flow by
 };
 
 struct Msg
@@ -83,6 +85,7 @@ struct Port
     double pmax;
     std::deque<Chunk> q;
     double depth{0};
+    uint32_t sw{UINT32_MAX}; //!< the switch it is on (SetPortSwitch)
     double maxDepth{0};
     double marks{0};
     double txBytes{0};
@@ -169,6 +172,13 @@ struct FluidNet::Impl
     std::vector<std::pair<double, int64_t>> done; //!< (finish ns, message id), known ahead
     int64_t now{0};
     int64_t curStep{0}; //!< the step Step is computing
+    // PFC check: bytes queued per ingress and per switch, and their maxima
+    std::unordered_map<int64_t, uint32_t> ingressId; //!< (upstream port, or -1 - NIC) -> index
+    std::vector<uint32_t> ingressSw;
+    std::vector<double> ingBytes;
+    std::vector<double> ingMax;
+    std::vector<double> swBytes;
+    std::vector<double> swMax;
     std::vector<uint32_t> hopAt; //!< per flow: the hop of the port being served
     std::vector<double> wantOf;  //!< per flow: bytes it would send this step
     std::vector<double> limitOf; //!< per flow: how far its step credits let it send this step
@@ -469,11 +479,22 @@ FluidNet::Impl::Step(int64_t step)
     {
         const uint32_t pi = livePorts[n];
         Port& p = ports[pi];
-        auto enqueue = [&p](Comp&& c) {
+        auto enqueue = [&](Comp&& c) {
             double tot = 0;
             for (const Part& x : c)
             {
                 tot += x.bytes;
+                const uint32_t g = flows[x.flow].hops[x.hop].ingress;
+                if (g != UINT32_MAX)
+                {
+                    ingBytes[g] += x.bytes;
+                    ingMax[g] = std::max(ingMax[g], ingBytes[g]);
+                }
+            }
+            if (p.sw != UINT32_MAX)
+            {
+                swBytes[p.sw] += tot;
+                swMax[p.sw] = std::max(swMax[p.sw], swBytes[p.sw]);
             }
             p.q.push_back(Chunk{std::move(c), tot});
             p.depth += tot;
@@ -513,6 +534,11 @@ FluidNet::Impl::Step(int64_t step)
                     hopAt[i] = x.hop;
                 }
                 out[i] += x.bytes * frac;
+                const uint32_t g = flows[i].hops[x.hop].ingress;
+                if (g != UINT32_MAX)
+                {
+                    ingBytes[g] -= x.bytes * frac;
+                }
                 Forward(i, x.hop, t0, t1, x.bytes * frac);
                 x.bytes *= 1.0 - frac;
             }
@@ -525,6 +551,10 @@ FluidNet::Impl::Step(int64_t step)
             }
         }
         p.txBytes += served;
+        if (p.sw != UINT32_MAX)
+        {
+            swBytes[p.sw] -= served;
+        }
         if (p.depth < 1e-6)
         {
             p.depth = 0;
@@ -641,6 +671,18 @@ FluidNet::AddPort(double rateBps, double kminBytes, double kmaxBytes, double pma
     return static_cast<uint32_t>(m_impl->ports.size() - 1);
 }
 
+void
+FluidNet::SetPortSwitch(uint32_t port, uint32_t switchId)
+{
+    Impl& m = *m_impl;
+    m.ports.at(port).sw = switchId;
+    if (m.swBytes.size() <= switchId)
+    {
+        m.swBytes.resize(switchId + 1, 0.0);
+        m.swMax.resize(switchId + 1, 0.0);
+    }
+}
+
 uint32_t
 FluidNet::AddNic(double lineBps)
 {
@@ -660,6 +702,23 @@ FluidNet::AddFlow(uint32_t nic, const std::vector<double>& hops, double pktWireB
     for (size_t j = 0; j + 2 < hops.size(); j += 3)
     {
         f.hops.push_back(Hop{static_cast<int>(hops[j]), hops[j + 1], hops[j + 2]});
+    }
+    for (size_t j = 1; j < f.hops.size(); j++)
+    {
+        const uint32_t sw = m.ports.at(static_cast<size_t>(f.hops[j].port)).sw;
+        if (sw == UINT32_MAX)
+        {
+            continue;
+        }
+        const int64_t key = j >= 2 ? f.hops[j - 1].port : -1 - static_cast<int64_t>(nic);
+        auto [it, fresh] = m.ingressId.emplace(key, static_cast<uint32_t>(m.ingressSw.size()));
+        if (fresh)
+        {
+            m.ingressSw.push_back(sw);
+            m.ingBytes.push_back(0.0);
+            m.ingMax.push_back(0.0);
+        }
+        f.hops[j].ingress = it->second;
     }
     f.rxDelay.assign(f.hops.size(), 0.0);
     f.slot.assign(2 * f.hops.size(), UINT32_MAX);
@@ -899,6 +958,24 @@ std::vector<double>
 FluidNet::PortMaxQueue() const
 {
     return PerPort(m_impl->ports, &Port::maxDepth);
+}
+
+std::vector<double>
+FluidNet::IngressMaxQueue() const
+{
+    std::vector<double> v;
+    for (size_t g = 0; g < m_impl->ingMax.size(); g++)
+    {
+        v.push_back(m_impl->ingressSw[g]);
+        v.push_back(m_impl->ingMax[g]);
+    }
+    return v;
+}
+
+std::vector<double>
+FluidNet::SwitchMaxQueue() const
+{
+    return m_impl->swMax;
 }
 
 std::vector<double>

@@ -59,6 +59,8 @@ class FluidNet
 
     /// A switch egress port; returns its index.  Marking as EcnMarkProbability.
     uint32_t AddPort(double rateBps, double kminBytes, double kmaxBytes, double pmax);
+    /// Which switch @p port is on (for the PFC check: IngressMaxQueue, SwitchMaxQueue).
+    void SetPortSwitch(uint32_t port, uint32_t switchId);
     /// A sending NIC; returns its index.
     uint32_t AddNic(double lineBps);
     /// A QP; returns its index.  @p hops: per link its bytes cross, flattened
@@ -106,6 +108,11 @@ class FluidNet
     std::vector<double> PortMarks() const;
     /// Per port: the deepest its queue got, bytes.
     std::vector<double> PortMaxQueue() const;
+    /// Per switch ingress (the link a flow's bytes entered a switch by), flattened (switch id,
+    /// the most bytes queued at that switch that came in by it): PFC's per-ingress count.
+    std::vector<double> IngressMaxQueue() const;
+    /// Per switch id, the most bytes queued in all its ports at once (the shared buffer used).
+    std::vector<double> SwitchMaxQueue() const;
     /// Per port: wire bytes it sent.
     std::vector<double> PortTxBytes() const;
     /// CNPs that reached senders; rate cuts.
