@@ -1162,6 +1162,7 @@ class Coordinator:
         eps = None
         if shadow:  # a mirrored replica's own copies: the first is the flow, the others its copies
             eps, images = images[0], images[1:]
+        own = images
         if state.shifts is not None and state.shifts[0]:  # mirrors in step with this one ride in its group
             images = self._mirror_copies(x, images, state.shifts[0], True)
         copies = 1 + len(images)
@@ -1176,7 +1177,7 @@ class Coordinator:
         shifts = state.shifts
         if shifts is not None:
             for off, ds in shifts[1]:
-                pairs = self._mirror_copies(x, images, ds)
+                pairs = self._mirror_copies(x, own, ds)  # (the mirrors' copies of this one's, not of those in step)
                 if net:
                     self.net_bytes += size * len(pairs)
                     self.net_messages += len(pairs)
