@@ -282,9 +282,11 @@ class Coordinator:
         """Replicas whose paths differ only in the hashed links are alike too (else only the copies one op waits
         for: a collective's ring positions, a lane's rails)."""
         self.hashed_copies = hashed_copies if symmetry else "exact"
-        self.shift_replicas = symmetry and hashed_copies == "ops_and_shifted_replicas"
+        self.shift_replicas = symmetry and hashed_copies == "ops_and_shifted_replicas" and not self._rails_pinned()
         """Mirrored replicas' pipeline sends go as their own flows, each replica's shifted by its offset from the
-        simulated one as a warm-up of the full run measured it (:meth:`shift_replicas_by`), not in lockstep."""
+        simulated one as a warm-up of the full run measured it (:meth:`shift_replicas_by`), not in lockstep.
+        Not where no path depends on the hash (rails pinned, one switch): replicas alike there are exactly
+        alike, in lockstep in the full run, and the exact reduction applies without a warm-up."""
         self._shifts: dict[tuple[int, int], list[tuple[int, dict, int]]] | None = None
         self._lag: dict[int, dict[int, int]] = {}
         """Shifted replicas: lane id -> {mirrored replica: ns its copy of the lane's compute stream runs behind

@@ -109,12 +109,13 @@ def test_a_degraded_nic_link_still_splits_the_replicas_under_hash():
     _assert_agrees(full, red)
 
 
-@pytest.mark.parametrize("mode", ["ops", "ops_and_replicas"])
+@pytest.mark.parametrize("mode", ["ops", "ops_and_replicas", "ops_and_shifted_replicas"])
 def test_nothing_changes_where_paths_are_not_hashed(mode):
     # rails pinned: today's exact reduction applies and stays bit-identical to the full run
     sc = _scenario([H100], pp=2)
     full, red = _both(sc, mode)
     assert red.sim.symmetry["replica_classes"]["class_sizes"] == [4]
+    assert "shifted_groups" not in red.sim.symmetry  # (no warm-up, nothing shifted: replicas exactly alike)
     assert red.sim.iteration_time_ns == full.sim.iteration_time_ns
     assert red.summary["breakdown"] == full.summary["breakdown"]
     assert _per_rank(red) == _per_rank(full)
