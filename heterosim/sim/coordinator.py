@@ -230,9 +230,11 @@ class Coordinator:
                  progress: Callable[[int, int], None] | None = None, record_messages: bool = True,
                  symmetry: bool = False, message_limit: int | None = None,
                  release_ns: dict[int, int] | None = None, hashed_copies: str | None = None,
-                 like: "Coordinator | None" = None):
+                 like: "Coordinator | None" = None, replica_classes: bool = True):
         """``like``: a coordinator of the same IR and system whose precomputation (programs, local op durations,
-        planned schedules) this one reuses (a warm-up run beside the main one, :meth:`warm_up`)."""
+        planned schedules) this one reuses (a warm-up run beside the main one, :meth:`warm_up`).
+        ``replica_classes`` False: every replica simulated, collectives still reduced by orbits (a warm-up
+        measures every replica's offsets; finding classes would cost a second of CPU at 1,024 GPUs)."""
         if plan_collective is None or intra_time_ns is None:
             from heterosim.comm import intra_time_ns as _intra, plan_collective as _plan
 
@@ -326,7 +328,7 @@ class Coordinator:
             # a schedule's relabelling, orbits and rail merging depend on these two and the system alone
             self._relabel_memo, self._orbit_memo, self._merge_memo = like._relabel_memo, like._orbit_memo, \
                 like._merge_memo
-        if symmetry:
+        if symmetry and replica_classes:
             self._detect_symmetry()
 
     # ------------------------------------------------------------------ setup
