@@ -261,3 +261,22 @@ def test_cross_replica_collectives_wait_for_the_latest_mirrored_copy():
     assert red.sim.symmetry["delayed_collectives"] > 0
     assert all(t >= posted for t, posted in starts)
     assert any(t > posted for t, posted in starts)
+
+
+def test_a_shifted_run_without_its_warm_up_is_refused_not_run_in_lockstep():
+    from heterosim.api import intra_config
+    from heterosim.errors import SimulationError
+    from heterosim.sim.coordinator import Coordinator
+    from heterosim.sim.intra import effective_intra
+    from netbackend.registry import create_backend
+
+    sc = _pp4()
+    prep = api.prepare(sc)
+    net = create_backend("flow", prep.system.net, sc.network, sc.seed)
+    intra = create_backend("flow", effective_intra(prep.system.intra), intra_config(sc), sc.seed)
+    coord = Coordinator(prep.ir, prep.system, prep.compute, net, intra, precision=sc.training.precision,
+                        comm_options=sc.comm.model_dump(), record_messages=False, symmetry=True,
+                        hashed_copies="ops_and_shifted_replicas")
+    assert coord.needs_warm_up()
+    with pytest.raises(SimulationError, match="warm-up"):
+        coord.run()
