@@ -746,14 +746,11 @@ class Coordinator:
             frontier = nxt
         return False
 
-    def _note_lag(self, lane_id: int, oid: int, inst: _Instance, step: tuple = (), own_end: bool = True) -> None:
+    def _note_lag(self, lane_id: int, oid: int, inst: _Instance, step: tuple = ()) -> None:
         """A communication op the lane's compute stream waited on ended: each mirrored copy of the lane now runs
         as far behind as its own copy of the op ended later (0 for ``step``, mirrors riding in this one's flows;
-        its start offset while its own copy is still moving). ``own_end`` False (a pipeline transfer): its start
-        offset, which the warm-up measured, whatever its copies' end: they move at fixed offsets, each group
-        at its slowest copy's pace, so their ends say more about the grouping than about the replica
-        (measured: 2-4x the offsets the full run has where the replicas post their data-parallel collectives).
-        Ops not waited on leave the lag as it was."""
+        its start offset while its own copy is still moving, updated when it ends: :meth:`_mirror_done`). Ops
+        not waited on leave the lag as it was."""
         lane = self.lanes[lane_id]
         if not self._waiting_on(lane, oid):
             return
@@ -761,12 +758,11 @@ class Coordinator:
         lag = dict.fromkeys(step, 0)
         ms, me = inst.mirror_start or {}, inst.mirror_end or {}
         for d, t0 in ms.items():
-            t1 = me.get(d) if own_end else None
+            t1 = me.get(d)
             lag[d] = t1 - end if t1 is not None else t0 - inst.start_ns
         self._lag[lane_id] = lag
         self._lag_src[lane_id] = inst
-        if own_end:
-            inst.lag_lanes += (lane_id,)
+        inst.lag_lanes += (lane_id,)
 
     def _mirror_done(self, inst: _Instance, replicas: tuple[int, ...]) -> None:
         """Mirrored ``replicas``' own copies of ``inst`` ended now."""
@@ -1317,7 +1313,7 @@ class Coordinator:
             if self._p2p_log is not None:
                 self._p2p_end[(p2p[0][0], p2p[1][0])][inst.key[3]] = self._now
             if self._shifts and inst.mirror_start is not None:
-                self._note_lag(p2p[1][0], p2p[1][1], inst, inst.step, own_end=False)
+                self._note_lag(p2p[1][0], p2p[1][1], inst, inst.step)
             for lane_id, oid in p2p:
                 self.lanes[lane_id].comm_start_ns[oid] = inst.start_ns
                 self._complete_op(self.lanes[lane_id], oid)
