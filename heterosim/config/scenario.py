@@ -65,7 +65,7 @@ class SimulationConfig(Strict):
     DGX H100 + 32 DGX A100, a short GPT-3 1.7B iteration); ops_and_replicas moves a stage's exposed pipeline
     time by 0.35-0.54% of the iteration at DP4-DP32 and a short iteration's bubble by 1.1% (its replicas
     collide every time where the full run's, at fixed offsets, rarely do: benchmarks/hash_replica_offsets.py);
-    ops_and_shifted_replicas within 0.13% per stage and 5.2e-4 of the iteration at 256 to 4,096 A100s and on
+    ops_and_shifted_replicas within 0.13% per stage and 5.7e-4 of the iteration at 256 to 4,096 A100s and on
     the short iteration, at 6.6x less CPU than the full run at 1,024 GPUs (ops: 4.3x), 12x at 4,096."""
 
 
