@@ -15,12 +15,14 @@ each case, the full run (every lane and transfer, the reference) against each re
   percent of the iteration;
 * CPU seconds of each simulation and their ratio.
 
-    .venv/bin/python benchmarks/bench_hash_agreement.py [--cases 256,512,1024,hetero512]
+    .venv/bin/python benchmarks/bench_hash_agreement.py [--cases 256,512,1024,hetero512,short]
         [--modes ops,ops_and_replicas,ops_and_shifted_replicas]
 
 Cases: a GPU count is bench_run.py's GPT-3 175B shape (TP8 PP16, DP = GPUs / 128, leaf-spine, hash
 ECMP); ``hetero512`` is GPT-3 175B on 32 DGX H100 (400G NICs) + 32 DGX A100 (200G NICs), TP4 PP8 DP16,
-interleaved, H100 replicas given twice the micro-batches (the H2 suite's plan, scaled to 512 GPUs).
+interleaved, H100 replicas given twice the micro-batches (the H2 suite's plan, scaled to 512 GPUs);
+``short`` is a short iteration (GPT-3 1.7B, 32 DGX H100, TP8 PP4 DP8, 8 micro-batches per replica, two
+nodes per leaf), where the pipeline fill, the embedding all-reduce and the data-parallel collectives weigh.
 Not a test: the full runs take minutes at 1,024 GPUs.
 """
 from __future__ import annotations
@@ -58,7 +60,24 @@ def hetero_scenario() -> dict:
     }
 
 
+def short_scenario() -> dict:
+    """A short iteration: GPT-3 1.7B on 32 DGX H100 (400G NICs, two nodes per leaf), TP8 PP4 DP8, 8 micro-batches
+    per replica (1F1B). The pipeline fill and drain, the embedding all-reduce (stage 0 with stage 3) and the
+    data-parallel collectives are a large part of it, so where a replica stands against the others shows."""
+    return {
+        "name": "short-gpt3-1.7b-256", "model": "gpt3-1.7b",
+        "parallelism": {"tp": 8, "pp": 4, "schedule": "1f1b", "sequence_parallel": True, "zero_stage": 1},
+        "training": {"global_batch_size": 64, "micro_batch_size": 1, "seq_length": 2048, "precision": "bf16"},
+        "cluster": {"groups": [{"name": "h", "node_type": "dgx-h100", "num_nodes": 32}]},
+        "fabric": {"kind": "leaf_spine", "hosts_per_leaf": 16, "uplink_gbps": 400},
+        "network": {"backend": "flow", "ecmp": "hash"},
+        "output": {"trace": False, "plots": False},
+    }
+
+
 def case(name: str):
+    if name == "short":
+        return scenario_from_dict(short_scenario()), "GPT-3 1.7B, 32 DGX H100, TP8 PP4 DP8, 8 micro-batches each"
     if name == "hetero512":
         return scenario_from_dict(hetero_scenario()), "GPT-3 175B, 32 DGX H100 + 32 DGX A100, TP4 PP8 DP16"
     gpus = int(name)

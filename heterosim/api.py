@@ -306,7 +306,8 @@ def _warm_up(main, prepared, sc, name, net_cfg, it: int) -> dict:
     try:
         coord = Coordinator(prepared.ir, prepared.system, prepared.compute, net, intra,
                             precision=sc.training.precision, comm_options=sc.comm.model_dump(),
-                            record_messages=False, symmetry=True, hashed_copies="ops", like=main)
+                            record_messages=False, symmetry=True, hashed_copies="ops", like=main,
+                            replica_classes=False)
         return coord.warm_up(wall_limit_s=sc.network.wall_limit_s)
     finally:
         net.close()

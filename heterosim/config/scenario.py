@@ -45,25 +45,28 @@ class SimulationConfig(Strict):
     symmetry: bool = True
     """Simulate one data-parallel replica per class of identical ones and one flow per orbit of a
     symmetric collective (heterosim/sim/symmetry.py); false = every lane and transfer."""
-    hashed_copies: Literal["exact", "ops", "ops_and_replicas", "ops_and_shifted_replicas"] = "ops"
+    hashed_copies: Literal["exact", "ops", "ops_and_replicas", "ops_and_shifted_replicas"] = \
+        "ops_and_shifted_replicas"
     """Copies whose paths differ only in the links the ECMP hash chose (``network.ecmp: hash``).
     exact: never alike, each simulated on its own. ops: the copies one operation waits for (a collective's
     ring positions, a lane's rails) ride as one group flow, each loading its own hashed links (collisions
     included), the group at its slowest copy's pace, as the op ends with its slowest copy; replicas stay
     apart. ops_and_replicas: data-parallel replicas too (simulated once, the others' traffic as copies in
-    lockstep with it). ops_and_shifted_replicas: as ops_and_replicas, but the mirrored replicas' pipeline
-    sends go as group flows of their own, each replica's shifted by its offset from the simulated one, which
-    a warm-up measures: the same iteration with every replica simulated (``ops``), stopped once every pair
-    of pipeline lanes has started 4 transfers (the pipeline fill sets the offsets; they are then kept);
-    each class simulates its earliest replica. All are approximate; where paths are not hashed nothing
-    changes. Measured against the full run (benchmarks/bench_hash_agreement.py, GPT-3 175B TP8 PP16,
-    README "Hashed ECMP"): ops within 4e-5 of the iteration time and every stage's categories within 0.1%
-    of the iteration at 256 to 4,096 A100s and on 32 DGX H100 + 32 DGX A100; ops_and_replicas moves a
-    stage's exposed pipeline time by 0.35-0.54% of the iteration at DP4-DP32 (its replicas collide every
-    time where the full run's, at fixed offsets of several send durations, rarely do:
-    benchmarks/hash_replica_offsets.py); ops_and_shifted_replicas by at most 0.12% at DP4 to DP32 (CPU
-    about twice ops_and_replicas'). Default ``ops``: both replica modes are over 0.5% on a short iteration (32 DGX H100,
-    GPT-3 1.7B PP4 DP8, 8 micro-batches per replica: a stage's bubble 1.1%), where ops is within 0.11%."""
+    lockstep with it). ops_and_shifted_replicas (default): replicas simulated once, but each mirrored
+    replica keeps its own place in time: its pipeline sends go as group flows of their own, shifted by its
+    offset from the simulated one, which a warm-up measures (the same iteration with every replica simulated,
+    ``ops``, stopped once every pair of pipeline lanes has started 4 transfers: the fill sets the offsets);
+    it runs its own copy of a replica-local collective (the embedding all-reduce) and ends it by its own
+    collisions; a collective across replicas starts when the latest copy would post it (its lag: the
+    offsets, its own collective ends). Each class simulates its earliest replica. All are approximate;
+    where paths are not hashed nothing changes. Measured against the full run
+    (benchmarks/bench_hash_agreement.py, README "Hashed ECMP"): ops within 4e-5 of the iteration time and
+    every stage's categories within 0.11% of the iteration (GPT-3 175B TP8 PP16 at 256 to 4,096 A100s, 32
+    DGX H100 + 32 DGX A100, a short GPT-3 1.7B iteration); ops_and_replicas moves a stage's exposed pipeline
+    time by 0.35-0.54% of the iteration at DP4-DP32 and a short iteration's bubble by 1.1% (its replicas
+    collide every time where the full run's, at fixed offsets, rarely do: benchmarks/hash_replica_offsets.py);
+    ops_and_shifted_replicas within 0.13% per stage and 5.7e-4 of the iteration at 256 to 4,096 A100s and on
+    the short iteration, at 6.6x less CPU than the full run at 1,024 GPUs (ops: 4.3x), 12x at 4,096."""
 
 
 class CommConfig(Strict):

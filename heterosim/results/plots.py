@@ -5,6 +5,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 
 from heterosim.results.breakdown import BUCKETS  # noqa: E402
 
@@ -15,27 +16,53 @@ _STREAM_COLORS = {"compute": "#4c72b0", "tp": "#dd8452", "cp": "#937860", "ep": 
 
 
 def plot_timeline(path, sim, ir, max_lanes: int = 32) -> None:
+    from matplotlib.collections import PolyCollection
+
     lanes = sim.lanes[:: max(1, len(sim.lanes) // max_lanes)][:max_lanes]
     fig, ax = plt.subplots(figsize=(12, 0.45 * len(lanes) + 1.5))
     pixel_ms = sim.iteration_time_ns / 1e6 / 2000  # bars closer than this look joined anyway
     shared: dict[tuple, dict] = {}  # lanes of mirrored replicas (symmetry reduction) share a timeline
+    by_stream: dict[int, dict[str, np.ndarray]] = {}  # program -> stream -> its op ids
+    labelled = set()
     for row, lane in enumerate(lanes):
         prog = sim.programs[lane.program]
         key = (id(lane.start_ns), id(lane.end_ns), id(lane.comm_start_ns), lane.program)
         bars = shared.get(key)
         if bars is None:
-            per_stream: dict[str, list[tuple[float, float]]] = {}
-            moving, start, end = lane.comm_start_ns, lane.start_ns, lane.end_ns
-            for oid, op in enumerate(prog.ops):
-                # comm ops are drawn while their data moves, not while they wait for a peer
-                s, e = moving.get(oid, start[oid]), end[oid]
-                if s >= 0 and e > s:
-                    per_stream.setdefault(op.stream, []).append((s / 1e6, (e - s) / 1e6))
-            bars = shared[key] = {st: _merge_bars(per_stream[st], pixel_ms) for st in sorted(per_stream)}
+            streams = by_stream.get(lane.program)
+            if streams is None:
+                ids: dict[str, list[int]] = {}
+                for oid, op in enumerate(prog.ops):
+                    ids.setdefault(op.stream, []).append(oid)
+                streams = by_stream[lane.program] = {st: np.array(v) for st, v in ids.items()}
+            # comm ops are drawn while their data moves, not while they wait for a peer
+            start = np.array(lane.start_ns, dtype=np.int64)
+            if lane.comm_start_ns:
+                moving = lane.comm_start_ns
+                start[np.fromiter(moving.keys(), np.int64, len(moving))] = np.fromiter(moving.values(), np.int64,
+                                                                                       len(moving))
+            end = np.array(lane.end_ns, dtype=np.int64)
+            bars = {}
+            for st in sorted(streams):
+                sel = streams[st]
+                s, e = start[sel], end[sel]
+                keep = (s >= 0) & (e > s)
+                if keep.any():
+                    bars[st] = _merge_bars(s[keep] / 1e6, e[keep] / 1e6, pixel_ms)
+            shared[key] = bars
         h = 0.8 / max(1, len(bars))
         for k, st in enumerate(bars):
-            ax.broken_barh(bars[st], (row - 0.4 + k * h, h),
-                           color=_STREAM_COLORS.get(st, "#999999"), label=st if row == 0 else None)
+            x0, x1 = bars[st]
+            y0 = row - 0.4 + k * h
+            verts = np.empty((len(x0), 4, 2))
+            verts[:, 0, 0] = verts[:, 1, 0] = x0
+            verts[:, 2, 0] = verts[:, 3, 0] = x1
+            verts[:, (0, 3), 1] = y0
+            verts[:, (1, 2), 1] = y0 + h
+            ax.add_collection(PolyCollection(verts, color=_STREAM_COLORS.get(st, "#999999"),
+                                             label=st if st not in labelled else None))  # (as broken_barh)
+            labelled.add(st)
+    ax.autoscale_view()
     ax.set_yticks(range(len(lanes)))
     ax.set_yticklabels([f"r{l.ranks[0]} s{ir.program_of(l.ranks[0]).stage}" for l in lanes], fontsize=7)
     ax.set_xlabel("time (ms)")
@@ -47,16 +74,19 @@ def plot_timeline(path, sim, ir, max_lanes: int = 32) -> None:
     plt.close(fig)
 
 
-def _merge_bars(bars: list[tuple[float, float]], gap: float) -> list[tuple[float, float]]:
-    """Join (start, width) bars separated by less than ``gap``: a 1024-GPU run has 15k ops
-    per row, far more than the pixels to draw them."""
-    out: list[list[float]] = []
-    for start, width in sorted(bars):
-        if out and start - (out[-1][0] + out[-1][1]) < gap:
-            out[-1][1] = max(out[-1][1], start + width - out[-1][0])
-        else:
-            out.append([start, width])
-    return [tuple(b) for b in out]
+def _merge_bars(start, end, gap: float):
+    """(starts, ends) of the bars left when bars [start, end) separated by less than ``gap`` are joined (a
+    1024-GPU run has 15k ops per row, far more than the pixels to draw them): sorted by start, a bar opens
+    a new one where it starts at least ``gap`` after every bar before it has ended."""
+    order = np.argsort(start, kind="stable")
+    s, e = start[order], end[order]
+    reach = np.maximum.accumulate(e)
+    new = np.empty(len(s), dtype=bool)
+    new[0] = True
+    new[1:] = s[1:] - reach[:-1] >= gap
+    first = np.flatnonzero(new)
+    last = np.append(first[1:], len(s)) - 1
+    return s[first], reach[last]
 
 
 def plot_breakdown(path, summary: dict) -> None:

@@ -163,6 +163,23 @@ class _Instance:
     start_ns: int = -1
     end_ns: int = -1
     link_bytes: dict[str, int] = field(default_factory=dict)
+    mirror_start: dict[int, int] | None = None
+    """Shifted replicas: mirrored replica -> when its own copy of this instance started moving (its offset, a
+    pipeline send's; its own schedule, a replica-local collective's)."""
+    mirror_end: dict[int, int] | None = None
+    """Mirrored replica -> when its own copy of this instance ended (``mirror_start``'s, once known)."""
+    lag_lanes: tuple[int, ...] = ()
+    """Lanes whose lag (Coordinator._lag) was taken from this instance."""
+
+
+class _Shadow:
+    """A mirrored replica's own run of a replica-local collective (shifted replicas): a schedule of its copies
+    that nothing waits for; its end is that replica's end of the op (Coordinator._launch_shadow)."""
+
+    __slots__ = ("inst", "replica", "pending", "op")
+
+    def __init__(self, inst: _Instance, replica: int) -> None:
+        self.inst, self.replica, self.pending, self.op = inst, replica, 1, inst.op
 
 
 @dataclass
@@ -213,9 +230,11 @@ class Coordinator:
                  progress: Callable[[int, int], None] | None = None, record_messages: bool = True,
                  symmetry: bool = False, message_limit: int | None = None,
                  release_ns: dict[int, int] | None = None, hashed_copies: str | None = None,
-                 like: "Coordinator | None" = None):
+                 like: "Coordinator | None" = None, replica_classes: bool = True):
         """``like``: a coordinator of the same IR and system whose precomputation (programs, local op durations,
-        planned schedules) this one reuses (a warm-up run beside the main one, :meth:`warm_up`)."""
+        planned schedules) this one reuses (a warm-up run beside the main one, :meth:`warm_up`).
+        ``replica_classes`` False: every replica simulated, collectives still reduced by orbits (a warm-up
+        measures every replica's offsets; finding classes would cost a second of CPU at 1,024 GPUs)."""
         if plan_collective is None or intra_time_ns is None:
             from heterosim.comm import intra_time_ns as _intra, plan_collective as _plan
 
@@ -265,10 +284,21 @@ class Coordinator:
         """Replicas whose paths differ only in the hashed links are alike too (else only the copies one op waits
         for: a collective's ring positions, a lane's rails)."""
         self.hashed_copies = hashed_copies if symmetry else "exact"
-        self.shift_replicas = symmetry and hashed_copies == "ops_and_shifted_replicas"
+        self.shift_replicas = symmetry and hashed_copies == "ops_and_shifted_replicas" and not self._rails_pinned()
         """Mirrored replicas' pipeline sends go as their own flows, each replica's shifted by its offset from the
-        simulated one as a warm-up of the full run measured it (:meth:`shift_replicas_by`), not in lockstep."""
+        simulated one as a warm-up of the full run measured it (:meth:`shift_replicas_by`), not in lockstep.
+        Not where no path depends on the hash (rails pinned, one switch): replicas alike there are exactly
+        alike, in lockstep in the full run, and the exact reduction applies without a warm-up."""
         self._shifts: dict[tuple[int, int], list[tuple[int, dict, int]]] | None = None
+        self._lag: dict[int, dict[int, int]] = {}
+        """Shifted replicas: lane id -> {mirrored replica: ns its copy of the lane's compute stream runs behind
+        this one's} (:meth:`_note_lag`); cross-replica collectives start when the latest copy would post."""
+        self._lag_src: dict[int, Any] = {}
+        """Lane id -> the instance its lag was last taken from (a mirror's later end updates it only then)."""
+        self._ghost_tag: dict[int, tuple] = {}
+        """Shifted copy's flow id -> (id of its instance, its replicas): whose own end it helps make."""
+        self._ghost_left: dict[tuple, list] = {}
+        """(id of an instance, replicas) -> [flows of theirs still moving, the instance, the replicas]."""
         self._ghost_seq = 0
         self._shift_memo: dict[tuple, tuple] = {}
         self._p2p_log: dict[tuple[int, int], dict] | None = None
@@ -283,7 +313,8 @@ class Coordinator:
         self._sym_stats = {"orbit_schedules": 0, "orbit_transfers": 0, "orbit_flows": 0, "copies_sent": 0,
                            "merged_rail_groups": 0}
         if self.shift_replicas:
-            self._sym_stats.update(shifted_sends=0, shifted_groups=0, shifted_early=0)
+            self._sym_stats.update(shifted_sends=0, shifted_groups=0, shifted_early=0, delayed_collectives=0,
+                                   shadow_schedules=0)
         self._merge_memo: dict[tuple, Any] = {}
         self._links_memo: dict[tuple, tuple[int, ...]] = {}
         # what results need even when messages are not recorded
@@ -297,7 +328,7 @@ class Coordinator:
             # a schedule's relabelling, orbits and rail merging depend on these two and the system alone
             self._relabel_memo, self._orbit_memo, self._merge_memo = like._relabel_memo, like._orbit_memo, \
                 like._merge_memo
-        if symmetry:
+        if symmetry and replica_classes:
             self._detect_symmetry()
 
     # ------------------------------------------------------------------ setup
@@ -645,6 +676,109 @@ class Coordinator:
                 inst.lane_ops[lane.id] = op.id
                 insts.append(inst)
         ready = [inst for inst in insts if len(inst.lane_ops) == inst.lanes_needed]
+        if ready and self._shifts:
+            t = self._latest_post(ready)
+            if t > self._now:  # a mirrored replica's copy of this lane posts later: the collective waits for it
+                self._sym_stats["delayed_collectives"] += 1
+                self._push(t, _EV_XFER_READY, ("start_ready", (ready, op)))
+                return
+        self._start_ready(ready, op)
+
+    def _mirror_post(self, inst: _Instance, replica: int | None = None) -> int:
+        """When the latest of the mirrored replicas' copies of ``inst``'s simulated lanes would post it (``replica``:
+        that one's): a lane's op posts when its last input ended; in a copy running ``lag`` behind on its compute
+        stream (:meth:`_note_lag`) a local or pipeline input ends that much later, a collective's end is shared."""
+        t = self._now
+        lanes = self.lanes
+        for lane_id, oid in inst.lane_ops.items():
+            lag = self._lag.get(lane_id)
+            if not lag:
+                continue
+            m = max(lag.values()) if replica is None else lag.get(replica, 0)
+            if m <= 0:
+                continue
+            lane = lanes[lane_id]
+            prog = lane.prog
+            op = prog.ops[oid]
+            pos = prog.stream_pos[oid]
+            inputs = op.deps if pos == 0 else (*op.deps, prog.streams[prog.stream_of[oid]][pos - 1])
+            end_ns, dur, ops = lane.end_ns, lane.dur, prog.ops
+            for i in inputs:
+                e = end_ns[i]
+                if dur[i] >= 0 or ops[i].collective in ("send", "recv"):
+                    e += m
+                if e > t:
+                    t = e
+        return t
+
+    def _latest_post(self, ready: list) -> int:
+        """When every replica has posted these instances: cross-replica collectives wait for the latest
+        mirrored copy (:meth:`_mirror_post`); replica-local ones do not (each mirror runs its own copy)."""
+        t = self._now
+        for inst in ready:
+            if not self._replica_mirrors(inst.ranks):
+                t = max(t, self._mirror_post(inst))
+        return t
+
+    def _waiting_on(self, lane: Lane, oid: int) -> bool:
+        """Whether the lane's compute stream sits idle waiting on op ``oid``: its head op depends on it, directly
+        or through ops not started yet (a received activation's TP all-gather, say)."""
+        prog = lane.prog
+        cs = getattr(prog, "compute_stream", None)
+        if cs is None:
+            cs = prog.compute_stream = prog.stream_names.index("compute") if "compute" in prog.stream_names else -1
+        if cs < 0 or lane.busy[cs]:
+            return False
+        stream = prog.streams[cs]
+        h = lane.head[cs]
+        if h >= len(stream):
+            return False
+        ops, started = prog.ops, lane.start_ns
+        frontier = [stream[h]]
+        for _ in range(4):
+            nxt = []
+            for o in frontier:
+                for d in ops[o].deps:
+                    if d == oid:
+                        return True
+                    if started[d] < 0:
+                        nxt.append(d)
+            frontier = nxt
+        return False
+
+    def _note_lag(self, lane_id: int, oid: int, inst: _Instance, step: tuple = ()) -> None:
+        """A communication op the lane's compute stream waited on ended: each mirrored copy of the lane now runs
+        as far behind as its own copy of the op ended later (0 for ``step``, mirrors riding in this one's flows;
+        its start offset while its own copy is still moving, updated when it ends: :meth:`_mirror_done`). Ops
+        not waited on leave the lag as it was."""
+        lane = self.lanes[lane_id]
+        if not self._waiting_on(lane, oid):
+            return
+        end = self._now
+        lag = dict.fromkeys(step, 0)
+        ms, me = inst.mirror_start or {}, inst.mirror_end or {}
+        for d, t0 in ms.items():
+            t1 = me.get(d)
+            lag[d] = t1 - end if t1 is not None else t0 - inst.start_ns
+        self._lag[lane_id] = lag
+        self._lag_src[lane_id] = inst
+        inst.lag_lanes += (lane_id,)
+
+    def _mirror_done(self, inst: _Instance, replicas: tuple[int, ...]) -> None:
+        """Mirrored ``replicas``' own copies of ``inst`` ended now."""
+        now = self._now
+        if inst.mirror_end is None:
+            inst.mirror_end = {}
+        for d in replicas:
+            inst.mirror_end[d] = now
+        if inst.end_ns >= 0:
+            for lane_id in inst.lag_lanes:
+                if self._lag_src.get(lane_id) is inst:
+                    lag = self._lag[lane_id]
+                    for d in replicas:
+                        lag[d] = now - inst.end_ns
+
+    def _start_ready(self, ready: list, op: Op) -> None:
         if len(ready) > 1 and self.symmetry:
             # the TP ranks of a lane start the same collective on parallel groups (one per rail) at once:
             # one schedule, the others' transfers as copies, when their paths are alike
@@ -776,6 +910,9 @@ class Coordinator:
         shifts = None
         if self._shifts is not None:
             shifts = self._shift_groups(send_side[0], recv_side[0], key[2])
+            if shifts is not None:  # (for the receiver's lag, _note_lag)
+                inst.mirror_start = {d: self._now + off for off, ds in shifts[1] for d in ds}
+                inst.step = shifts[0]  # type: ignore[attr-defined]
         rsize = self.programs[dst_lane.program].ops[recv_side[1]].size_bytes
         if len(src_lane.ranks) == len(dst_lane.ranks):
             size = max(sop.size_bytes, rsize)
@@ -909,6 +1046,12 @@ class Coordinator:
             ss["orbit_transfers"] += len(xfers) + sum(len(im) for im in images)
         mirrors = self._replica_mirrors(ranks) if self.sym is not None and shifts is None else ()
         state.shifts = shifts or None
+        if mirrors and self._shifts is not None and collective != "send":
+            # shifted replicas: each mirror runs its own copy of a replica-local collective (the embedding
+            # all-reduce), from when it posts, and ends it by its own collisions; nothing here waits for it
+            for d in mirrors:
+                self._launch_shadow(inst, d, xfers, struct, images)
+            mirrors = ()
         if mirrors:
             images = [self._with_mirrors(x, images[i] if images is not None else (), mirrors)
                       for i, x in enumerate(xfers)]
@@ -916,6 +1059,24 @@ class Coordinator:
         inst.pending += 1
         for i in struct[0]:
             self._start_transfer(state, i)
+
+    def _launch_shadow(self, inst: _Instance, d: int, xfers, struct, images) -> None:
+        """Mirrored replica ``d``'s own copy of a replica-local collective (:class:`_Shadow`)."""
+        sh = _Shadow(inst, d)
+        state = _ScheduleState(sh, xfers, struct)
+        state.shadow = True
+        state.images = [self._mirror_copies(x, images[i] if images is not None else (), (d,))
+                        for i, x in enumerate(xfers)]
+        t = self._mirror_post(inst, d)
+        if inst.mirror_start is None:
+            inst.mirror_start, inst.mirror_end = {}, {}
+        inst.mirror_start[d] = t
+        self._sym_stats["shadow_schedules"] += 1
+        if t > self._now:
+            self._push(t, _EV_XFER_READY, ("shadow_start", state))
+        else:
+            for i in struct[0]:
+                self._start_transfer(state, i)
 
     def _with_mirrors(self, x, own: tuple, mirrors: list[int]) -> tuple:
         """Copies of transfer ``x`` (and its orbit copies ``own``) in the replicas that are not simulated."""
@@ -991,12 +1152,17 @@ class Coordinator:
         mid = self._msg_seq
         state.outstanding += 1
         self._msg_owner[mid] = (state, i)
-        if self.record_messages and (self.message_limit is None or len(self.messages) < self.message_limit):
+        shadow = state.shadow
+        if not shadow and self.record_messages and (self.message_limit is None or len(self.messages) < self.message_limit):
             rec = MessageRecord(mid, x.src, x.dst, x.src_ep, x.dst_ep, x.size_bytes, x.link,
                                 state.inst.op.collective, state.inst.op.comm_kind, start, flow_key=x.flow_key)
             self.messages.append(rec)
             state.records[i] = rec
         images = state.images[i] if state.images is not None else ()
+        eps = None
+        if shadow:  # a mirrored replica's own copies: the first is the flow, the others its copies
+            eps, images = images[0], images[1:]
+        own = images
         if state.shifts is not None and state.shifts[0]:  # mirrors in step with this one ride in its group
             images = self._mirror_copies(x, images, state.shifts[0], True)
         copies = 1 + len(images)
@@ -1011,27 +1177,34 @@ class Coordinator:
         shifts = state.shifts
         if shifts is not None:
             for off, ds in shifts[1]:
-                pairs = self._mirror_copies(x, images, ds)
+                pairs = self._mirror_copies(x, own, ds)  # (the mirrors' copies of this one's, not of those in step)
                 if net:
                     self.net_bytes += size * len(pairs)
                     self.net_messages += len(pairs)
                 self.all_messages += len(pairs)
-                if off > 0 or start > now:
-                    self._push(start + off, _EV_XFER_READY, ("shifted_send", (backend, x, pairs)))
+                tag = (id(state.inst), ds)  # (the replicas' own end of the transfer: _ghost_done)
+                left = self._ghost_left.get(tag)
+                if left is None:
+                    self._ghost_left[tag] = [1, state.inst, ds]
                 else:
-                    self._send_shifted(backend, x, pairs, start)
+                    left[0] += 1
+                if off > 0 or start > now:
+                    self._push(start + off, _EV_XFER_READY, ("shifted_send", (backend, x, pairs, tag)))
+                else:
+                    self._send_shifted(backend, x, pairs, tag, start)
         if start > now:
-            self._push(start, _EV_XFER_READY, ("xfer_send", (backend, mid, x, images)))
+            self._push(start, _EV_XFER_READY, ("xfer_send", (backend, mid, x, images, eps)))
         else:
-            self._send(backend, mid, x, images, start)
+            self._send(backend, mid, x, images, start, eps)
 
-    def _send(self, backend, mid: int, x, images: tuple, start: int) -> None:
+    def _send(self, backend, mid: int, x, images: tuple, start: int, eps: tuple | None = None) -> None:
         self._catch_up(backend)
         if x.link == "net":
             if self._net_inflight == 0:
                 self._net_busy_since = start
             self._net_inflight += 1
-        msg = Message(mid, x.src_ep, x.dst_ep, int(x.size_bytes), start, x.flow_key, x.connection, x.step_bytes)
+        a, b = eps if eps is not None else (x.src_ep, x.dst_ep)
+        msg = Message(mid, a, b, int(x.size_bytes), start, x.flow_key, x.connection, x.step_bytes)
         if not images:
             backend.send(msg)
             return
@@ -1066,25 +1239,38 @@ class Coordinator:
                 self._shift_memo[key] = hit
         return hit
 
-    def _send_shifted(self, backend, x, pairs: tuple, start: int) -> None:
-        """A mirrored replica's copies of ``x`` as one group flow of their own that nothing waits for (ids < 0)."""
+    def _send_shifted(self, backend, x, pairs: tuple, tag: tuple, start: int) -> None:
+        """A mirrored replica's copies of ``x`` as one group flow of their own that nothing waits for (ids < 0);
+        ``tag``: (instance, replicas), whose own end of the instance is when its last such flow ends."""
         self._catch_up(backend)
         self._ghost_seq -= 1
         (a, b), rest = pairs[0], pairs[1:]
         msg = Message(self._ghost_seq, a, b, int(x.size_bytes), start, x.flow_key, x.connection, x.step_bytes)
+        self._ghost_tag[self._ghost_seq] = tag
         send_group = getattr(backend, "send_group", None)
         if not rest or (send_group is not None and send_group(msg, rest, hashed_alike=True)):
             if not rest:
                 backend.send(msg)
             return
         backend.send(msg)
+        self._ghost_left[tag][0] += len(rest)
         for a, b in rest:
             self._ghost_seq -= 1
+            self._ghost_tag[self._ghost_seq] = tag
             backend.send(Message(self._ghost_seq, a, b, int(x.size_bytes), start, x.flow_key, x.connection,
                                  x.step_bytes))
 
+    def _ghost_done(self, mid: int) -> None:
+        tag = self._ghost_tag.pop(mid)
+        left = self._ghost_left[tag]
+        left[0] -= 1
+        if left[0] == 0:
+            del self._ghost_left[tag]
+            self._mirror_done(left[1], left[2])
+
     def _transfer_done(self, mid: int) -> None:
         if mid < 0:  # a mirrored replica's shifted copies (_send_shifted): nothing waits for them
+            self._ghost_done(mid)
             return
         if self._wait:
             mid = self._shadow.pop(mid, mid)
@@ -1117,12 +1303,17 @@ class Coordinator:
                 self._finish_instance(inst)
 
     def _finish_instance(self, inst: _Instance) -> None:
+        if type(inst) is _Shadow:
+            self._mirror_done(inst.inst, (inst.replica,))
+            return
         inst.end_ns = self._now
         self._finished_instances.append(inst)
         p2p = getattr(inst, "p2p_ops", None)
         if p2p is not None:
             if self._p2p_log is not None:
                 self._p2p_end[(p2p[0][0], p2p[1][0])][inst.key[3]] = self._now
+            if self._shifts and inst.mirror_start is not None:
+                self._note_lag(p2p[1][0], p2p[1][1], inst, inst.step)
             for lane_id, oid in p2p:
                 self.lanes[lane_id].comm_start_ns[oid] = inst.start_ns
                 self._complete_op(self.lanes[lane_id], oid)
@@ -1139,11 +1330,18 @@ class Coordinator:
             lane.comm_start_ns[op_id] = max(lane.comm_start_ns.get(op_id, -1), inst.start_ns)
             if counter == 0:
                 del self._lane_inst_pending[key]
+                if self._shifts:
+                    owner = getattr(inst, "leader", inst)  # (parallel groups riding as its copies: its mirrors')
+                    if owner.mirror_start is not None:  # replica-local: each mirror ends its own copy
+                        self._note_lag(lane_id, op_id, owner)
+                    elif self._lag.get(lane_id) and self._waiting_on(lane, op_id):
+                        self._lag[lane_id] = {}  # a collective across replicas ends for all of them at once
                 self._complete_op(lane, op_id)
         followers = getattr(inst, "followers", None)
         if followers:  # parallel groups whose transfers rode as copies of this one's end with it
             inst.followers = ()  # type: ignore[attr-defined]
             for f in followers:
+                f.leader = inst  # type: ignore[attr-defined]
                 self._finish_instance(f)
 
     def _lane_instances(self, lane: Lane, op: Op) -> int:
@@ -1163,6 +1361,9 @@ class Coordinator:
         import time as _time
 
         t0 = _time.monotonic()
+        if self.needs_warm_up():  # (else the mirrors would send in lockstep: ops_and_replicas, silently)
+            raise SimulationError("internal: hashed_copies ops_and_shifted_replicas needs shift_replicas_by(a "
+                                  "warm-up's start times) before run (heterosim.api.simulate does it)")
         self._lane_inst_pending: dict[tuple, int] = {}
         total_ops = 0
         active = [lane for lane in self.lanes if self._active[lane.id]]
@@ -1228,14 +1429,19 @@ class Coordinator:
                     if what == "xfer_done":
                         self._transfer_done(arg)
                     elif what == "xfer_send":
-                        backend, mid, x, images = arg
-                        self._send(backend, mid, x, images, self._now)
+                        backend, mid, x, images, eps = arg
+                        self._send(backend, mid, x, images, self._now, eps)
                     elif what == "instance_done":
                         arg.pending -= 1
                         if arg.pending == 0:
                             self._finish_instance(arg)
                     elif what == "shifted_send":
                         self._send_shifted(*arg, self._now)
+                    elif what == "start_ready":
+                        self._start_ready(*arg)
+                    elif what == "shadow_start":
+                        for i in arg.struct_roots:
+                            self._start_transfer(arg, i)
                     elif what == "lane_start":
                         for s in range(len(arg.prog.streams)):
                             self._try_start_stream(arg, s)
@@ -1257,8 +1463,8 @@ class Coordinator:
                 f"{waiting.name!r} (unmatched communication or a dependency cycle in the IR)")
         if self.progress is not None:
             self.progress(total_ops, total_ops)
-        self._alias_mirrors()
-        end = max((max(l.end_ns) if l.end_ns else 0) for l in active)
+        retimed = self._alias_mirrors()
+        end = max((max(l.end_ns) if l.end_ns else 0) for l in active + retimed)
         sym = None
         if self.symmetry:
             sym = {"lanes_simulated": len(active), "lanes_total": len(self.lanes),
@@ -1269,11 +1475,15 @@ class Coordinator:
                          net_bytes=self.net_bytes, net_messages=self.net_messages, all_messages=self.all_messages,
                          inter_node_busy_ns=self._net_busy_ns, symmetry=sym)
 
-    def _alias_mirrors(self) -> None:
-        """A lane that was not executed has its representative's timeline (the same lists, no copy)."""
+    def _alias_mirrors(self) -> list[Lane]:
+        """A lane that was not executed has its representative's timeline (the same lists, no copy), unless it
+        ran a replica-local collective of its own (shifted replicas): then its own timeline from there on
+        (:meth:`_retime`); those lanes."""
         sym = self.sym
         if sym is None:
-            return
+            return []
+        own = self._mirror_ops() if self._shifts else {}
+        retimed = []
         for lane in self.lanes:
             if self._active[lane.id]:
                 continue
@@ -1283,6 +1493,65 @@ class Coordinator:
             lane.start_ns, lane.end_ns, lane.dur = src.start_ns, src.end_ns, src.dur
             lane.comm_start_ns = src.comm_start_ns
             lane.done_count = src.done_count
+            fixed = own.get((src.id, sym.position[lane.ranks[0]]))
+            if fixed:
+                self._retime(lane, src, fixed)
+                retimed.append(lane)
+        return retimed
+
+    def _mirror_ops(self) -> dict:
+        """(simulated lane id, mirrored replica) -> {op id: (moving from, end)} of the replica-local collectives
+        that replica's copy ran on its own (:meth:`_launch_shadow`) and ended at another time."""
+        out: dict[tuple[int, int], dict[int, tuple[int, int]]] = defaultdict(dict)
+        for inst in self._finished_instances:
+            if inst.mirror_end is None or hasattr(inst, "p2p_ops") or hasattr(inst, "leader"):
+                continue
+            for d, e in inst.mirror_end.items():
+                if e == inst.end_ns and inst.mirror_start[d] == inst.start_ns:
+                    continue
+                for lane_id, oid in inst.lane_ops.items():
+                    out[(lane_id, d)][oid] = (inst.mirror_start[d], e)
+        return out
+
+    def _retime(self, lane: Lane, src: Lane, fixed: dict[int, tuple[int, int]]) -> None:
+        """``lane``'s own timeline: ``src``'s up to the first op in ``fixed`` (op -> moving from, end: its own
+        copies' times); from there each op starts when its inputs end in this copy, a local op lasting as long,
+        another communication op (moving with every replica) ending as in ``src`` unless this copy posts it
+        after it started moving, then that much later."""
+        prog = src.prog
+        ops = prog.ops
+        pred = getattr(prog, "stream_pred", None)
+        if pred is None:
+            pred = [-1] * len(ops)
+            for stream in prog.streams:
+                for a, b in zip(stream, stream[1:]):
+                    pred[b] = a
+            prog.stream_pred = pred
+        s0, e0, m0, dur = src.start_ns, src.end_ns, src.comm_start_ns, src.dur
+        start, end, moving = list(s0), list(e0), dict(m0)
+        for o in range(min(fixed), len(ops)):
+            ready = 0
+            for i in ops[o].deps:
+                if end[i] > ready:
+                    ready = end[i]
+            p = pred[o]
+            if p >= 0 and end[p] > ready:
+                ready = end[p]
+            hit = fixed.get(o)
+            if hit is not None:
+                start[o] = ready
+                moving[o] = max(hit[0], ready)
+                end[o] = max(hit[1], moving[o])
+            elif dur[o] >= 0:
+                start[o] = ready
+                end[o] = ready + dur[o]
+            elif ready > s0[o]:
+                start[o] = ready
+                m = m0.get(o, s0[o])
+                if ready > m:
+                    end[o] = e0[o] + ready - m
+                    moving[o] = ready
+        lane.start_ns, lane.end_ns, lane.comm_start_ns = start, end, moving
 
 
 def reshard_transfers(src_ranks: tuple[int, ...], src_bytes: int, dst_ranks: tuple[int, ...],
@@ -1315,7 +1584,8 @@ def reshard_transfers(src_ranks: tuple[int, ...], src_bytes: int, dst_ranks: tup
 class _ScheduleState:
     """One running flow schedule: which transfers wait on how many others."""
 
-    __slots__ = ("inst", "xfers", "waiting", "dependents", "done", "outstanding", "records", "images", "shifts")
+    __slots__ = ("inst", "xfers", "waiting", "dependents", "done", "outstanding", "records", "images", "shifts",
+                 "shadow", "struct_roots")
 
     def __init__(self, inst: _Instance, xfers, struct) -> None:
         self.inst = inst
@@ -1329,6 +1599,9 @@ class _ScheduleState:
         """Per transfer: (src, dst) endpoints of its copies (symmetry reduction), or None."""
         self.shifts: tuple | None = None
         """(mirrored replica, offset ns) sending its own copies of every transfer that late, or None."""
+        self.shadow = False
+        """A mirrored replica's own copy (Coordinator._launch_shadow): images[i][0] is transfer i's flow."""
+        self.struct_roots = struct[0]
 
 
 def _structure(xfers) -> tuple[list[int], list[int], list[list[int]]]:

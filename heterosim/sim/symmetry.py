@@ -32,8 +32,10 @@ profiles it passes leave the hashed links out, for replicas only with
 hashed links, but the group flow moves at its slowest copy's pace, so that reduction is
 approximate (measured against the full run: benchmarks/bench_hash_agreement.py); with
 ``exact`` such paths are never alike, since each copy meets its own collisions. With
-``ops_and_shifted_replicas`` the coordinator sends the mirrored replicas' pipeline copies
-apart, shifted by offsets a warm-up measured (Coordinator.shift_replicas_by).
+``ops_and_shifted_replicas`` (the default) the coordinator sends the mirrored replicas' pipeline
+copies apart, shifted by offsets a warm-up measured (Coordinator.shift_replicas_by), runs each
+mirror's own copy of a replica-local collective (Coordinator._launch_shadow), and starts a
+collective across replicas when the latest mirror would post it (Coordinator._mirror_post).
 """
 from __future__ import annotations
 

@@ -109,12 +109,13 @@ def test_a_degraded_nic_link_still_splits_the_replicas_under_hash():
     _assert_agrees(full, red)
 
 
-@pytest.mark.parametrize("mode", ["ops", "ops_and_replicas"])
+@pytest.mark.parametrize("mode", ["ops", "ops_and_replicas", "ops_and_shifted_replicas"])
 def test_nothing_changes_where_paths_are_not_hashed(mode):
     # rails pinned: today's exact reduction applies and stays bit-identical to the full run
     sc = _scenario([H100], pp=2)
     full, red = _both(sc, mode)
     assert red.sim.symmetry["replica_classes"]["class_sizes"] == [4]
+    assert "shifted_groups" not in red.sim.symmetry  # (no warm-up, nothing shifted: replicas exactly alike)
     assert red.sim.iteration_time_ns == full.sim.iteration_time_ns
     assert red.summary["breakdown"] == full.summary["breakdown"]
     assert _per_rank(red) == _per_rank(full)
@@ -206,3 +207,76 @@ def test_shifted_replicas_without_a_pipeline_need_no_warm_up_and_match_lockstep(
                          record_messages=False, symmetry=True) for m in ("ops_and_replicas", "ops_and_shifted_replicas"))
     assert b.sim.symmetry["replica_classes"]["class_sizes"] == [4] and b.sim.symmetry["shifted_groups"] == 0
     assert a.sim.iteration_time_ns == b.sim.iteration_time_ns and a.summary["breakdown"] == b.summary["breakdown"]
+
+
+def _short():
+    # a short iteration (8 micro-batches per replica, PP4 DP8, two nodes per leaf): the embedding all-reduce and
+    # the data-parallel collectives after the drain are a large part of it (benchmarks/bench_hash_agreement.py
+    # case "short")
+    return _scenario([{"name": "h", "node_type": "dgx-h100", "num_nodes": 32}], pp=4, batch=64, fabric=LEAF16,
+                     ecmp="hash")
+
+
+def test_shifted_replicas_run_their_own_replica_local_collectives_on_a_short_iteration():
+    # every replica's embedding all-reduce starts at once (after the data-parallel reduce-scatters) and the hash
+    # makes their collisions differ, so the replicas end the iteration apart; a mirror riding in the simulated
+    # replica's group flow would end with the slowest copy (1.1% of the iteration off at stages 0 and 3)
+    full, red = _both(_short(), "ops_and_shifted_replicas")
+    sym = red.sim.symmetry
+    assert sym["replica_classes"]["class_sizes"] == [8] and sym["lanes_simulated"] == 4
+    assert sym["shadow_schedules"] == 7  # one embedding all-reduce per mirrored replica
+    _assert_agrees(full, red)
+
+    def stage0_ends(res):
+        return sorted({max(lane.end_ns) for lane in res.sim.lanes if lane.ranks[0] < 64})
+
+    assert len(stage0_ends(full)) > 1 and len(stage0_ends(red)) > 1  # replicas end apart in both
+    # the iteration ends with the latest replica, mirrored ones included
+    assert red.sim.iteration_time_ns == max(max(lane.end_ns) for lane in red.sim.lanes)
+    lockstep = api.simulate(api.prepare(api.with_overrides(_short(), {"simulation.hashed_copies": "ops_and_replicas"})),
+                            record_messages=False, symmetry=True)
+    assert _worst_stage(full, lockstep) > TOL > _worst_stage(full, red)
+
+
+def test_cross_replica_collectives_wait_for_the_latest_mirrored_copy():
+    # the data-parallel reduce-scatters start when the latest replica posts them: a mirror whose pipeline sends
+    # run behind the simulated replica's (offsets from the warm-up) posts later
+    from heterosim.sim.coordinator import Coordinator
+
+    starts = []
+    orig = Coordinator._start_ready
+
+    def spy(self, ready, op):
+        if op.group == "dp" and self._shifts:
+            starts.append((self._now, max(self.lanes[l].start_ns[o] for i in ready for l, o in i.lane_ops.items())))
+        return orig(self, ready, op)
+
+    Coordinator._start_ready = spy
+    try:
+        red = api.simulate(api.prepare(api.with_overrides(_short(), {"simulation.hashed_copies":
+                                                                     "ops_and_shifted_replicas"})),
+                           record_messages=False, symmetry=True)
+    finally:
+        Coordinator._start_ready = orig
+    assert red.sim.symmetry["delayed_collectives"] > 0
+    assert all(t >= posted for t, posted in starts)
+    assert any(t > posted for t, posted in starts)
+
+
+def test_a_shifted_run_without_its_warm_up_is_refused_not_run_in_lockstep():
+    from heterosim.api import intra_config
+    from heterosim.errors import SimulationError
+    from heterosim.sim.coordinator import Coordinator
+    from heterosim.sim.intra import effective_intra
+    from netbackend.registry import create_backend
+
+    sc = _pp4()
+    prep = api.prepare(sc)
+    net = create_backend("flow", prep.system.net, sc.network, sc.seed)
+    intra = create_backend("flow", effective_intra(prep.system.intra), intra_config(sc), sc.seed)
+    coord = Coordinator(prep.ir, prep.system, prep.compute, net, intra, precision=sc.training.precision,
+                        comm_options=sc.comm.model_dump(), record_messages=False, symmetry=True,
+                        hashed_copies="ops_and_shifted_replicas")
+    assert coord.needs_warm_up()
+    with pytest.raises(SimulationError, match="warm-up"):
+        coord.run()
