@@ -113,6 +113,10 @@ def h_suite_rows(names: list[str], budget_s: float, budget_cpu_s: float | None =
               f"{a.get('closed_form_share', 0):>7.1%} {a.get('replayed_share', 0):>8.1%} "
               f"{a.get('fluid_share', 0):>6.1%}  {verdict}   "
               f"{a.get('not_qualified')}", flush=True)
+        if a.get("fluid_work"):
+            w, pfc = a["fluid_work"], (a.get("fluid_pfc") or {}).get("possible_at", [])
+            print(f"{'':<22} fluid model: {w['steps']:,} steps of {w['dt_ns']} ns, {w['flow_steps']:,} QP-steps; "
+                  f"PFC could have paused at {len(pfc)} switches", flush=True)
 
 
 def main() -> None:
