@@ -33,6 +33,71 @@ struct Hop
     uint32_t ingress{UINT32_MAX}; //!< the ingress this hop's port's switch receives the flow by
 };
 
+/// Mark hazard reaching a receiver, per step.  Marks are due one path delay after the port that
+/// made them, so a farther hop's may be due after a nearer hop's: steps are added at either end.
+class HazardBySteps
+{
+  public:
+    bool Empty() const
+    {
+        return m_h.empty();
+    }
+
+    /// Steps with a hazard still to reach the receiver.
+    uint32_t Pending() const
+    {
+        return m_pending;
+    }
+
+    void Add(int64_t step, double h)
+    {
+        if (m_h.empty())
+        {
+            m_base = step;
+        }
+        for (; step < m_base; m_base--)
+        {
+            m_h.push_front(kNone);
+        }
+        while (static_cast<int64_t>(m_h.size()) <= step - m_base)
+        {
+            m_h.push_back(kNone);
+        }
+        double& v = m_h[static_cast<size_t>(step - m_base)];
+        if (v < 0)
+        {
+            v = 0.0;
+            m_pending++;
+        }
+        v += h;
+    }
+
+    /// The hazard due at @p step, if any (steps are taken in order, each once).
+    bool Take(int64_t step, double& h)
+    {
+        if (m_h.empty() || m_base != step)
+        {
+            return false;
+        }
+        h = m_h.front();
+        m_h.pop_front();
+        m_base++;
+        while (!m_h.empty() && m_h.front() < 0) // the front is always a step with a hazard
+        {
+            m_h.pop_front();
+            m_base++;
+        }
+        m_pending--;
+        return true;
+    }
+
+  private:
+    static constexpr double kNone = -1.0;
+    std::deque<double> m_h; //!< m_h[k]: step m_base + k; kNone where no mark is due
+    int64_t m_base{0};
+    uint32_t m_pending{0};
+};
+
 struct Msg
 {
     int64_t id;
@@ -59,10 +124,7 @@ struct Flow
     double posted{0};
     double sent{0};
     double rxPos{0}; //!< bytes forwarded to the receiver (FIFO keeps a flow's bytes in order)
-    // Mark hazard reaching the receiver per step: haz[k] for step hazBase + k, -1 where none.
-    std::deque<double> haz;
-    int64_t hazBase{0};
-    uint32_t hazSteps{0}; //!< steps in haz with a hazard
+    HazardBySteps haz;
     std::vector<uint32_t> slot; //!< per (hop, bin parity): where it was last in that port's arrivals
     uint32_t maxSteps{0};            //!< step credits (0: none)
     std::deque<double> stepEnds;     //!< ends of the steps posted and not yet acknowledged
@@ -338,7 +400,7 @@ struct FluidNet::Impl
     bool Busy(const Flow& f) const
     {
         const double e = Slack(f.posted);
-        return f.sent < f.posted - e || f.rxPos < f.sent - e || !f.cnps.empty() || !f.haz.empty() || f.decAt >= 0;
+        return f.sent < f.posted - e || f.rxPos < f.sent - e || !f.cnps.empty() || !f.haz.Empty() || f.decAt >= 0;
     }
 
     // Step credits: ACKs back by @p t free their steps; returns how far the flow may send.
@@ -578,49 +640,18 @@ FluidNet::Impl::Step(int64_t step)
             const double h = pk * prob;
             const auto kRx = static_cast<int64_t>(
                 std::floor((static_cast<double>(t) + f.rxDelay[j]) / static_cast<double>(dt)));
-            const int64_t k = std::max(kRx, step + 1);
-            if (f.haz.empty())
-            {
-                f.hazBase = k;
-            }
-            for (; k < f.hazBase; f.hazBase--) // marked at an earlier hop: further from the receiver
-            {
-                f.haz.push_front(-1.0);
-            }
-            while (static_cast<int64_t>(f.haz.size()) <= k - f.hazBase)
-            {
-                f.haz.push_back(-1.0);
-            }
-            double& v = f.haz[static_cast<size_t>(k - f.hazBase)];
-            if (v < 0)
-            {
-                v = 0.0;
-                f.hazSteps++;
-            }
-            v += h;
+            f.haz.Add(std::max(kRx, step + 1), h);
         }
     }
     // 4. receivers: CE -> CNP back to the sender
     for (uint32_t i : liveFlows)
     {
         Flow& f = flows[i];
-        if (f.haz.empty() || f.hazBase != step)
+        double h = 0;
+        if (!f.haz.Take(step, h))
         {
             continue;
         }
-        const double h = f.haz.front();
-        f.haz.pop_front();
-        f.hazBase++;
-        while (!f.haz.empty() && f.haz.front() < 0)
-        {
-            f.haz.pop_front();
-            f.hazBase++;
-        }
-        if (h < 0)
-        {
-            continue;
-        }
-        f.hazSteps--;
         if (u(rng) < 1.0 - std::exp(-h))
         {
             const double tCe = static_cast<double>(t) + u(rng) * static_cast<double>(dt);
@@ -804,7 +835,7 @@ FluidNet::Run(int64_t untilNs)
             for (uint32_t i : m.liveFlows)
             {
                 const Flow& f = m.flows[i];
-                if (f.rxPos < f.sent - Slack(f.posted) || !f.cnps.empty() || !f.haz.empty() || f.decAt >= 0)
+                if (f.rxPos < f.sent - Slack(f.posted) || !f.cnps.empty() || !f.haz.Empty() || f.decAt >= 0)
                 {
                     inflight = true;
                     break;
@@ -871,7 +902,7 @@ std::vector<double>
 FluidNet::FlowProgress(uint32_t flow) const
 {
     const Flow& f = m_impl->flows.at(flow);
-    return {f.posted, f.sent, f.rxPos, static_cast<double>(f.cnps.size()), static_cast<double>(f.hazSteps),
+    return {f.posted, f.sent, f.rxPos, static_cast<double>(f.cnps.size()), static_cast<double>(f.haz.Pending()),
             static_cast<double>(f.decAt)};
 }
 
