@@ -42,6 +42,40 @@ def test_single_flow_goodput_and_fct_match_analysis():
     assert abs(r["fct_ns"] - r["analytic_fct_ns"]) <= 0.01 * r["analytic_fct_ns"]
 
 
+@pytest.mark.parametrize("rate_b_gbps", [50.0, 200.0])
+def test_qps_sharing_a_nic_keep_their_paced_rates(rate_b_gbps):
+    """Two QPs of one 200 G NIC, DCQCN rates fixed at 55 G and ``rate_b_gbps`` (ECN off, so no cut):
+    the slower-paced or busier neighbour must not drag the 55 G QP down.  Pacing that restarted
+    from the send time whenever the NIC was busy with the other QP's packet locked it behind its
+    neighbour (measured before the fix: 49.03 G against 49.06 G, and 49.03 G beside a line-rate
+    QP).  Expected: the set rate on the wire, times payload / (payload + header) for goodput."""
+    cfg = NetworkConfig(backend="ns3", cc="dcqcn", ecn=EcnConfig(enabled=False))
+    topo = NetTopology(hosts=["s0", "r0", "r1"], switches=["l1"],
+                       links=[Link("s0", "l1", 200, 1000), Link("r0", "l1", 200, 1000),
+                              Link("r1", "l1", 200, 1000)])
+    rate_a, size = 55e9, 20_000_000
+    with Ns3Backend(topo, cfg, 0) as b:
+        b.send(Message(0, "s0", "r0", 4096, 0, connection=0))
+        b.send(Message(1, "s0", "r1", 4096, 0, connection=0))
+        while b.pending():
+            b.advance()
+        sim, hi = b._sim, b._host_index
+        for dst, rate in (("r0", rate_a), ("r1", rate_b_gbps * 1e9)):
+            state = [float(v) for v in sim.SaveConnectionCc(hi["s0"], hi[dst], 0)]
+            state[0] = state[1] = rate  # RC, RT (DcqcnRp::Save layout)
+            state[14] = -1.0  # no increase timer armed: the rate stays put
+            assert sim.RestoreConnectionCc(hi["s0"], hi[dst], 0, state)
+        t0 = b.now_ns + 1000
+        b.send(Message(2, "s0", "r0", size, t0, connection=0))
+        b.send(Message(3, "s0", "r1", 4 * size, t0, connection=0))
+        fin = {}
+        while b.pending():
+            fin.update((c.id, c.finish_ns) for c in b.advance())
+    payload = cfg.mtu_bytes / (cfg.mtu_bytes + cfg.header_bytes)
+    goodput = size * 8 / (fin[2] - t0)
+    assert goodput == pytest.approx(rate_a * payload / 1e9, rel=0.005)
+
+
 @pytest.mark.parametrize("n", [2, 4, 8])
 def test_incast_dcqcn_converges_fair_and_lossless(n):
     # DCQCN with the HPCC preset recovers every 300 us: convergence takes tens

@@ -199,6 +199,10 @@ class RdmaNic : public Object, public RdmaPortOwner
         DctcpRp dctcp;
         uint64_t timelyNextSeq{0}; //!< next completion event (TIMELY)
         double nextSendNs{0};
+        /// When the QP last became able to send after it could not for its own reasons (no
+        /// data, window closed, go-back).  Pacing credits a ready QP the time it then waited
+        /// for the NIC (another QP's packet on the wire), so QPs sharing a NIC keep their rates.
+        double readySinceNs{0};
         EventId incTimer;
         EventId decTimer;          //!< DCQCN vendor: pending cut check
         EventId rtoTimer;
@@ -262,6 +266,7 @@ class RdmaNic : public Object, public RdmaPortOwner
     uint32_t m_nextQpId{1};
     bool m_dataPaused{false};
     int64_t m_pausedSince{0};
+    double m_resumedNs{0}; //!< end of the last PFC pause (paused time is not credited to pacing)
     uint32_t m_pauseGen{0};
     EventId m_wake;
     int64_t m_wakeAt{-1};
