@@ -17,9 +17,12 @@
 //    pipeline latency) later: store and forward, as
 //    scenarios.store_and_forward_ns computes for one flow.
 //  * Marks are RED on the depth left at dequeue (RdmaSwitchNode marks there):
-//    the marks on a flow's n packets leaving a port in a step are a Poisson
-//    count of mean n p (n may be a fraction of a packet at low rates), so at
-//    least one is marked with probability 1 - exp(-n p).  The receiver sees them one path delay later;
+//    a flow's n packets leaving a port in a step are expected to carry n p
+//    marks (n may be a fraction of a packet at low rates; the ports of a path
+//    add their p).  The receiver sees them one path delay later, a packet at a
+//    time: its packets arrive evenly spaced, so those completed in a step are
+//    each CE with the mean p since the previous one (every packet under
+//    saturated marking, as at packet level);
 //    CE is echoed on the next ACK (vendor) or as a CNP at most once per
 //    interval (paper), one ACK path back.  Whether a CNP arrives in a step is
 //    sampled, as packet level samples each mark, so the model reproduces the
