@@ -339,3 +339,29 @@ def test_step_credits_match_packet_level():
     got, share = fct(FLUID)
     assert share == 1.0
     assert got == pytest.approx(ref, rel=0.05)
+
+
+def test_ce_reaches_the_receiver_a_packet_at_a_time():
+    """A flow held at DCQCN's minimum rate into a port of half that rate is marked on every packet
+    (the queue only grows past Kmax).  The port sends one of its packets every 2 us, back to back,
+    so half of the vendor reaction point's 1 us alpha periods hold a CE: alpha, an average of
+    those periods with weight g, settles at 0.5.  (A Poisson count of marks per step, as the model
+    drew them before, leaves 1 - exp(-0.5) = 39% of the periods with one and alpha near 0.39:
+    DCQCN then cut too little on a saturated uplink.)"""
+    from netbackend.config import DcqcnConfig
+
+    pkt = wire_bytes(4096, NetworkConfig(backend="ns3"))[0]
+    port_bps = pkt * 8e9 / 2000  # one packet every 2 us
+    cfg = NetworkConfig(backend="ns3", dcqcn=DcqcnConfig(min_rate_mbps=2 * port_bps / 1e6))
+    assert resolved_dcqcn(cfg)["reaction"] == "vendor" and resolved_dcqcn(cfg)["alpha_update_interval_ns"] == 1000
+    params, cnp = _params(cfg)
+    ep = _episode(5)
+    slow = ep.AddPort(port_bps, 0.0, 1.0, 1.0)  # marks every packet once anything is queued
+    fid = _flow(ep, ep.AddNic(R), [slow], 30_000_000, 0, cfg, params, cnp)
+    alphas = []
+    for t in range(1_000_000, 6_000_000, 10_000):  # after ~4 time constants (256 us) at the floor
+        ep.Run(t)
+        state = list(ep.SaveState(fid, t))
+        assert state[0] == pytest.approx(2 * port_bps, rel=0.01), "held at the minimum rate"
+        alphas.append(state[2])
+    assert statistics.fmean(alphas) == pytest.approx(0.5, abs=0.03)
