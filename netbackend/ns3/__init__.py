@@ -20,7 +20,7 @@ from netbackend.ns3.driver import run_isolated
 from netbackend.registry import register_backend
 from netbackend.topo import NetTopology
 
-__all__ = ["Ns3Backend", "run_isolated", "unit_test_command"]
+__all__ = ["Ns3Backend", "example_command", "run_isolated", "unit_test_command"]
 
 _STATUS = {1: "PFC deadlock", 2: "no progress", 3: "wall-clock limit"}
 _CC_IMPLEMENTED = ("dcqcn", "dcqcn_paper", "hpcc", "timely", "dctcp", "none")
@@ -36,6 +36,18 @@ def unit_test_command() -> list[str]:
     from netbackend.ns3.build import ensure_built
 
     return [str(ensure_built().test_binary), "--suite=heterosim-rdma", "--verbose"]
+
+
+def example_command(name: str, *args: str) -> list[str]:
+    """argv that runs the module's example program ``examples/<name>.cc`` with ns-3 command-line
+    ``args`` such as ``--senders=2`` (builds it first if needed)."""
+    from netbackend.ns3.build import ensure_built
+
+    build = ensure_built()
+    for binary in build.examples:
+        if binary.name == name:
+            return [str(binary), *args]
+    raise ValueError(f"no example {name!r} (have: {', '.join(b.name for b in build.examples) or 'none'})")
 
 
 def _ns(value: int) -> str:

@@ -42,6 +42,11 @@ class Ns3Build:
     include_dir: Path
     test_binary: Path
     facade_header: Path
+    examples: tuple[Path, ...] = ()
+    """The example programs (examples/*.cc), each named after its source."""
+
+    def complete(self) -> bool:
+        return self.library.exists() and self.test_binary.exists() and all(e.exists() for e in self.examples)
 
 
 @dataclass(frozen=True)
@@ -77,11 +82,12 @@ def _toolchain() -> _Toolchain:
     return _Toolchain(cxx, out.stdout.splitlines()[0] if out.stdout else "", prefix, version, lib_prefix)
 
 
-def _sources() -> tuple[list[Path], list[Path], list[Path]]:
+def _sources() -> tuple[list[Path], list[Path], list[Path], list[Path]]:
     lib = sorted(MODULE_DIR.glob("model/*.cc")) + sorted(MODULE_DIR.glob("helper/*.cc"))
     tests = sorted(MODULE_DIR.glob("test/*.cc"))
+    examples = sorted(MODULE_DIR.glob("examples/*.cc"))
     headers = sorted(MODULE_DIR.glob("model/*.h")) + sorted(MODULE_DIR.glob("helper/*.h"))
-    return lib, tests, headers
+    return lib, tests, examples, headers
 
 
 def cache_root() -> Path:
@@ -108,9 +114,9 @@ def _run(cmd: list[str]) -> None:
         raise RuntimeError(f"compiling the ns-3 module failed: {' '.join(cmd)}\n{tail}")
 
 
-def _build_at(final: Path) -> Ns3Build:
+def _build_at(final: Path, examples: list[Path]) -> Ns3Build:
     return Ns3Build(final, final / LIB_NAME, final / "include", final / TEST_BIN,
-                    final / "include" / "ns3" / FACADE_HEADER)
+                    final / "include" / "ns3" / FACADE_HEADER, tuple(final / e.stem for e in examples))
 
 
 def _build_info(files: list[Path]) -> dict:
@@ -128,7 +134,7 @@ def _build_info(files: list[Path]) -> dict:
     return {"sources_sha256": h.hexdigest(), "ns3_version": version, "ns3_prefix": prefix}
 
 
-def _prebuilt(files: list[Path]) -> Ns3Build | None:
+def _prebuilt(files: list[Path], examples: list[Path]) -> Ns3Build | None:
     """The build named by HETEROSIM_NS3_PREBUILT, if it matches these sources and this wheel.
 
     Lets an installation without a compiler or ns-3 headers (the Docker image's runtime stage)
@@ -136,44 +142,45 @@ def _prebuilt(files: list[Path]) -> Ns3Build | None:
     where = os.environ.get("HETEROSIM_NS3_PREBUILT")
     if not where:
         return None
-    build = _build_at(Path(where))
+    build = _build_at(Path(where), examples)
     try:
         info = json.loads((build.root / BUILD_INFO).read_text())
     except (OSError, ValueError):
         return None
-    if info != _build_info(files) or not (build.library.exists() and build.test_binary.exists()):
+    if info != _build_info(files) or not build.complete():
         return None
     return build
 
 
 def ensure_built(jobs: int = 2) -> Ns3Build:
     """Return the cached build, compiling it first if needed (never a manual step)."""
-    lib_src, test_src, headers = _sources()
+    lib_src, test_src, ex_src, headers = _sources()
+    files = lib_src + test_src + ex_src + headers
     try:
         tc = _toolchain()
     except UserError:
-        pre = _prebuilt(lib_src + test_src + headers)
+        pre = _prebuilt(files, ex_src)
         if pre is not None:
             return pre
         raise
-    key = _key(tc, lib_src + test_src + headers)
+    key = _key(tc, files)
     root = cache_root()
     final = root / f"ns3-{key}"
-    build = _build_at(final)
-    if build.library.exists() and build.test_binary.exists():
+    build = _build_at(final, ex_src)
+    if build.complete():
         return build
     root.mkdir(parents=True, exist_ok=True)
     with open(root / ".build.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if build.library.exists() and build.test_binary.exists():
+        if build.complete():
             return build
         tmp = Path(tempfile.mkdtemp(prefix=f".ns3-{key}-", dir=root))
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes 0700; a shared cache must be readable by others
         try:
-            _compile(tc, tmp, lib_src, test_src, headers, jobs)
-            (tmp / BUILD_INFO).write_text(json.dumps(_build_info(lib_src + test_src + headers)))
+            _compile(tc, tmp, lib_src, test_src, ex_src, headers, jobs)
+            (tmp / BUILD_INFO).write_text(json.dumps(_build_info(files)))
             if final.exists():
                 shutil.rmtree(final)
             os.rename(tmp, final)
@@ -184,7 +191,7 @@ def ensure_built(jobs: int = 2) -> Ns3Build:
 
 
 def _compile(tc: _Toolchain, out: Path, lib_src: list[Path], test_src: list[Path],
-             headers: list[Path], jobs: int) -> None:
+             ex_src: list[Path], headers: list[Path], jobs: int) -> None:
     inc = out / "include" / "ns3"
     inc.mkdir(parents=True)
     for hdr in headers:  # ns-3 convention: module headers are included as "ns3/x.h"
@@ -194,7 +201,7 @@ def _compile(tc: _Toolchain, out: Path, lib_src: list[Path], test_src: list[Path
     base = [tc.cxx, *CXXFLAGS, f"-I{out / 'include'}", f"-I{ns3_inc}"]
     objs = []
     cmds = []
-    for i, src in enumerate(lib_src + test_src):
+    for i, src in enumerate(lib_src + test_src + ex_src):
         obj = out / f"{i:02d}-{src.stem}.o"
         objs.append(obj)
         cmds.append([*base, f"-I{src.parent}", "-c", str(src), "-o", str(obj)])
@@ -203,10 +210,13 @@ def _compile(tc: _Toolchain, out: Path, lib_src: list[Path], test_src: list[Path
             fut.result()
     libs = [f"-L{ns3_lib}", *(f"-l{tc.lib_prefix}-{m}" for m in NS3_MODULES),
             f"-Wl,-rpath,{ns3_lib}"]
-    lib_objs = [str(o) for o in objs[: len(lib_src)]]
-    test_objs = [str(o) for o in objs[len(lib_src):]]
+    n_lib, n_test = len(lib_src), len(test_src)
+    lib_objs = [str(o) for o in objs[:n_lib]]
+    test_objs = [str(o) for o in objs[n_lib:n_lib + n_test]]
     _run([tc.cxx, "-shared", "-o", str(out / LIB_NAME), *lib_objs, *libs])
-    _run([tc.cxx, "-o", str(out / TEST_BIN), *test_objs, f"-L{out}", "-lheterosim-rdma",
-          f"-Wl,-rpath,{out}", f"-Wl,-rpath,$ORIGIN", *libs])
+    program = [f"-L{out}", "-lheterosim-rdma", f"-Wl,-rpath,{out}", f"-Wl,-rpath,$ORIGIN", *libs]
+    _run([tc.cxx, "-o", str(out / TEST_BIN), *test_objs, *program])
+    for src, obj in zip(ex_src, objs[n_lib + n_test:]):  # each example is its own program
+        _run([tc.cxx, "-o", str(out / src.stem), str(obj), *program])
     for o in objs:
         o.unlink()

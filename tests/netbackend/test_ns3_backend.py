@@ -15,7 +15,7 @@ pytest.importorskip("cppyy", reason="ns-3 backend needs the ns3 wheel (pip insta
 from netbackend import Link, Message, NetTopology  # noqa: E402
 from netbackend.config import BufferConfig, DcqcnConfig, EcnConfig, NetworkConfig, PfcConfig  # noqa: E402
 from netbackend.errors import NetworkError, UserError  # noqa: E402
-from netbackend.ns3 import Ns3Backend, run_isolated, unit_test_command  # noqa: E402
+from netbackend.ns3 import Ns3Backend, example_command, run_isolated, unit_test_command  # noqa: E402
 from netbackend.ns3 import scenarios as sc  # noqa: E402
 
 pytestmark = pytest.mark.ns3
@@ -29,6 +29,68 @@ def test_cxx_unit_tests_pass():
     assert res.returncode == 0, res.stdout + res.stderr
     assert "PASS heterosim-rdma" in res.stdout
     assert "FAIL" not in res.stdout
+
+
+
+def _run_incast_example(*args: str) -> tuple[dict[int, dict], dict[str, dict], dict, float]:
+    """Run examples/heterosim-rdma-incast.cc; (flows by id, ports by name, totals, bound_ns)."""
+    res = subprocess.run(example_command("heterosim-rdma-incast", *args), capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+    flows, ports, total, bound = {}, {}, {}, None
+    for line in res.stdout.splitlines():
+        w = line.split()
+        if w and w[0] == "flow":
+            flows[int(w[1])] = dict(zip(w[2::2], w[3::2]))
+        elif w and w[0] == "port":
+            ports[w[1]] = {k: int(v) for k, v in zip(w[2::2], w[3::2])}
+        elif w and w[0] == "total":
+            total = {k: int(v) for k, v in zip(w[1::2], w[2::2])}
+        elif w and w[0] == "bound_ns":
+            bound = float(w[1])
+    return flows, ports, total, bound
+
+
+def test_incast_example_program_matches_hand_calculation():
+    """The module's standalone example (ns3::CommandLine, RdmaNetworkHelper, no Python in the loop).
+
+    2 -> 1 incast of 64 KiB each at 100 Gb/s, 1 us links, 500 ns switch latency, 4096 B MTU +
+    78 B headers: 16 packets of 4174 B per flow.  Both senders start at line rate, so the port to
+    r0 receives twice what it sends: it is busy from the first packet's arrival (one packet time +
+    1 us) until all 32 packets are out (32 x 333.92 ns = the bound: the bytes over the bottleneck
+    rate), and the last bit lands 1 us + 500 ns later.  Its queue peaks at about half the bytes,
+    16 packets = 66,784 B, far below DCQCN's Kmin at 100 G (400 KB) and the dynamic PFC threshold
+    (~4 MB): no mark, no CNP, no pause.  A second run sets Attributes on the command line (a 20 KB
+    static PFC threshold, the paper's DCQCN) and must PAUSE the senders without a drop; per-flow
+    and per-port counts agree."""
+    flows, ports, total, bound = _run_incast_example("--senders=2", "--bytes=65536", "--cc=dcqcn")
+    pkt = 4096 + 78
+    pkt_ns = pkt * 8 / 100.0
+    assert bound == pytest.approx(2 * 16 * pkt_ns, abs=0.01)
+    assert sorted(flows) == [0, 1] and all(f["bytes"] == "65536" for f in flows.values())
+    fct = [int(f["fct_ns"]) for f in flows.values()]
+    expected_last = pkt_ns + 1000 + bound + 1000 + 500
+    assert max(fct) >= bound
+    assert abs(max(fct) - expected_last) <= 2, (fct, expected_last)  # the device rounds to whole ns
+    alone = sc.store_and_forward_ns([pkt] * 16, [100.0, 100.0], [1000, 1500])
+    assert min(fct) >= alone
+    assert abs(ports["sw0->r0"]["max_queue_bytes"] - 16 * pkt) <= pkt
+    assert ports["sw0->r0"]["tx_bytes"] == 32 * pkt
+    assert total["delivered_bytes"] == 2 * 65536
+    assert total["ecn_marks"] == total["cnps_sent"] == total["pfc_pause_frames"] == total["drops"] == 0
+    assert all(f["ce_marks"] == f["pfc_pause_frames"] == "0" for f in flows.values())
+
+    flows, ports, total, bound = _run_incast_example(
+        "--senders=4", "--bytes=500000", "--cc=dcqcn_paper",
+        "--ns3::RdmaSwitchNode::PfcDynamic=false", "--ns3::RdmaSwitchNode::PfcStaticThreshold=20000")
+    assert sorted(flows) == [0, 1, 2, 3]
+    assert max(int(f["fct_ns"]) for f in flows.values()) >= bound
+    assert total["drops"] == 0 and total["delivered_bytes"] == 4 * 500_000
+    pauses = [int(f["pfc_pause_frames"]) for f in flows.values()]
+    assert all(p > 0 for p in pauses) and sum(pauses) == total["pfc_pause_frames"]
+    assert all(int(f["pfc_paused_ns"]) > 0 for f in flows.values())
+    ce = sum(int(f["ce_marks"]) for f in flows.values())
+    assert ce == ports["sw0->r0"]["ecn_marks"] == total["ecn_marks"] == total["ce_received"]
 
 
 def test_single_flow_goodput_and_fct_match_analysis():
