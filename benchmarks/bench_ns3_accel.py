@@ -11,6 +11,7 @@ closed form.  Targets (issue 12): iteration time within 1 %, FCT p50 / p99 withi
     .venv/bin/python benchmarks/bench_ns3_accel.py --memoize       # auto with memoization (off by default)
     .venv/bin/python benchmarks/bench_ns3_accel.py --collisions fluid  # auto with the fluid model for collisions
     .venv/bin/python benchmarks/bench_ns3_accel.py --gpt3 --skip-small --off-cache .bench-cache  # reuse off runs
+    .venv/bin/python benchmarks/bench_ns3_accel.py --seeds 4 --collisions fluid  # quickstart's counters over 4 seeds
 """
 from __future__ import annotations
 
@@ -53,7 +54,7 @@ ACC: dict = {}
 """--memoize / --fast-forward: acceleration settings added to every auto run."""
 
 
-def run_training(scenario: str | dict, mode: str) -> dict:
+def run_training(scenario: str | dict, mode: str, seed: int | None = None) -> dict:
     from heterosim import api
     from heterosim.config.loader import scenario_from_dict
 
@@ -61,6 +62,8 @@ def run_training(scenario: str | dict, mode: str) -> dict:
         sc = scenario_from_dict(scenario)
     else:
         sc = api.load(scenario)
+    if seed is not None:
+        sc = sc.model_copy(update={"seed": seed})
     acc = sc.network.acceleration.model_copy(update={"mode": mode, **(ACC if mode == "auto" else {})})
     upd = {"backend": "ns3", "acceleration": acc} | ({"ecmp": ECMP} if ECMP else {})
     upd["wall_limit_s"] = WALL_LIMIT_S
@@ -162,18 +165,18 @@ def _off_key(name: str, arg) -> str:
     return h.hexdigest()[:16]
 
 
-def _off(name: str, fn, arg, cache: Path | None) -> dict:
+def _off(name: str, fn, arg, cache: Path | None, **kw) -> dict:
     """The ``off`` reference, from ``cache`` when this code already ran it there (the GPT-3 case
     takes 20-25 CPU minutes), else run and stored (written whole, then renamed)."""
     import pickle
 
     if cache is None:
-        return _isolated(fn, arg, "off")
+        return _isolated(fn, arg, "off", **kw)
     f = cache / f"off-{_off_key(name, arg)}.pkl"
     if f.is_file():
         print(f"{'':<28} off reference from {f}", flush=True)
         return pickle.loads(f.read_bytes())
-    off = _isolated(fn, arg, "off")
+    off = _isolated(fn, arg, "off", **kw)
     cache.mkdir(parents=True, exist_ok=True)
     tmp = f.with_suffix(".tmp")
     tmp.write_bytes(pickle.dumps(off))
@@ -213,6 +216,10 @@ def main() -> None:
                     "(theta 0.02, 512-packet windows)")
     ap.add_argument("--collisions", choices=["packet", "fluid"], default="packet",
                     help="auto runs with acceleration.collisions (fluid: the fluid DCQCN model)")
+    ap.add_argument("--seeds", type=int, default=1, metavar="N",
+                    help="quickstart with seeds 0..N-1 (each moves the ECMP hash and the RED draws, both "
+                         "ways), and the counters summed over them: one run's marks hang on which "
+                         "flows collide and on early marks (4 seeds gave 2,712 to 17,989 marks off)")
     ap.add_argument("--off-cache", type=Path, metavar="DIR",
                     help="keep each off reference in DIR and reuse it while the simulator's sources "
                          "(but the accelerated path's) are unchanged")
@@ -227,20 +234,31 @@ def main() -> None:
           f"{'closed':>7} {'fluid':>6}  counters off/auto")
     cases = []
     if not args.skip_small:
-        cases += [("quickstart (16 GPUs)", run_training, str(root / "scenarios/quickstart.yaml")),
-                  ("traffic: rings+incast", run_traffic, None)]
+        qs = str(root / "scenarios/quickstart.yaml")
+        cases += [("quickstart (16 GPUs)", run_training, qs, {})]
+        cases += [(f"quickstart, seed {k}", run_training, qs, {"seed": k}) for k in range(1, args.seeds)]
+        cases.append(("traffic: rings+incast", run_traffic, None, {}))
     if args.h4:
         cases.append(("H4-LLaMA-65B (128 GPUs)", run_training,
-                      str(root / "scenarios/suites/h-suite/h4-llama1-65b.yaml")))
+                      str(root / "scenarios/suites/h-suite/h4-llama1-65b.yaml"), {}))
     if args.gpt3:
         from bench_ns3_training import scenario
 
-        cases.append(("GPT-3 175B b64 (128 GPUs)", run_training, scenario(64)))
-    for name, fn, arg in cases:
+        cases.append(("GPT-3 175B b64 (128 GPUs)", run_training, scenario(64), {}))
+    seeded: list[tuple[dict, dict]] = []
+    for name, fn, arg, kw in cases:
         # Each run in its own fresh process: neither inherits the other's heap, caches or ns-3 state.
-        off = _off(name, fn, arg, args.off_cache)
-        auto = _isolated(fn, arg, "auto")
+        off = _off(name, fn, arg, args.off_cache, **kw)
+        auto = _isolated(fn, arg, "auto", **kw)
         row(name, off, auto)
+        if name.startswith("quickstart") and args.seeds > 1:
+            seeded.append((off, auto))
+            if len(seeded) == args.seeds:
+                tot = {k: [sum(r[i]["extra"][k] for r in seeded) for i in (0, 1)] for k in ("ecn_marks", "cnps_sent")}
+                its = [_rel(o["iteration_ns"], a["iteration_ns"]) for o, a in seeded]
+                print(f"{'':<28} quickstart over {args.seeds} seeds: ECN {tot['ecn_marks'][0]}/{tot['ecn_marks'][1]} "
+                      f"({_rel(*tot['ecn_marks']):+.1%}), CNP {tot['cnps_sent'][0]}/{tot['cnps_sent'][1]} "
+                      f"({_rel(*tot['cnps_sent']):+.1%}), iteration {', '.join(f'{x:+.2%}' for x in its)}", flush=True)
         if fn is run_traffic:
             # The incast's outcome hangs on microseconds: the reference itself, with one 256 KB
             # message that starts as the incast does moved by 1 us, is what auto is compared with.

@@ -23,8 +23,9 @@
 //    time: its packets arrive evenly spaced, so those completed in a step are
 //    each CE with the mean p since the previous one (every packet under
 //    saturated marking, as at packet level);
-//    CE is echoed on the next ACK (vendor) or as a CNP at most once per
-//    interval (paper), one ACK path back.  Whether a CNP arrives in a step is
+//    CE is echoed on the next ACK (cnp_mode ack_piggyback, as the dcqcn
+//    preset has it) or as a CNP at most once per interval (cnp_mode interval,
+//    dcqcn_paper), one ACK path back.  Whether a CNP arrives in a step is
 //    sampled, as packet level samples each mark, so the model reproduces the
 //    distribution of packet level's outcomes, not one run's coin flips.
 //  * A flow is one QP: messages posted on it are sent in order, its reaction
