@@ -93,6 +93,17 @@ def test_incast_example_program_matches_hand_calculation():
     assert ce == ports["sw0->r0"]["ecn_marks"] == total["ecn_marks"] == total["ce_received"]
 
 
+def test_data_priority_past_the_switch_classes_is_refused():
+    """A NIC sending on priority 3 into 2-class switches: the switch would pause its top class,
+    which the NIC never hears of (2,678 drops on a lossless fabric before the check).  The helper
+    refuses it in one line naming both Attributes."""
+    res = subprocess.run(example_command("heterosim-rdma-incast", "--senders=2", "--bytes=65536",
+                                         "--ns3::RdmaNic::DataPriority=3"),
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode != 0
+    assert "RdmaNic::DataPriority 3 needs RdmaSwitchNode::NumPriorities above it (it is 2)" in res.stderr + res.stdout
+
+
 def test_single_flow_goodput_and_fct_match_analysis():
     r = sc.single_flow(size_bytes=10_000_000)
     assert r["drops"] == 0

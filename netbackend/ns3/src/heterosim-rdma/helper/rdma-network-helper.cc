@@ -206,6 +206,21 @@ RdmaNetworkHelper::Build(const FabricSpec& fabric)
         sw->AssignStreams(static_cast<int64_t>(s));
         m_switches.push_back(sw);
     }
+    // A switch maps a priority past its classes to its top class and pauses that class, which a
+    // NIC sending on a higher priority never hears of: its data would be dropped on a lossless fabric.
+    for (const auto& nic : m_nics)
+    {
+        UintegerValue prio;
+        nic->GetAttribute("DataPriority", prio);
+        for (const auto& sw : m_switches)
+        {
+            UintegerValue classes;
+            sw->GetAttribute("NumPriorities", classes);
+            NS_ABORT_MSG_IF(prio.Get() >= classes.Get(),
+                            "RdmaNic::DataPriority " << prio.Get() << " needs RdmaSwitchNode::NumPriorities above it (it is "
+                                                     << classes.Get() << ")");
+        }
+    }
     std::vector<std::vector<std::pair<uint32_t, uint16_t>>> adj(m_nHosts + nSw);
     std::vector<std::vector<LinkEnd>> wires(m_nHosts + nSw); // (peer, delay, rate) for base RTTs
     std::vector<bool> hostWired(m_nHosts, false);
