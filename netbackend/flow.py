@@ -33,7 +33,10 @@ on the spot. The result is accepted when every flow has a *bottleneck* (a
 saturated link where no flow is faster), which characterises the max-min fair
 allocation; outside flows that lost theirs join the set and it is filled again.
 Typically only a few flows around the changed links are touched, whatever the
-number of active flows (``counters`` reports the work).
+number of active flows (``counters`` reports the work). The filling's heap holds
+the classes two or more set flows cross and, per flow, only the tightest of the
+classes it crosses alone within the set (the others could only pop after it froze);
+a pass ends when every set flow is frozen.
 """
 from __future__ import annotations
 
