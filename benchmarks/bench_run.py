@@ -79,15 +79,15 @@ def peak_rss_gb() -> float:
 def one(sc, *, write: bool, symmetry: bool) -> dict:
     t0, c0 = time.perf_counter(), time.process_time()
     prep = api.prepare(sc)
-    t1 = time.perf_counter()
+    t1, c1 = time.perf_counter(), time.process_time()
     res = api.simulate(prep, record_messages=api.messages_to_record(sc) if write else False, symmetry=symmetry)
-    t2 = time.perf_counter()
+    t2, c2 = time.perf_counter(), time.process_time()
     if write:
         with tempfile.TemporaryDirectory() as d:
             api.write_results(res, d)
-    t3 = time.perf_counter()
+    t3, c3 = time.perf_counter(), time.process_time()
     return {"res": res, "compile": t1 - t0, "simulate": t2 - t1, "write": t3 - t2, "total": t3 - t0,
-            "cpu": time.process_time() - c0}
+            "cpu": c3 - c0, "cpu_compile": c1 - c0, "cpu_simulate": c2 - c1, "cpu_write": c3 - c2}
 
 
 def report(label: str, r: dict, write: bool) -> None:
@@ -97,11 +97,11 @@ def report(label: str, r: dict, write: bool) -> None:
     print(f"  [{label}]")
     print(f"    simulated iteration time : {s['iteration_time_s']:.6f} s  (MFU {s['mfu']:.1%}, "
           f"{s['model_tflops_per_gpu']:.1f} TFLOP/s/GPU)")
-    print(f"    compile                  : {r['compile']:.2f} s")
-    print(f"    simulate                 : {r['simulate']:.2f} s  ({sim.events:,} events, "
+    print(f"    compile                  : {r['compile']:.2f} s ({r['cpu_compile']:.2f} s CPU)")
+    print(f"    simulate                 : {r['simulate']:.2f} s ({r['cpu_simulate']:.2f} s CPU; {sim.events:,} events, "
           f"{sim.events / r['simulate']:,.0f} events/s)")
     if write:
-        print(f"    write results            : {r['write']:.2f} s")
+        print(f"    write results            : {r['write']:.2f} s ({r['cpu_write']:.2f} s CPU)")
     print(f"    total                    : {r['total']:.2f} s wall, {r['cpu']:.2f} s CPU")
     sym = sim.symmetry
     if sym:
@@ -145,6 +145,8 @@ def measure_json(size: str, write: bool, ecmp: str = "hash") -> None:
                       "iteration_ns": sim.iteration_time_ns, "events": sim.events,
                       "compile_s": r["compile"], "simulate_s": r["simulate"], "write_s": r["write"],
                       "wall_s": r["total"], "cpu_s": r["cpu"], "rss_gb": peak_rss_gb(),
+                      "cpu_compile_s": r["cpu_compile"], "cpu_simulate_s": r["cpu_simulate"],
+                      "cpu_write_s": r["cpu_write"],
                       "lanes": (sim.symmetry or {}).get("lanes_simulated", len(sim.lanes)),
                       "lanes_total": (sim.symmetry or {}).get("lanes_total", len(sim.lanes)),
                       "breakdown": flat_breakdown(r["res"].summary["breakdown"]),
@@ -211,6 +213,9 @@ def before_after(sizes: list[str], rev: str, write: bool, after: str | None = No
               f"{b['cpu_s']:7.1f} {a['cpu_s']:7.1f} {b['cpu_s'] / a['cpu_s']:5.1f} | {b['rss_gb']:5.2f} {a['rss_gb']:5.2f} | "
               f"{b['events']:8,} {a['events']:8,} | {b['iteration_ns'] / 1e9:12.6f} {a['iteration_ns'] / 1e9:12.6f} | "
               f"{a['lanes']}/{a['lanes_total']}")
+        print(f"{'':>6}   CPU s compile / simulate / write: "
+              + "  ->  ".join(f"{x['cpu_compile_s']:.2f} / {x['cpu_simulate_s']:.2f} / {x['cpu_write_s']:.2f}"
+                              for x in (b, a)))
         print(f"{'':>6}   agreement after vs before: {agreement(a, b)}")
         _, _, target = scenario_for(a["size"])
         if target is not None:

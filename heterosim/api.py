@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gc
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
@@ -46,6 +47,21 @@ def load(path: str | Path, overrides: list[str] | dict | None = None) -> Scenari
     return load_scenario(path, overrides)
 
 
+@contextmanager
+def _gc_paused():
+    """The cyclic collector off for a phase that allocates hundreds of thousands of objects and frees few
+    (compiling, simulating, writing results): it would walk the growing heap again and again (a third of a
+    1,000-GPU run; ~0.5 s of its compile and of its write). Nothing there makes cycles that must be freed
+    during the phase; collection resumes afterwards (as it was)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def with_overrides(scenario: Scenario, overrides: list[str] | dict | None) -> Scenario:
     """The scenario with ``--set``-style overrides applied and everything re-validated."""
     if not overrides:
@@ -65,17 +81,21 @@ def prepare(scenario: Scenario, *, measurements: str | None = None, work_budget:
     compiler would do (budget), then the system, memory fit, precision support, the IR. ``system`` and
     ``compute``: already built for this scenario's cluster + fabric and hardware (the planner shares them
     across candidates)."""
+    file = getattr(scenario, "_source_file", None)
+    if scenario.workload is not None:
+        return _prepare_recorded(scenario, file, measurements)
+    with _gc_paused():
+        return _prepare(scenario, file, measurements, work_budget, system, compute)
+
+
+def _prepare(scenario: Scenario, file, measurements, work_budget, system, compute) -> Prepared:
     from heterosim import budget
-    from heterosim.hardware import ComputeModel
     from heterosim.workload.compiler import compile_workload
     from heterosim.workload.memory import check_plan
     from heterosim.workload.plan import resolve_plan
     from topologies import build_system
     from topologies.build import cluster_gpus
 
-    file = getattr(scenario, "_source_file", None)
-    if scenario.workload is not None:
-        return _prepare_recorded(scenario, file, measurements)
     try:
         world = cluster_gpus(scenario.cluster, file)
         plan = resolve_plan(scenario, world, file)
@@ -242,42 +262,52 @@ def simulate(prepared: Prepared, *, backend: str | None = None,
         except UserError as err:
             raise err.with_file(prepared.file or "scenario") from None
     t0 = time.monotonic()
-    # The simulation allocates millions of small objects and frees few: the cyclic collector would walk
-    # the whole heap again and again (a third of the run at 1,000+ GPUs). Nothing here makes cycles
-    # that must be freed during the run; collection resumes afterwards.
-    gc_was = gc.isenabled()
-    gc.disable()
-    try:
-        sim = _simulate_iterations(prepared, sc, name, net_cfg, progress, record_messages, symmetry)
-        wall = time.monotonic() - t0
-        summary = make_summary(sc, prepared.system, prepared.ir, sim, backend=name, wall_s=wall)
-    except UserError as err:  # runtime errors (comm planner, backends) name the scenario file too
-        raise err.with_file(prepared.file) if prepared.file else err
-    finally:
-        if gc_was:
-            gc.enable()
-    summary["framework"] = framework_summary(prepared)
+    # The simulation allocates millions of small objects and frees few (_gc_paused).
+    with _gc_paused():
+        try:
+            sim = _simulate_iterations(prepared, sc, name, net_cfg, progress, record_messages, symmetry)
+            wall = time.monotonic() - t0
+            summary = make_summary(sc, prepared.system, prepared.ir, sim, backend=name, wall_s=wall)
+        except UserError as err:  # runtime errors (comm planner, backends) name the scenario file too
+            raise err.with_file(prepared.file) if prepared.file else err
+        summary["framework"] = framework_summary(prepared)
     return RunResult(prepared, sim, summary, name)
+
+
+@contextmanager
+def _backends(prepared, sc, name, net_cfg, it: int, background: bool = True):
+    """(network backend, intra-node flow backend) of iteration ``it``, closed on exit; ``background``: the
+    scenario's background traffic on the network (if any)."""
+    from heterosim.sim.intra import effective_intra
+    from netbackend.registry import create_backend
+
+    net = create_backend(name, prepared.system.net, net_cfg, sc.seed + it)
+    if background and sc.network.background is not None:
+        from netbackend.background import with_background
+
+        try:
+            net = with_background(net, sc.network.background, seed=sc.seed + it)
+        except BaseException:
+            net.close()
+            raise
+    try:
+        intra = create_backend("flow", effective_intra(prepared.system.intra), intra_config(sc), sc.seed + it)
+    except BaseException:
+        net.close()
+        raise
+    try:
+        yield net, intra
+    finally:
+        net.close()
+        intra.close()
 
 
 def _simulate_iterations(prepared, sc, name, net_cfg, progress, record_messages, symmetry):
     from heterosim.sim.coordinator import Coordinator
-    from heterosim.sim.intra import effective_intra
-    from netbackend.registry import create_backend
 
     sim = None
     for it in range(sc.training.iterations):
-        net = create_backend(name, prepared.system.net, net_cfg, sc.seed + it)
-        if sc.network.background is not None:
-            from netbackend.background import with_background
-
-            try:
-                net = with_background(net, sc.network.background, seed=sc.seed + it)
-            except BaseException:
-                net.close()
-                raise
-        intra = create_backend("flow", effective_intra(prepared.system.intra), intra_config(sc), sc.seed + it)
-        try:
+        with _backends(prepared, sc, name, net_cfg, it) as (net, intra):
             sym_on = _symmetry(sc, name) if symmetry is None else symmetry
             coord = Coordinator(prepared.ir, prepared.system, prepared.compute, net, intra,
                                 precision=sc.training.precision, comm_options=sc.comm.model_dump(),
@@ -288,9 +318,6 @@ def _simulate_iterations(prepared, sc, name, net_cfg, progress, record_messages,
             if coord.needs_warm_up():
                 coord.shift_replicas_by(_warm_up(coord, prepared, sc, name, net_cfg, it))
             sim = coord.run(wall_limit_s=sc.network.wall_limit_s)
-        finally:
-            net.close()
-            intra.close()
     return sim
 
 
@@ -298,20 +325,13 @@ def _warm_up(main, prepared, sc, name, net_cfg, it: int) -> dict:
     """Pipeline transfer start times of every replica over the run's first transfers (``hashed_copies:
     ops_and_shifted_replicas``): the same iteration, every replica simulated (``ops``), on backends of its own."""
     from heterosim.sim.coordinator import Coordinator
-    from heterosim.sim.intra import effective_intra
-    from netbackend.registry import create_backend
 
-    net = create_backend(name, prepared.system.net, net_cfg, sc.seed + it)
-    intra = create_backend("flow", effective_intra(prepared.system.intra), intra_config(sc), sc.seed + it)
-    try:
+    with _backends(prepared, sc, name, net_cfg, it, background=False) as (net, intra):
         coord = Coordinator(prepared.ir, prepared.system, prepared.compute, net, intra,
                             precision=sc.training.precision, comm_options=sc.comm.model_dump(),
                             record_messages=False, symmetry=True, hashed_copies="ops", like=main,
                             replica_classes=False)
         return coord.warm_up(wall_limit_s=sc.network.wall_limit_s)
-    finally:
-        net.close()
-        intra.close()
 
 
 def _symmetry(sc: Scenario, backend: str) -> bool:
@@ -332,7 +352,7 @@ def write_results(result: RunResult, out_dir: str | Path) -> Path:
     sc = result.prepared.scenario
     out = Path(out_dir)
     check_tables(sc.output, result.prepared.file)
-    with atomic_dir(out) as tmp:
+    with _gc_paused(), atomic_dir(out) as tmp:
         write_json(tmp / "summary.json", result.summary)
         if sc.output.trace:
             write_trace(tmp / "trace.json", result.sim, result.prepared.ir)

@@ -33,7 +33,10 @@ on the spot. The result is accepted when every flow has a *bottleneck* (a
 saturated link where no flow is faster), which characterises the max-min fair
 allocation; outside flows that lost theirs join the set and it is filled again.
 Typically only a few flows around the changed links are touched, whatever the
-number of active flows (``counters`` reports the work).
+number of active flows (``counters`` reports the work). The filling's heap holds
+the classes two or more set flows cross and, per flow, only the tightest of the
+classes it crosses alone within the set (the others could only pop after it froze);
+a pass ends when every set flow is frozen.
 """
 from __future__ import annotations
 
@@ -752,14 +755,36 @@ class FlowBackend(NetworkBackend):
                     solo.osum = r * solo_w
                     solo.cnt = solo_w
                     s_on.append(solo)
+            # A class crossed by one S flow alone keeps its share until that flow freezes or a pull-in
+            # adds a flow to it (which pushes a fresh entry), so, as for solo classes above, of a flow's
+            # such classes only the first in the heap's order can freeze it: the others would pop after
+            # it froze, as no-ops. Only that one (``rep``) enters the heap; when a pull-in takes it, the
+            # first of those left enters. (A hashed group flow crosses dozens of classes, most of them
+            # its own within S.)
             heap = []
+            own: dict[int, list] = {}
             for l in s_on:
                 res = l.cap - (l.load - l.osum)
                 if res < 0.0:
                     res = 0.0
                 l.res = res
-                heap.append((res / l.cnt, l.cid, l))
+                ls = l.s
+                if len(ls) == 1:
+                    o = own.get(ls[0].seq)
+                    if o is None:
+                        own[ls[0].seq] = [(res / l.cnt, l.cid, l)]
+                    else:
+                        o.append((res / l.cnt, l.cid, l))
+                else:
+                    heap.append((res / l.cnt, l.cid, l))
+            rep: dict[int, _LinkClass] = {}
+            for sq, o in own.items():
+                e = o[0] if len(o) == 1 else min(o)
+                rep[sq] = e[2]
+                heap.append(e)
             heapq.heapify(heap)
+            left = len(S)
+            """S flows not frozen yet: once none is, every class's count is 0 and the rest would pop as no-ops."""
             while heap:
                 share, cid, l = heappop(heap)
                 n = l.cnt
@@ -783,24 +808,49 @@ class FlowBackend(NetworkBackend):
                 else:
                     pulled = None
                 if pulled:
+                    left += len(pulled)
+                    lost = None
                     for g in pulled:
                         S[g.seq] = g
                         r, q = g.rate, g.path
+                        mine = None
                         for m, w in (q.cw or q.class_copies()):
                             if m.mark != ep:
                                 m.mark = ep
                                 m.s = [g]
                                 m.osum = r * w
                                 res = m.cap - (m.load - r * w)
-                                m.res = res if res > 0.0 else 0.0
+                                m.res = res = res if res > 0.0 else 0.0
                                 m.cnt = w
                                 s_on.append(m)
+                                if mine is None:
+                                    mine = [(res / w, m.cid, m)]
+                                else:
+                                    mine.append((res / w, m.cid, m))
+                                continue
                             else:
-                                m.s.append(g)
+                                ms = m.s
+                                if len(ms) == 1 and ms[0].fm != ep and rep.get(ms[0].seq) is m:
+                                    if lost is None:
+                                        lost = []
+                                    lost.append(ms[0])
+                                ms.append(g)
                                 m.osum += r * w
                                 m.res += r * w
                                 m.cnt += w
                             heappush(heap, (m.res / m.cnt, m.cid, m))
+                        if mine:  # its classes no other S flow crosses: the first enters the heap
+                            own[g.seq] = mine
+                            e = mine[0] if len(mine) == 1 else min(mine)
+                            rep[g.seq] = e[2]
+                            heappush(heap, e)
+                    if lost:
+                        for f in lost:
+                            o = [e for e in own[f.seq] if len(e[2].s) == 1]
+                            if o:
+                                e = min(o)
+                                rep[f.seq] = e[2]
+                                heappush(heap, e)
                     continue
                 for f in l.s:
                     if f.fm == ep:
@@ -808,9 +858,12 @@ class FlowBackend(NetworkBackend):
                     f.fm = ep
                     f.nr = share
                     f.nb = l
+                    left -= 1
                     for m, w in f.path.cw:
                         m.cnt -= w
                         m.res -= share * w
+                if not left:
+                    break
             # --- does every outside flow whose bottleneck S touches still have one (a saturated
             # link where no flow is faster)? S flows have one: the link they froze on.
             # m.res is now cap - (new load) for every class S touches (m.mark == ep).
