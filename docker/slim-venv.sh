@@ -15,15 +15,16 @@ ln -sfn "$build" "$HETEROSIM_NS3_PREBUILT"
 chmod -R a+rX "$HETEROSIM_CACHE_DIR"
 
 ns3=$site/ns3
-keep=$(ldd "$build/libheterosim-rdma.so" "$build/heterosim-rdma-test" | awk -v d="$ns3/" 'index($3, d) == 1 {print $3}' | sort -u)
+bins="$build/libheterosim-rdma.so $build/heterosim-rdma-test $build/heterosim-rdma-incast"
+keep=$(ldd $bins | awk -v d="$ns3/" 'index($3, d) == 1 {print $3}' | sort -u)
 [ -n "$keep" ] || { echo "slim-venv: ldd found no ns3 library under $ns3" >&2; exit 1; }
 rm -rf "$ns3/include" "$ns3/libexec" "$ns3/visualizer" "$ns3/lib64/cmake" "$ns3/lib64/pkgconfig"
 for lib in "$ns3"/lib64/*.so*; do
     case " $(echo $keep) " in *" $lib "*) ;; *) rm -f "$lib" ;; esac
 done
 
-if ldd "$build/libheterosim-rdma.so" "$build/heterosim-rdma-test" | grep -q 'not found'; then
-    ldd "$build/libheterosim-rdma.so" "$build/heterosim-rdma-test" >&2
+if ldd $bins | grep -q 'not found'; then
+    ldd $bins >&2
     exit 1
 fi
 # What is left still loads: the Python stack, and the module through HETEROSIM_NS3_PREBUILT (the

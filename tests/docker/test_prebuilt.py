@@ -14,13 +14,15 @@ def _fake_build(root, info):
     (root / "include" / "ns3").mkdir(parents=True)
     (root / build.LIB_NAME).write_bytes(b"\x7fELF")
     (root / build.TEST_BIN).write_bytes(b"\x7fELF")
+    for ex in build._sources()[2]:  # the example programs, named after their sources
+        (root / ex.stem).write_bytes(b"\x7fELF")
     (root / "include" / "ns3" / build.FACADE_HEADER).write_text("// facade\n")
     (root / build.BUILD_INFO).write_text(json.dumps(info))
 
 
 def _files():
-    lib, tests, headers = build._sources()
-    return lib + tests + headers
+    lib, tests, examples, headers = build._sources()
+    return lib + tests + examples + headers
 
 
 def test_prebuilt_is_used_without_a_compiler(tmp_path, monkeypatch):
