@@ -131,6 +131,7 @@ RdmaSwitchNode::AddPort(Ptr<RdmaNetDevice> dev)
     port.ingBytes.assign(m_nPrio, 0);
     port.hdrmBytes.assign(m_nPrio, 0);
     port.rxPaused.assign(m_nPrio, 0);
+    port.rxPauseGen.assign(m_nPrio, 0);
     const uint32_t idx = m_ports.size();
     m_ports.push_back(std::move(port));
     AddDevice(dev);
@@ -412,20 +413,22 @@ RdmaSwitchNode::SendPfc(uint32_t portIdx, uint8_t prio, bool pause)
         port.stats.pfcPauseSent++;
         if (!m_pauseQuanta.IsZero())
         {
-            Simulator::Schedule(m_pauseQuanta / 2, &RdmaSwitchNode::RefreshPause, this, portIdx, prio);
+            Simulator::Schedule(m_pauseQuanta / 2, &RdmaSwitchNode::RefreshPause, this, portIdx, prio,
+                                port.rxPauseGen[prio]);
         }
     }
     else
     {
         port.stats.pfcResumeSent++;
+        port.rxPauseGen[prio]++; // a pause that starts again refreshes on its own chain only
     }
     TryTransmit(portIdx);
 }
 
 void
-RdmaSwitchNode::RefreshPause(uint32_t port, uint8_t prio)
+RdmaSwitchNode::RefreshPause(uint32_t port, uint8_t prio, uint32_t gen)
 {
-    if (m_ports[port].rxPaused[prio])
+    if (m_ports[port].rxPaused[prio] && m_ports[port].rxPauseGen[prio] == gen)
     {
         SendPfc(port, prio, true);
     }

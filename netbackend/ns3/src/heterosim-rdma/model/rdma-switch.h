@@ -121,6 +121,7 @@ class RdmaSwitchNode : public Node, public RdmaPortOwner
         std::vector<uint64_t> ingBytes;   //!< reserved + shared bytes per ingress class
         std::vector<uint64_t> hdrmBytes;  //!< headroom bytes per ingress class
         std::vector<uint8_t> rxPaused;    //!< we have paused the upstream sender
+        std::vector<uint32_t> rxPauseGen; //!< ends a pause's refresh chain when the pause ends
         uint64_t headroom{0};
         uint32_t pfcQueued{0};            //!< PFC frames at the head of q[0]
         uint64_t dataDequeued{0};         //!< data packets sent (deadlock detection)
@@ -132,7 +133,7 @@ class RdmaSwitchNode : public Node, public RdmaPortOwner
     void HandlePfc(uint32_t port, const RdmaHeader& h);
     void SendPfc(uint32_t port, uint8_t prio, bool pause);
     void PauseExpired(uint32_t port, uint8_t prio, uint32_t gen);
-    void RefreshPause(uint32_t port, uint8_t prio);
+    void RefreshPause(uint32_t port, uint8_t prio, uint32_t gen);
     void AddIngress(Port& in, uint8_t prio, uint32_t size);
     void ReleaseIngress(uint32_t port, uint8_t prio, uint32_t size);
     uint64_t Shared(const Port& in, uint8_t prio) const;

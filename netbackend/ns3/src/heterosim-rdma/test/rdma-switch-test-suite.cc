@@ -197,6 +197,60 @@ class PfcStaticTinyThresholdTestCase : public TestCase
     }
 };
 
+class PfcRefreshAfterRepauseTestCase : public TestCase
+{
+  public:
+    PfcRefreshAfterRepauseTestCase()
+        : TestCase("PFC pause quanta: a pause that ends and starts again keeps one refresh chain")
+    {
+    }
+
+  private:
+    void DoRun() override
+    {
+        // 20 us quanta: a paused ingress repeats its PAUSE every 10 us.  Ingress 0 is paused at
+        // 0, resumed near 1.2 us (egress released at 1 us), paused again at 2 us, resumed near
+        // 31.2 us (egress released at 31 us).  By hand: PAUSEs at 0 and 2 us, refreshes of the
+        // second pause at 12 and 22 us; none at 32 us (resumed by then).  The first pause's
+        // chain must end with it (without: more at 10, 20 and 30 us, 7 in all).
+        Ptr<RdmaSwitchNode> s = MakeSwitch(true, false, 1000000, 2000, 3000, 1000);
+        s->SetAttribute("PfcPauseQuanta", TimeValue(MicroSeconds(20)));
+        Rig rig(3, s);
+        auto burst = [&rig]() {
+            rig.Receive(2, Rig::Pfc(true)); // hold the egress
+            for (int i = 0; i < 3; ++i)
+            {
+                rig.Receive(0, Rig::Data(1000)); // the third reaches the 2000 B threshold
+            }
+        };
+        burst();
+        NS_TEST_ASSERT_MSG_EQ(s->IsRxPaused(0, 1), true, "XOFF at 0");
+        Simulator::Schedule(MicroSeconds(1), &Rig::Receive, &rig, 2, Rig::Pfc(false));
+        Simulator::Schedule(MicroSeconds(2), burst);
+        Simulator::Schedule(MicroSeconds(31), &Rig::Receive, &rig, 2, Rig::Pfc(false));
+        Simulator::Stop(MicroSeconds(60));
+        Simulator::Run();
+        NS_TEST_ASSERT_MSG_EQ(s->IsRxPaused(0, 1), false, "resumed at the end");
+        NS_TEST_ASSERT_MSG_EQ(s->GetPortStats(0).pfcResumeSent, 2u, "two RESUMEs");
+        NS_TEST_ASSERT_MSG_EQ(s->GetPortStats(0).pfcPauseSent, 4u, "PAUSEs at 0, 2, 12, 22 us");
+        std::vector<int64_t> at;
+        for (const Arrival& a : rig.rec.rx[0])
+        {
+            if (a.kind == RdmaHeader::PFC && (a.flags & RdmaHeader::FLAG_PAUSE))
+            {
+                at.push_back((a.ns - DELAY_NS) / 1000); // sent, in whole us
+            }
+        }
+        NS_TEST_ASSERT_MSG_EQ(at.size(), 4u, "upstream saw four PAUSEs");
+        if (at.size() == 4)
+        {
+            NS_TEST_ASSERT_MSG_EQ(at[2], 12, "first refresh of the second pause");
+            NS_TEST_ASSERT_MSG_EQ(at[3], 22, "second refresh");
+        }
+        Simulator::Destroy();
+    }
+};
+
 class PfcDynamicThresholdTestCase : public TestCase
 {
   public:
@@ -546,6 +600,7 @@ class RdmaSwitchTestSuite : public TestSuite
     {
         AddTestCase(new PfcStaticTinyThresholdTestCase, TestCase::Duration::QUICK);
         AddTestCase(new PfcDynamicThresholdTestCase, TestCase::Duration::QUICK);
+        AddTestCase(new PfcRefreshAfterRepauseTestCase, TestCase::Duration::QUICK);
         AddTestCase(new LossyAdmissionTestCase, TestCase::Duration::QUICK);
         AddTestCase(new PipelineLatencyTestCase, TestCase::Duration::QUICK);
         AddTestCase(new CanonicalEcmpTestCase, TestCase::Duration::QUICK);
