@@ -31,7 +31,6 @@ def test_cxx_unit_tests_pass():
     assert "FAIL" not in res.stdout
 
 
-
 def _run_incast_example(*args: str) -> tuple[dict[int, dict], dict[str, dict], dict, float]:
     """Run examples/heterosim-rdma-incast.cc; (flows by id, ports by name, totals, bound_ns)."""
     res = subprocess.run(example_command("heterosim-rdma-incast", *args), capture_output=True, text=True,

@@ -208,18 +208,20 @@ RdmaNetworkHelper::Build(const FabricSpec& fabric)
     }
     // A switch maps a priority past its classes to its top class and pauses that class, which a
     // NIC sending on a higher priority never hears of: its data would be dropped on a lossless fabric.
+    uint64_t fewestClasses = UINT64_MAX;
+    for (const auto& sw : m_switches)
+    {
+        UintegerValue classes;
+        sw->GetAttribute("NumPriorities", classes);
+        fewestClasses = std::min<uint64_t>(fewestClasses, classes.Get());
+    }
     for (const auto& nic : m_nics)
     {
         UintegerValue prio;
         nic->GetAttribute("DataPriority", prio);
-        for (const auto& sw : m_switches)
-        {
-            UintegerValue classes;
-            sw->GetAttribute("NumPriorities", classes);
-            NS_ABORT_MSG_IF(prio.Get() >= classes.Get(),
-                            "RdmaNic::DataPriority " << prio.Get() << " needs RdmaSwitchNode::NumPriorities above it (it is "
-                                                     << classes.Get() << ")");
-        }
+        NS_ABORT_MSG_IF(prio.Get() >= fewestClasses,
+                        "RdmaNic::DataPriority " << prio.Get() << " needs RdmaSwitchNode::NumPriorities above it (it is "
+                                                 << fewestClasses << ")");
     }
     std::vector<std::vector<std::pair<uint32_t, uint16_t>>> adj(m_nHosts + nSw);
     std::vector<std::vector<LinkEnd>> wires(m_nHosts + nSw); // (peer, delay, rate) for base RTTs

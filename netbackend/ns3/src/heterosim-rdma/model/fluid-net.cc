@@ -131,7 +131,7 @@ struct Flow
     int64_t decAt{-1}; //!< vendor cut check (-1: none pending)
     std::deque<int64_t> cnps;
     double lastCnp{-1e30};
-    double rxPackets{0}; //!< packets past the receiver in marked steps, modulo 1 (packet boundaries)
+    double rxPackets{0}; //!< packets past the receiver in marked steps since the last boundary (< 1)
     double markH{0};     //!< hazard since the last packet boundary ...
     double markPackets{0}; //!< ... over this many packets
     std::deque<Msg> msgs; //!< posted, not yet delivered
@@ -650,8 +650,8 @@ FluidNet::Impl::Step(int64_t step)
             // its packets in this step, each marked with probability prob: pk * prob expected
             // marks (a step may hold a fraction of one of its packets), drawn at the receiver
             const double pk = b / f.pkt;
-            p.marks += pk * prob;
             const double h = pk * prob;
+            p.marks += h;
             const auto kRx = static_cast<int64_t>(
                 std::floor((static_cast<double>(t) + f.rxDelay[j]) / static_cast<double>(dt)));
             f.haz.Add(std::max(kRx, step + 1), h, pk);
@@ -675,10 +675,9 @@ FluidNet::Impl::Step(int64_t step)
         // us and slow DCQCN's alpha and its cuts (measured: rates falling 1.6x slower than ns-3).
         f.markH += h;
         f.markPackets += pk;
-        const double before = std::floor(f.rxPackets);
-        f.rxPackets += pk;
-        const double n = std::floor(f.rxPackets) - before;
-        f.rxPackets -= std::floor(f.rxPackets);
+        f.rxPackets += pk; // kept below 1: the fraction of a packet past the last boundary
+        const double n = std::floor(f.rxPackets);
+        f.rxPackets -= n;
         if (n < 1)
         {
             continue;
