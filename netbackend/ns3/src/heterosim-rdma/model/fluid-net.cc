@@ -19,6 +19,7 @@ struct Part
 {
     uint32_t flow;
     uint32_t hop;
+    uint32_t ingress; //!< the flow's Hop::ingress there (read for every part queued and served)
     double bytes;
 };
 
@@ -109,6 +110,62 @@ class HazardBySteps
     uint32_t m_pending{0};
 };
 
+/// A FIFO of per-step arrival lists, indexed from its front by a mask (std::deque's indexing, a
+/// division and two loads, was a tenth of the model's instructions: every byte forwarded looks up
+/// the next port's step).
+class StepRing
+{
+  public:
+    bool empty() const
+    {
+        return m_n == 0;
+    }
+
+    size_t size() const
+    {
+        return m_n;
+    }
+
+    Comp& operator[](size_t k)
+    {
+        return m_v[(m_head + k) & m_mask];
+    }
+
+    Comp& front()
+    {
+        return m_v[m_head];
+    }
+
+    void pop_front()
+    {
+        m_head = (m_head + 1) & m_mask;
+        m_n--;
+    }
+
+    void push_back(Comp&& c)
+    {
+        if (m_n == m_v.size())
+        {
+            std::vector<Comp> v(std::max<size_t>(8, 2 * m_v.size())); // a power of two
+            for (size_t k = 0; k < m_n; k++)
+            {
+                v[k] = std::move((*this)[k]);
+            }
+            m_v = std::move(v);
+            m_mask = m_v.size() - 1;
+            m_head = 0;
+        }
+        (*this)[m_n] = std::move(c);
+        m_n++;
+    }
+
+  private:
+    std::vector<Comp> m_v;
+    size_t m_mask{0};
+    size_t m_head{0};
+    size_t m_n{0};
+};
+
 struct Msg
 {
     int64_t id;
@@ -147,6 +204,45 @@ struct Flow
     bool live{false};
 };
 
+/// The flows, each at a fixed address (DcqcnRp points at its params) and reached by one load.
+class FlowTable
+{
+  public:
+    Flow& operator[](size_t i)
+    {
+        return *m_v[i];
+    }
+
+    const Flow& operator[](size_t i) const
+    {
+        return *m_v[i];
+    }
+
+    Flow& at(size_t i)
+    {
+        return *m_v.at(i);
+    }
+
+    const Flow& at(size_t i) const
+    {
+        return *m_v.at(i);
+    }
+
+    size_t size() const
+    {
+        return m_v.size();
+    }
+
+    Flow& Add()
+    {
+        m_v.push_back(std::make_unique<Flow>());
+        return *m_v.back();
+    }
+
+  private:
+    std::vector<std::unique_ptr<Flow>> m_v;
+};
+
 struct Chunk
 {
     Comp comp;
@@ -168,7 +264,7 @@ struct Port
     // Arrivals per step: bins[k] holds step base + k, every step before base served.  Bytes
     // arrive at a step at or after the current one; those for the current step, sent by a
     // port served after this one in it, wait in `late` and are served first next step.
-    std::deque<Comp> bins;
+    StepRing bins;
     int64_t base{0};
     Comp late;
     bool live{false};
@@ -178,8 +274,9 @@ struct Port
         return !late.empty() || !bins.empty();
     }
 
-    /// The arrivals of step @p k (>= @p step, the step being computed).
-    Comp& Bin(int64_t k, int64_t step)
+    /// The arrivals of step @p k (>= @p step, the step being computed); a new step's list is
+    /// taken from @p spare (lists keep their capacity, so a step allocates nothing).
+    Comp& Bin(int64_t k, int64_t step, std::vector<Comp>& spare)
     {
         if (bins.empty() && base < step)
         {
@@ -191,7 +288,15 @@ struct Port
         }
         while (static_cast<int64_t>(bins.size()) <= k - base)
         {
-            bins.emplace_back();
+            if (spare.empty())
+            {
+                bins.push_back(Comp());
+            }
+            else
+            {
+                bins.push_back(std::move(spare.back()));
+                spare.pop_back();
+            }
         }
         return bins[static_cast<size_t>(k - base)];
     }
@@ -220,7 +325,7 @@ PerPort(const std::vector<Port>& ports, double Port::*member)
 
 /// Adds @p b bytes of @p flow to @p c; returns the index of its part.
 uint32_t
-AddTo(Comp& c, uint32_t flow, uint32_t hop, double b)
+AddTo(Comp& c, uint32_t flow, uint32_t hop, uint32_t ingress, double b)
 {
     for (size_t j = 0; j < c.size(); j++)
     {
@@ -230,7 +335,7 @@ AddTo(Comp& c, uint32_t flow, uint32_t hop, double b)
             return static_cast<uint32_t>(j);
         }
     }
-    c.push_back(Part{flow, hop, b});
+    c.push_back(Part{flow, hop, ingress, b});
     return static_cast<uint32_t>(c.size() - 1);
 }
 } // namespace
@@ -242,7 +347,7 @@ struct FluidNet::Impl
     std::uniform_real_distribution<double> u{0.0, 1.0};
     std::vector<Port> ports;
     std::vector<double> nicBps;
-    std::deque<Flow> flows; // stable addresses: DcqcnRp points at its params
+    FlowTable flows;
     std::vector<uint32_t> liveFlows;
     std::vector<uint32_t> livePorts;
     std::vector<std::pair<double, int64_t>> done; //!< (finish ns, message id), known ahead
@@ -261,6 +366,16 @@ struct FluidNet::Impl
     std::vector<double> outOf;   //!< per flow: bytes it sent from the port being served (0 between ports)
     std::vector<uint32_t> ready;
     std::vector<uint32_t> touched;
+    std::vector<int64_t> startOf; //!< per ready flow: NextStart, found once per step
+    std::vector<uint32_t> nicOf;  //!< per flow: its NIC (the ready list's sort key)
+    std::vector<Comp> spare;      //!< emptied arrival lists, reused with their capacity
+
+    /// @p c emptied, for Port::Bin to reuse.
+    void Recycle(Comp&& c)
+    {
+        c.clear();
+        spare.push_back(std::move(c));
+    }
     double steps{0};
     double flowSteps{0};
     uint64_t cnps{0};
@@ -325,7 +440,7 @@ struct FluidNet::Impl
             Port& p = ports[pi];
             const auto next = static_cast<uint32_t>(hop + 1);
             Spread(t0 + shift, t1 + shift, bytes, [&](int64_t k, double b) {
-                Comp& c = p.Bin(k, curStep);
+                Comp& c = p.Bin(k, curStep, spare);
                 // a flow's parts arrive in about the same order every step: try where it was
                 uint32_t& at = f.slot[2 * next + static_cast<uint32_t>(k & 1)];
                 if (at < c.size() && c[at].flow == i)
@@ -334,7 +449,7 @@ struct FluidNet::Impl
                 }
                 else
                 {
-                    at = AddTo(c, i, next, b);
+                    at = AddTo(c, i, next, f.hops[next].ingress, b);
                 }
             });
             WakePort(pi);
@@ -347,8 +462,14 @@ struct FluidNet::Impl
         {
             // each step that ends in this slice: the ACK of its last byte leaves when it arrives
             const double e = Slack(f.posted);
-            for (auto it = std::upper_bound(f.stepEnds.begin(), f.stepEnds.end(), p0 + e);
-                 it != f.stepEnds.end() && *it <= f.rxPos + e; ++it)
+            // the steps not yet acknowledged are few (at most about MaxOutstandingSteps): a scan
+            // from the front finds the first past p0 + e as upper_bound would
+            auto it = f.stepEnds.begin();
+            while (it != f.stepEnds.end() && *it <= p0 + e)
+            {
+                ++it;
+            }
+            for (; it != f.stepEnds.end() && *it <= f.rxPos + e; ++it)
             {
                 const double x = std::clamp((*it - p0) / bytes, 0.0, 1.0);
                 f.rxLog.emplace_back(t0 + shift + x * (t1 - t0), *it);
@@ -467,6 +588,7 @@ FluidNet::Impl::Step(int64_t step)
         wantOf.resize(flows.size());
         limitOf.resize(flows.size());
         outOf.resize(flows.size(), 0.0);
+        startOf.resize(flows.size());
     }
     // 1. reaction points: CNPs that arrive in this step, then timers
     for (uint32_t i : liveFlows)
@@ -489,6 +611,7 @@ FluidNet::Impl::Step(int64_t step)
         const int64_t s = NextStart(f);
         if (s >= 0 && s < tEnd)
         {
+            startOf[i] = s;
             limitOf[i] = CreditLimit(f, t);
             if (f.sent < limitOf[i] - Slack(f.posted))
             {
@@ -497,16 +620,16 @@ FluidNet::Impl::Step(int64_t step)
         }
     }
     std::sort(ready.begin(), ready.end(), [&](uint32_t a, uint32_t b) {
-        return flows[a].nic != flows[b].nic ? flows[a].nic < flows[b].nic : a < b;
+        return nicOf[a] != nicOf[b] ? nicOf[a] < nicOf[b] : a < b;
     });
     for (size_t lo = 0; lo < ready.size();)
     {
         size_t hi = lo;
-        while (hi < ready.size() && flows[ready[hi]].nic == flows[ready[lo]].nic)
+        while (hi < ready.size() && nicOf[ready[hi]] == nicOf[ready[lo]])
         {
             hi++;
         }
-        auto t0of = [&](uint32_t i) { return std::max(t, NextStart(flows[i])); };
+        auto t0of = [&](uint32_t i) { return std::max(t, startOf[i]); };
         auto want = [&](uint32_t i) {
             const Flow& f = flows[i];
             // up to the end of the messages that have started by the end of this step
@@ -526,7 +649,7 @@ FluidNet::Impl::Step(int64_t step)
         }
         std::sort(ready.begin() + lo, ready.begin() + hi,
                   [&](uint32_t a, uint32_t b) { return wantOf[a] < wantOf[b]; });
-        double left = nicBps[flows[ready[lo]].nic] / 8e9 * static_cast<double>(dt);
+        double left = nicBps[nicOf[ready[lo]]] / 8e9 * static_cast<double>(dt);
         size_t k = hi - lo;
         for (size_t r = lo; r < hi; r++)
         {
@@ -560,7 +683,7 @@ FluidNet::Impl::Step(int64_t step)
             for (const Part& x : c)
             {
                 tot += x.bytes;
-                const uint32_t g = flows[x.flow].hops[x.hop].ingress;
+                const uint32_t g = x.ingress;
                 if (g != UINT32_MAX)
                 {
                     ingBytes[g] += x.bytes;
@@ -579,12 +702,21 @@ FluidNet::Impl::Step(int64_t step)
         {
             enqueue(std::move(p.late));
             p.late = Comp();
+            if (!spare.empty())
+            {
+                p.late = std::move(spare.back());
+                spare.pop_back();
+            }
         }
         while (!p.bins.empty() && p.base <= step)
         {
             if (!p.bins.front().empty())
             {
                 enqueue(std::move(p.bins.front()));
+            }
+            else
+            {
+                Recycle(std::move(p.bins.front()));
             }
             p.bins.pop_front();
             p.base++;
@@ -610,7 +742,7 @@ FluidNet::Impl::Step(int64_t step)
                     hopAt[i] = x.hop;
                 }
                 out[i] += x.bytes * frac;
-                const uint32_t g = flows[i].hops[x.hop].ingress;
+                const uint32_t g = x.ingress;
                 if (g != UINT32_MAX)
                 {
                     ingBytes[g] -= x.bytes * frac;
@@ -623,6 +755,7 @@ FluidNet::Impl::Step(int64_t step)
             p.depth -= take;
             if (c.total <= 1e-9)
             {
+                Recycle(std::move(c.comp));
                 p.q.pop_front();
             }
         }
@@ -759,9 +892,9 @@ FluidNet::AddFlow(uint32_t nic, const std::vector<double>& hops, double pktWireB
                   const DcqcnParams& params, int64_t cnpIntervalNs, int64_t nowNs)
 {
     Impl& m = *m_impl;
-    m.flows.emplace_back();
-    Flow& f = m.flows.back();
+    Flow& f = m.flows.Add();
     f.nic = nic;
+    m.nicOf.push_back(nic);
     f.pkt = pktWireBytes;
     for (size_t j = 0; j + 2 < hops.size(); j += 3)
     {
