@@ -1178,16 +1178,17 @@ class AcceleratedNs3Backend(NetworkBackend):
             return
         mine = {("f", m) for m in mids}
         ports_all: set[int] = set()
-        for m in mids:
+        for m in mids:  # the Python-side conditions first: the model's are dearer to read
             _, ports, key, _ = self._fluid_of[m]
-            if key[0] == "m" or not self._fluid.quiet(key):
+            if key[0] == "m":
                 return
             for p in ports:
                 if any(o not in mine for o in self._owners.get(p, ())):
                     return
             ports_all.update(ports[1:])
-        q = self._fluid.queues()
-        if any(q.get(p, 0.0) > 2 * (self._mtu + self._hdr) for p in ports_all):
+        if not all(self._fluid.quiet(self._fluid_of[m][2]) for m in mids):
+            return
+        if self._fluid.queued_over(ports_all, 2 * (self._mtu + self._hdr)):
             return
         t = self._now
         states: dict[Any, list[_Trajectory]] = {}

@@ -277,7 +277,10 @@ RdmaNetworkHelper::Build(const FabricSpec& fabric)
                                      : CreateObject<RdmaNetDevice>();
         m_nics[h]->Setup(h, dev, &m_counters, this);
     }
-    if (m_nHosts > 0 && m_nics[0]->GetCcMode() == RdmaNic::CC_HPCC)
+    // Every CC with a window needs the fabric's base RTT (HPCC's T, DCTCP's ceiling, the DCQCN /
+    // TIMELY window of CcWindow): without it they ran on a 10 us placeholder, which held a lone
+    // DCTCP flow to a quarter of its line rate on a path with 10 us links.
+    if (m_nHosts > 0)
     {
         const auto rtts = MaxBaseRtts(m_nHosts, wires, m_nics[0]->DataWireBytes(),
                                       m_nics[0]->AckWireBytes());
