@@ -735,9 +735,10 @@ class FlowBackend(NetworkBackend):
                         res = l.cap - (l.load - r * w)
                         if res < 0.0:
                             res = 0.0
-                        key = (res / w, l.cid)
-                        if solo is None or key < solo_key:
-                            solo, solo_key, solo_w = l, key, w
+                        v = res / w
+                        # the order of (share, cid), as the heap's, without building the tuple
+                        if solo is None or v < solo_v or (v == solo_v and l.cid < solo.cid):
+                            solo, solo_v, solo_w = l, v, w
                         continue
                     if l.mark != ep:
                         l.mark = ep
@@ -763,6 +764,10 @@ class FlowBackend(NetworkBackend):
             # its own within S.)
             heap = []
             own: dict[int, list] = {}
+            """S flow -> its classes no other S flow crosses (a pull-in may take some)."""
+            best: dict[int, tuple] = {}
+            """S flow -> the heap entry of the first of those in the heap's order (kept as they come: no tuple
+            per class, a hashed group flow has dozens)."""
             for l in s_on:
                 res = l.cap - (l.load - l.osum)
                 if res < 0.0:
@@ -770,16 +775,21 @@ class FlowBackend(NetworkBackend):
                 l.res = res
                 ls = l.s
                 if len(ls) == 1:
-                    o = own.get(ls[0].seq)
+                    sq = ls[0].seq
+                    v = res / l.cnt
+                    o = own.get(sq)
                     if o is None:
-                        own[ls[0].seq] = [(res / l.cnt, l.cid, l)]
+                        own[sq] = [l]
+                        best[sq] = (v, l.cid, l)
                     else:
-                        o.append((res / l.cnt, l.cid, l))
+                        o.append(l)
+                        b = best[sq]
+                        if v < b[0] or (v == b[0] and l.cid < b[1]):
+                            best[sq] = (v, l.cid, l)
                 else:
                     heap.append((res / l.cnt, l.cid, l))
             rep: dict[int, _LinkClass] = {}
-            for sq, o in own.items():
-                e = o[0] if len(o) == 1 else min(o)
+            for sq, e in best.items():
                 rep[sq] = e[2]
                 heap.append(e)
             heapq.heapify(heap)
@@ -823,10 +833,14 @@ class FlowBackend(NetworkBackend):
                                 m.res = res = res if res > 0.0 else 0.0
                                 m.cnt = w
                                 s_on.append(m)
+                                v = res / w
                                 if mine is None:
-                                    mine = [(res / w, m.cid, m)]
+                                    mine = [m]
+                                    e = (v, m.cid, m)
                                 else:
-                                    mine.append((res / w, m.cid, m))
+                                    mine.append(m)
+                                    if v < e[0] or (v == e[0] and m.cid < e[1]):
+                                        e = (v, m.cid, m)
                                 continue
                             else:
                                 ms = m.s
@@ -841,12 +855,13 @@ class FlowBackend(NetworkBackend):
                             heappush(heap, (m.res / m.cnt, m.cid, m))
                         if mine:  # its classes no other S flow crosses: the first enters the heap
                             own[g.seq] = mine
-                            e = mine[0] if len(mine) == 1 else min(mine)
                             rep[g.seq] = e[2]
                             heappush(heap, e)
                     if lost:
                         for f in lost:
-                            o = [e for e in own[f.seq] if len(e[2].s) == 1]
+                            # (a class still crossed by f alone within S has kept its share since it
+                            # was first seen: no other S flow froze on it or joined it)
+                            o = [(m.res / m.cnt, m.cid, m) for m in own[f.seq] if len(m.s) == 1]
                             if o:
                                 e = min(o)
                                 rep[f.seq] = e[2]
@@ -884,7 +899,15 @@ class FlowBackend(NetworkBackend):
 
             moves = []
             for l in s_on:
-                for g in l.bn.values():
+                # the filling is over, so its scratch lists go now: they would hold drained flows, whose
+                # ``nb`` holds the class: a reference cycle, and the run disables the cyclic collector
+                # (heterosim.api.simulate), so it would never be freed (measured at 4,096 GPUs with hash
+                # ECMP: 6.3 GB peak instead of 3.4). A further pass sets them afresh (S only grows).
+                l.s = None
+                bn = l.bn
+                if not bn:
+                    continue
+                for g in bn.values():
                     sq = g.seq
                     if sq in S or sq in add:
                         continue
@@ -930,11 +953,6 @@ class FlowBackend(NetworkBackend):
                 heapq.heappush(drains, (f.drain_t, sq, f.ver, f))
             else:
                 f.drain_t = math.inf
-        for l in s_on:
-            # the scratch lists would hold drained flows, whose ``nb`` holds the class: a reference
-            # cycle, and the run disables the cyclic collector (heterosim.api.simulate), so it would
-            # never be freed (measured at 4,096 GPUs with hash ECMP: 6.3 GB peak instead of 3.4)
-            l.s = None
         if len(drains) > 4 * self._active + 256:
             # superseded predictions outnumber live ones: rebuild in place (callers hold this list)
             drains[:] = [(f.drain_t, f.seq, f.ver, f) for f in self._live.values() if f.drain_t != math.inf]
