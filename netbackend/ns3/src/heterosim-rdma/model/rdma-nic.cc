@@ -77,9 +77,13 @@ RdmaNic::GetTypeId()
                           BooleanValue(false),
                           MakeBooleanAccessor(&RdmaNic::m_ccWindow),
                           MakeBooleanChecker())
+            // The DCQCN defaults (CnpMode .. DcqcnClampTargetRate) are one preset, the vendor
+            // reaction point as the HPCC simulator models it (netbackend/config.py DCQCN_PRESETS
+            // "dcqcn", from shared/network-reference.md); CnpInterval is used in interval mode only
+            // (the paper's 50 us).
             .AddAttribute("CnpMode",
                           "Separate CNP packets at most once per interval, or a flag on the next ACK.",
-                          EnumValue(CNP_INTERVAL),
+                          EnumValue(CNP_ACK_PIGGYBACK),
                           MakeEnumAccessor<CnpMode>(&RdmaNic::m_cnpMode),
                           MakeEnumChecker(CNP_INTERVAL, "interval", CNP_ACK_PIGGYBACK, "ack_piggyback"))
             .AddAttribute("CnpInterval",
@@ -154,7 +158,7 @@ RdmaNic::GetTypeId()
                           MakeDataRateChecker())
             .AddAttribute("DcqcnMinRate",
                           "Floor of the current rate.",
-                          DataRateValue(DataRate("100Mbps")),
+                          DataRateValue(DataRate("1000Mbps")),
                           MakeDataRateAccessor(&RdmaNic::m_minRate),
                           MakeDataRateChecker())
             .AddAttribute("DcqcnVendor",
