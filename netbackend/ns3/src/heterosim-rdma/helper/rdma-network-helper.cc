@@ -53,7 +53,8 @@ RdmaNetworkHelper::GetTypeId()
                           MakeUintegerAccessor(&RdmaNetworkHelper::m_maxSamples),
                           MakeUintegerChecker<uint64_t>())
             .AddAttribute("Seed",
-                          "Seeds per-switch ECMP hashes and ECN random streams.",
+                          "Derives the per-switch ECMP salts when the fabric gives none.  ECN draws "
+                          "come from ns-3's RngSeedManager seed and run (switch s on stream s).",
                           UintegerValue(0),
                           MakeUintegerAccessor(&RdmaNetworkHelper::m_seed),
                           MakeUintegerChecker<uint32_t>());
