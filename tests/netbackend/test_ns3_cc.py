@@ -36,7 +36,8 @@ def test_cxx_cc_unit_tests_pass():
                  "PASS DCQCN vendor reaction point step by step",
                  "PASS DCQCN paper reaction point step by step",
                  "PASS DCTCP alpha, cut once per window, additive increase",
-                 "PASS go-back-N with a dropped packet and a dropped retransmission"):
+                 "PASS go-back-N with a dropped packet and a dropped retransmission",
+                 "PASS RdmaNetDevice DataRate reads back"):
         assert name in res.stdout, res.stdout
 
 

@@ -26,7 +26,7 @@ RdmaNetDevice::GetTypeId()
             .AddAttribute("DataRate",
                           "Line rate of the port.",
                           DataRateValue(DataRate("100Gbps")),
-                          MakeDataRateAccessor(&RdmaNetDevice::SetDataRate),
+                          MakeDataRateAccessor(&RdmaNetDevice::SetDataRate, &RdmaNetDevice::GetDataRate),
                           MakeDataRateChecker())
             .AddAttribute("ReceiveErrorModel",
                           "Drops received packets it marks corrupt (loss experiments and tests).",

@@ -6,6 +6,7 @@
 #include "ns3/error-model.h"
 #include "ns3/hpcc.h"
 #include "ns3/pointer.h"
+#include "ns3/rdma-net-device.h"
 #include "ns3/rdma-network-helper.h"
 #include "ns3/timely.h"
 #include "ns3/rdma-header.h"
@@ -134,6 +135,28 @@ class DcqcnByteCounterTestCase : public TestCase
         NS_TEST_ASSERT_MSG_EQ(rp.OnBytesSent(1), true, "byte counter fires");
         NS_TEST_ASSERT_MSG_EQ_TOL(rp.rate, 75e9, 1, "fast recovery");
         NS_TEST_ASSERT_MSG_EQ(rp.byteStage, 1u, "byte stage counted");
+    }
+};
+
+/// A device's rate reads back through its Attribute (it could only be set), and serializes a
+/// packet at that rate.
+class DeviceDataRateTestCase : public TestCase
+{
+  public:
+    DeviceDataRateTestCase()
+        : TestCase("RdmaNetDevice DataRate reads back")
+    {
+    }
+
+  private:
+    void DoRun() override
+    {
+        Ptr<RdmaNetDevice> dev = CreateObject<RdmaNetDevice>();
+        dev->SetAttribute("DataRate", DataRateValue(DataRate("400Gbps")));
+        DataRateValue v;
+        dev->GetAttribute("DataRate", v);
+        NS_TEST_ASSERT_MSG_EQ(v.Get().GetBitRate(), 400000000000ULL, "the rate set is the rate read");
+        NS_TEST_ASSERT_MSG_EQ(dev->GetDataRate().GetBitRate(), 400000000000ULL, "and the device's own");
     }
 };
 
@@ -702,6 +725,7 @@ class HeterosimRdmaTestSuite : public TestSuite
         AddTestCase(new HpccWindowTestCase, Duration::QUICK);
         AddTestCase(new TimelyRateTestCase, Duration::QUICK);
         AddTestCase(new EcnProbabilityTestCase, Duration::QUICK);
+        AddTestCase(new DeviceDataRateTestCase, Duration::QUICK);
         AddTestCase(new SwitchThresholdAndEcmpTestCase, Duration::QUICK);
     }
 };
