@@ -172,6 +172,9 @@ class _Group:
         return len(self.qps)  # a QP's deque is removed the moment it empties
 
     def allocate(self) -> None:
+        if not self.caps:  # the common case: every QP at line rate, an equal share each
+            self.shares = None
+            return
         for key in [k for k, tr in self.caps.items() if k not in self.qps or tr.at_line()]:
             del self.caps[key]
         self.shares = water_fill(self.rate_bytes_per_ns, list(self.qps), self.caps) if self.caps else None
@@ -184,6 +187,8 @@ class _Group:
         return {key: self.rate_bytes_per_ns / k for key in self.qps}
 
     def next_cap_change(self) -> float | None:
+        if not self.caps:
+            return None
         times = [tr.next_ns for tr in self.caps.values() if tr.next_ns >= 0]
         return min(times) if times else None
 
