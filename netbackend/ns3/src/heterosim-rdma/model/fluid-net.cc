@@ -121,10 +121,12 @@ class HazardBySteps
     uint32_t m_pending{0};
 };
 
-/// A FIFO of per-step arrival lists, indexed from its front by a mask (std::deque's indexing, a
-/// division and two loads, was a tenth of the model's instructions: every byte forwarded looks up
-/// the next port's step).
-class StepRing
+/// A FIFO indexed from its front by a mask (std::deque's indexing, a division and two loads, was
+/// a tenth of the model's instructions: every byte forwarded looks up the next port's step).  Its
+/// slots stay in place with their lists' capacity: an element enters as the slot left there (its
+/// user empties a slot before popping it), so the steady state allocates and moves nothing.
+template <class T>
+class Ring
 {
   public:
     bool empty() const
@@ -137,14 +139,25 @@ class StepRing
         return m_n;
     }
 
-    Comp& operator[](size_t k)
+    T& operator[](size_t k)
     {
         return m_v[(m_head + k) & m_mask];
     }
 
-    Comp& front()
+    T& front()
     {
         return m_v[m_head];
+    }
+
+    /// Appends the slot after the last (empty, as its last user left it); returns it.
+    T& push_back()
+    {
+        if (m_n == m_v.size())
+        {
+            Grow();
+        }
+        m_n++;
+        return (*this)[m_n - 1];
     }
 
     void pop_front()
@@ -153,25 +166,20 @@ class StepRing
         m_n--;
     }
 
-    void push_back(Comp&& c)
+  private:
+    void Grow()
     {
-        if (m_n == m_v.size())
+        std::vector<T> v(std::max<size_t>(8, 2 * m_v.size())); // a power of two
+        for (size_t k = 0; k < m_v.size(); k++)
         {
-            std::vector<Comp> v(std::max<size_t>(8, 2 * m_v.size())); // a power of two
-            for (size_t k = 0; k < m_n; k++)
-            {
-                v[k] = std::move((*this)[k]);
-            }
-            m_v = std::move(v);
-            m_mask = m_v.size() - 1;
-            m_head = 0;
+            v[k] = std::move((*this)[k]); // every slot, in order from the front
         }
-        (*this)[m_n] = std::move(c);
-        m_n++;
+        m_v = std::move(v);
+        m_mask = m_v.size() - 1;
+        m_head = 0;
     }
 
-  private:
-    std::vector<Comp> m_v;
+    std::vector<T> m_v;
     size_t m_mask{0};
     size_t m_head{0};
     size_t m_n{0};
@@ -266,7 +274,7 @@ struct Port
     double kmin;
     double kmax;
     double pmax;
-    std::deque<Chunk> q;
+    Ring<Chunk> q; //!< slots out of it hold empty lists
     double depth{0};
     uint32_t sw{UINT32_MAX}; //!< the switch it is on (SetPortSwitch)
     double maxDepth{0};
@@ -275,7 +283,7 @@ struct Port
     // Arrivals per step: bins[k] holds step base + k, every step before base served.  Bytes
     // arrive at a step at or after the current one; those for the current step, sent by a
     // port served after this one in it, wait in `late` and are served first next step.
-    StepRing bins;
+    Ring<Comp> bins; //!< slots out of it hold empty lists
     int64_t base{0};
     Comp late;
     bool live{false};
@@ -285,9 +293,8 @@ struct Port
         return !late.empty() || !bins.empty();
     }
 
-    /// The arrivals of step @p k (>= @p step, the step being computed); a new step's list is
-    /// taken from @p spare (lists keep their capacity, so a step allocates nothing).
-    Comp& Bin(int64_t k, int64_t step, std::vector<Comp>& spare)
+    /// The arrivals of step @p k (>= @p step, the step being computed).
+    Comp& Bin(int64_t k, int64_t step)
     {
         // most bytes land in a step whose list exists (k < base wraps past the size)
         const auto d = static_cast<uint64_t>(k - base);
@@ -295,11 +302,11 @@ struct Port
         {
             return bins[d];
         }
-        return NewBin(k, step, spare);
+        return NewBin(k, step);
     }
 
     // out of line, so that Bin's fast path inlines into the forwarding loop
-    [[gnu::noinline]] Comp& NewBin(int64_t k, int64_t step, std::vector<Comp>& spare)
+    [[gnu::noinline]] Comp& NewBin(int64_t k, int64_t step)
     {
         if (bins.empty() && base < step)
         {
@@ -311,15 +318,7 @@ struct Port
         }
         while (static_cast<int64_t>(bins.size()) <= k - base)
         {
-            if (spare.empty())
-            {
-                bins.push_back(Comp());
-            }
-            else
-            {
-                bins.push_back(std::move(spare.back()));
-                spare.pop_back();
-            }
+            bins.push_back();
         }
         return bins[static_cast<size_t>(k - base)];
     }
@@ -392,14 +391,6 @@ struct FluidNet::Impl
     std::vector<uint32_t> touched;
     std::vector<int64_t> startOf; //!< per ready flow: NextStart, found once per step
     std::vector<uint32_t> nicOf;  //!< per flow: its NIC (the ready list's sort key)
-    std::vector<Comp> spare;      //!< emptied arrival lists, reused with their capacity
-
-    /// @p c emptied, for Port::Bin to reuse.
-    void Recycle(Comp&& c)
-    {
-        c.clear();
-        spare.push_back(std::move(c));
-    }
     double steps{0};
     double flowSteps{0};
     uint64_t cnps{0};
@@ -470,7 +461,7 @@ struct FluidNet::Impl
         Port& p = ports[h.next];
         const int64_t cur = curStep;
         Spread(t0 + h.shiftNs, t1 + h.shiftNs, bytes, [&](int64_t k, double b) {
-            Comp& c = p.Bin(k, cur, spare);
+            Comp& c = p.Bin(k, cur);
             // a flow's parts arrive in about the same order every step: try where it was
             uint32_t& at = h.slot[k & 1];
             if (at < c.size() && c[at].flow == i)
@@ -712,7 +703,8 @@ FluidNet::Impl::Step(int64_t step)
     {
         const uint32_t pi = livePorts[n];
         Port& p = ports[pi];
-        auto enqueue = [&](Comp&& c) {
+        // @p c joins the FIFO (its list swapped with the empty one of the slot it takes)
+        auto enqueue = [&](Comp& c) {
             double tot = 0;
             for (const Part& x : c)
             {
@@ -729,28 +721,20 @@ FluidNet::Impl::Step(int64_t step)
                 swBytes[p.sw] += tot;
                 swMax[p.sw] = std::max(swMax[p.sw], swBytes[p.sw]);
             }
-            p.q.push_back(Chunk{std::move(c), tot});
+            Chunk& ch = p.q.push_back();
+            ch.comp.swap(c);
+            ch.total = tot;
             p.depth += tot;
         };
         if (!p.late.empty())
         {
-            enqueue(std::move(p.late));
-            p.late = Comp();
-            if (!spare.empty())
-            {
-                p.late = std::move(spare.back());
-                spare.pop_back();
-            }
+            enqueue(p.late);
         }
         while (!p.bins.empty() && p.base <= step)
         {
             if (!p.bins.front().empty())
             {
-                enqueue(std::move(p.bins.front()));
-            }
-            else
-            {
-                Recycle(std::move(p.bins.front()));
+                enqueue(p.bins.front());
             }
             p.bins.pop_front();
             p.base++;
@@ -789,7 +773,7 @@ FluidNet::Impl::Step(int64_t step)
             p.depth -= take;
             if (c.total <= 1e-9)
             {
-                Recycle(std::move(c.comp));
+                c.comp.clear();
                 p.q.pop_front();
             }
         }
