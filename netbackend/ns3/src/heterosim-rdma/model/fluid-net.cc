@@ -1,6 +1,7 @@
 #include "fluid-net.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <deque>
 #include <limits>
@@ -398,6 +399,11 @@ struct FluidNet::Impl
     std::vector<uint32_t> touched;
     std::vector<int64_t> startOf; //!< per ready flow: NextStart, found once per step
     std::vector<uint32_t> nicOf;  //!< per flow: its NIC (the ready list's sort key)
+    // The ready list in (NIC, flow) order without a sort: a flow's place in that order is fixed,
+    // so a step marks the places of the ready flows and reads them in order.
+    std::vector<uint32_t> rankOf;     //!< per flow: its place in (NIC, flow) order
+    std::vector<uint32_t> byRank;     //!< the flow at each place
+    std::vector<uint64_t> readyBits;  //!< per place: ready this step (all clear between steps)
     double steps{0};
     double flowSteps{0};
     uint64_t cnps{0};
@@ -628,6 +634,20 @@ FluidNet::Impl::Step(int64_t step)
         limitOf.resize(flows.size());
         outOf.resize(flows.size(), 0.0);
         startOf.resize(flows.size());
+        byRank.resize(flows.size());
+        for (uint32_t i = 0; i < flows.size(); i++)
+        {
+            byRank[i] = i;
+        }
+        std::sort(byRank.begin(), byRank.end(), [&](uint32_t a, uint32_t b) {
+            return nicOf[a] != nicOf[b] ? nicOf[a] < nicOf[b] : a < b;
+        });
+        rankOf.resize(flows.size());
+        for (uint32_t r = 0; r < flows.size(); r++)
+        {
+            rankOf[byRank[r]] = r;
+        }
+        readyBits.assign((flows.size() + 63) / 64, 0);
     }
     // 1. reaction points: CNPs that arrive in this step, then timers
     for (uint32_t i : liveFlows)
@@ -654,13 +674,18 @@ FluidNet::Impl::Step(int64_t step)
             limitOf[i] = CreditLimit(f, t);
             if (f.sent < limitOf[i] - Slack(f.posted))
             {
-                ready.push_back(i);
+                readyBits[rankOf[i] / 64] |= uint64_t{1} << (rankOf[i] % 64);
             }
         }
     }
-    std::sort(ready.begin(), ready.end(), [&](uint32_t a, uint32_t b) {
-        return nicOf[a] != nicOf[b] ? nicOf[a] < nicOf[b] : a < b;
-    });
+    for (size_t w = 0; w < readyBits.size(); w++)
+    {
+        for (uint64_t bits = readyBits[w]; bits != 0; bits &= bits - 1)
+        {
+            ready.push_back(byRank[64 * w + static_cast<size_t>(std::countr_zero(bits))]);
+        }
+        readyBits[w] = 0;
+    }
     for (size_t lo = 0; lo < ready.size();)
     {
         size_t hi = lo;
