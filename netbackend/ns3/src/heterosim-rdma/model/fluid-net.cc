@@ -1,6 +1,7 @@
 #include "fluid-net.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <deque>
 #include <limits>
@@ -18,7 +19,7 @@ namespace
 struct Part
 {
     uint32_t flow;
-    uint32_t hop;
+    uint32_t hop;     //!< the flow's hop there, as an index into Impl::hopOut
     uint32_t ingress; //!< the flow's Hop::ingress there (read for every part queued and served)
     double bytes;
 };
@@ -32,6 +33,17 @@ struct Hop
     double extraNs;
     double shiftNs{0}; //!< leaving this hop -> at the next node (Serialization + extraNs)
     uint32_t ingress{UINT32_MAX}; //!< the ingress this hop's port's switch receives the flow by
+};
+
+/// What forwarding a flow's bytes past one of its hops reads, for every (flow, hop) in one flat
+/// array: a part's hop index reaches it with one load (no flow, no vector of hops).
+struct HopOut
+{
+    static constexpr uint32_t kReceiver = UINT32_MAX;
+    double shiftNs;       //!< Hop::shiftNs
+    uint32_t next;        //!< the next hop's port; kReceiver: this is the last hop
+    uint32_t nextIngress; //!< the next hop's Hop::ingress
+    uint32_t slot[2];     //!< per bin parity: where the flow was last in the next port's arrivals
 };
 
 /// Mark hazard reaching a receiver, per step: the expected CE packets and how many of the flow's
@@ -110,10 +122,12 @@ class HazardBySteps
     uint32_t m_pending{0};
 };
 
-/// A FIFO of per-step arrival lists, indexed from its front by a mask (std::deque's indexing, a
-/// division and two loads, was a tenth of the model's instructions: every byte forwarded looks up
-/// the next port's step).
-class StepRing
+/// A FIFO indexed from its front by a mask (std::deque's indexing, a division and two loads, was
+/// a tenth of the model's instructions: every byte forwarded looks up the next port's step).  Its
+/// slots stay in place with their lists' capacity: an element enters as the slot left there (its
+/// user empties a slot before popping it), so the steady state allocates and moves nothing.
+template <class T>
+class Ring
 {
   public:
     bool empty() const
@@ -126,14 +140,25 @@ class StepRing
         return m_n;
     }
 
-    Comp& operator[](size_t k)
+    T& operator[](size_t k)
     {
         return m_v[(m_head + k) & m_mask];
     }
 
-    Comp& front()
+    T& front()
     {
         return m_v[m_head];
+    }
+
+    /// Appends the slot after the last (empty, as its last user left it); returns it.
+    T& push_back()
+    {
+        if (m_n == m_v.size())
+        {
+            Grow();
+        }
+        m_n++;
+        return (*this)[m_n - 1];
     }
 
     void pop_front()
@@ -142,25 +167,20 @@ class StepRing
         m_n--;
     }
 
-    void push_back(Comp&& c)
+  private:
+    void Grow()
     {
-        if (m_n == m_v.size())
+        std::vector<T> v(std::max<size_t>(8, 2 * m_v.size())); // a power of two
+        for (size_t k = 0; k < m_v.size(); k++)
         {
-            std::vector<Comp> v(std::max<size_t>(8, 2 * m_v.size())); // a power of two
-            for (size_t k = 0; k < m_n; k++)
-            {
-                v[k] = std::move((*this)[k]);
-            }
-            m_v = std::move(v);
-            m_mask = m_v.size() - 1;
-            m_head = 0;
+            v[k] = std::move((*this)[k]); // every slot, in order from the front
         }
-        (*this)[m_n] = std::move(c);
-        m_n++;
+        m_v = std::move(v);
+        m_mask = m_v.size() - 1;
+        m_head = 0;
     }
 
-  private:
-    std::vector<Comp> m_v;
+    std::vector<T> m_v;
     size_t m_mask{0};
     size_t m_head{0};
     size_t m_n{0};
@@ -196,7 +216,7 @@ struct Flow
     double sent{0};
     double rxPos{0}; //!< bytes forwarded to the receiver (FIFO keeps a flow's bytes in order)
     HazardBySteps haz;
-    std::vector<uint32_t> slot; //!< per (hop, bin parity): where it was last in that port's arrivals
+    uint32_t hop0{0}; //!< its first hop's index in Impl::hopOut (the others follow)
     uint32_t maxSteps{0};            //!< step credits (0: none)
     std::deque<double> stepEnds;     //!< ends of the steps posted and not yet acknowledged
     std::deque<std::pair<double, double>> rxLog; //!< (ns, step end) received, ACKs on their way
@@ -255,7 +275,7 @@ struct Port
     double kmin;
     double kmax;
     double pmax;
-    std::deque<Chunk> q;
+    Ring<Chunk> q; //!< slots out of it hold empty lists
     double depth{0};
     uint32_t sw{UINT32_MAX}; //!< the switch it is on (SetPortSwitch)
     double maxDepth{0};
@@ -264,7 +284,7 @@ struct Port
     // Arrivals per step: bins[k] holds step base + k, every step before base served.  Bytes
     // arrive at a step at or after the current one; those for the current step, sent by a
     // port served after this one in it, wait in `late` and are served first next step.
-    StepRing bins;
+    Ring<Comp> bins; //!< slots out of it hold empty lists
     int64_t base{0};
     Comp late;
     bool live{false};
@@ -274,9 +294,16 @@ struct Port
         return !late.empty() || !bins.empty();
     }
 
-    /// The arrivals of step @p k (>= @p step, the step being computed); a new step's list is
-    /// taken from @p spare (lists keep their capacity, so a step allocates nothing).
-    Comp& Bin(int64_t k, int64_t step, std::vector<Comp>& spare)
+    /// The arrivals of step @p k if its list exists, else null (k < base wraps past the size).
+    Comp* FindBin(int64_t k)
+    {
+        const auto d = static_cast<uint64_t>(k - base);
+        return d < bins.size() ? &bins[d] : nullptr;
+    }
+
+    /// The arrivals of step @p k (>= @p step, the step being computed).
+    /// (Out of line: most bytes land in a step whose list exists, found by FindBin.)
+    [[gnu::noinline]] Comp& Bin(int64_t k, int64_t step)
     {
         if (bins.empty() && base < step)
         {
@@ -288,15 +315,7 @@ struct Port
         }
         while (static_cast<int64_t>(bins.size()) <= k - base)
         {
-            if (spare.empty())
-            {
-                bins.push_back(Comp());
-            }
-            else
-            {
-                bins.push_back(std::move(spare.back()));
-                spare.pop_back();
-            }
+            bins.push_back();
         }
         return bins[static_cast<size_t>(k - base)];
     }
@@ -324,19 +343,30 @@ PerPort(const std::vector<Port>& ports, double Port::*member)
 }
 
 /// Adds @p b bytes of @p flow to @p c; returns the index of its part.
-uint32_t
+/// (Inlined: half the bytes forwarded start a part, most often in an empty list.)
+[[gnu::always_inline]] inline uint32_t
 AddTo(Comp& c, uint32_t flow, uint32_t hop, uint32_t ingress, double b)
 {
-    for (size_t j = 0; j < c.size(); j++)
+    const size_t n = c.size();
+    Part* x = c.data();
+    for (size_t j = 0; j < n; j++)
     {
-        if (c[j].flow == flow)
+        if (x[j].flow == flow)
         {
-            c[j].bytes += b;
+            x[j].bytes += b;
             return static_cast<uint32_t>(j);
         }
     }
     c.push_back(Part{flow, hop, ingress, b});
-    return static_cast<uint32_t>(c.size() - 1);
+    return static_cast<uint32_t>(n);
+}
+
+/// static_cast<int64_t>(std::floor(x)), the same integer without a libm call (finite x in range).
+int64_t
+FloorToInt(double x)
+{
+    const auto k = static_cast<int64_t>(x); // toward zero
+    return static_cast<double>(k) > x ? k - 1 : k;
 }
 } // namespace
 
@@ -360,7 +390,8 @@ struct FluidNet::Impl
     std::vector<double> ingMax;
     std::vector<double> swBytes;
     std::vector<double> swMax;
-    std::vector<uint32_t> hopAt; //!< per flow: the hop of the port being served
+    std::vector<HopOut> hopOut;  //!< per flow, its hops from Flow::hop0
+    std::vector<uint32_t> hopAt; //!< per flow: the hop (in hopOut) of the port being served
     std::vector<double> wantOf;  //!< per flow: bytes it would send this step
     std::vector<double> limitOf; //!< per flow: how far its step credits let it send this step
     std::vector<double> outOf;   //!< per flow: bytes it sent from the port being served (0 between ports)
@@ -368,14 +399,11 @@ struct FluidNet::Impl
     std::vector<uint32_t> touched;
     std::vector<int64_t> startOf; //!< per ready flow: NextStart, found once per step
     std::vector<uint32_t> nicOf;  //!< per flow: its NIC (the ready list's sort key)
-    std::vector<Comp> spare;      //!< emptied arrival lists, reused with their capacity
-
-    /// @p c emptied, for Port::Bin to reuse.
-    void Recycle(Comp&& c)
-    {
-        c.clear();
-        spare.push_back(std::move(c));
-    }
+    // The ready list in (NIC, flow) order without a sort: a flow's place in that order is fixed,
+    // so a step marks the places of the ready flows and reads them in order.
+    std::vector<uint32_t> rankOf;     //!< per flow: its place in (NIC, flow) order
+    std::vector<uint32_t> byRank;     //!< the flow at each place
+    std::vector<uint64_t> readyBits;  //!< per place: ready this step (all clear between steps)
     double steps{0};
     double flowSteps{0};
     uint64_t cnps{0};
@@ -400,24 +428,29 @@ struct FluidNet::Impl
     }
 
     // Bytes that cross a point uniformly over [t0, t1) land in the steps they overlap.
+    // (Inlined, as its caller's @p put: ~10 M calls a replay.)
     template <class F>
-    void Spread(double t0, double t1, double bytes, F&& put)
+    [[gnu::always_inline]] void Spread(double t0, double t1, double bytes, F&& put)
     {
         const auto step = static_cast<double>(dt);
-        auto k = static_cast<int64_t>(std::floor(t0 / step));
+        auto k = FloorToInt(t0 / step);
         if (t1 <= t0)
         {
             put(k, bytes);
             return;
         }
-        for (; static_cast<double>(k) * step < t1; k++)
+        const double len = t1 - t0;
+        double edge = static_cast<double>(k) * step; // step k's start, computed once per step
+        for (; edge < t1; k++)
         {
-            const double lo = std::max(t0, static_cast<double>(k) * step);
-            const double hi = std::min(t1, static_cast<double>(k + 1) * step);
+            const double nextEdge = static_cast<double>(k + 1) * step;
+            const double lo = std::max(t0, edge);
+            const double hi = std::min(t1, nextEdge);
             if (hi > lo)
             {
-                put(k, bytes * (hi - lo) / (t1 - t0));
+                put(k, bytes * (hi - lo) / len);
             }
+            edge = nextEdge;
         }
     }
 
@@ -429,32 +462,44 @@ struct FluidNet::Impl
         return hop == 0 ? 0.0 : f.pkt * 8e9 / f.hops[hop].rateBps;
     }
 
-    // @p bytes of flow @p i leave hop @p hop uniformly over [t0, t1).
-    void Forward(uint32_t i, size_t hop, double t0, double t1, double bytes)
+    // @p bytes of flow @p i leave its hop @p gh (an index into hopOut) uniformly over [t0, t1).
+    // (Inlined: ~9 M calls a replay, from two loops.)
+    [[gnu::always_inline]] void Forward(uint32_t i, uint32_t gh, double t0, double t1, double bytes)
     {
-        Flow& f = flows[i];
-        const double shift = f.hops[hop].shiftNs;
-        if (hop + 1 < f.hops.size())
+        HopOut& h = hopOut[gh];
+        if (h.next == HopOut::kReceiver)
         {
-            const auto pi = static_cast<uint32_t>(f.hops[hop + 1].port);
-            Port& p = ports[pi];
-            const auto next = static_cast<uint32_t>(hop + 1);
-            Spread(t0 + shift, t1 + shift, bytes, [&](int64_t k, double b) {
-                Comp& c = p.Bin(k, curStep, spare);
-                // a flow's parts arrive in about the same order every step: try where it was
-                uint32_t& at = f.slot[2 * next + static_cast<uint32_t>(k & 1)];
-                if (at < c.size() && c[at].flow == i)
-                {
-                    c[at].bytes += b;
-                }
-                else
-                {
-                    at = AddTo(c, i, next, f.hops[next].ingress, b);
-                }
-            });
-            WakePort(pi);
+            Deliver(flows[i], h.shiftNs, t0, t1, bytes);
             return;
         }
+        Port& p = ports[h.next];
+        const int64_t cur = curStep;
+        Spread(t0 + h.shiftNs, t1 + h.shiftNs, bytes, [&](int64_t k, double b) __attribute__((always_inline)) {
+            Comp* cp = p.FindBin(k);
+            if (cp == nullptr)
+            {
+                cp = &p.Bin(k, cur);
+                // a port not live has no arrivals, so its first bytes always come this way
+                WakePort(h.next);
+            }
+            Comp& c = *cp;
+            // a flow's parts arrive in about the same order every step: try where it was
+            uint32_t& at = h.slot[k & 1];
+            if (at < c.size() && c[at].flow == i)
+            {
+                c[at].bytes += b;
+            }
+            else
+            {
+                at = AddTo(c, i, gh + 1, h.nextIngress, b);
+            }
+        });
+    }
+
+    // The last hop: @p bytes of @p f leave it uniformly over [t0, t1), at the receiver @p shift later.
+    // (Out of line: Forward, inlined where ports serve, stays small.)
+    [[gnu::noinline]] void Deliver(Flow& f, double shift, double t0, double t1, double bytes)
+    {
         // at the receiver: each message whose last byte is in [rxPos, rxPos + bytes) is delivered
         const double p0 = f.rxPos;
         f.rxPos += bytes;
@@ -589,6 +634,20 @@ FluidNet::Impl::Step(int64_t step)
         limitOf.resize(flows.size());
         outOf.resize(flows.size(), 0.0);
         startOf.resize(flows.size());
+        byRank.resize(flows.size());
+        for (uint32_t i = 0; i < flows.size(); i++)
+        {
+            byRank[i] = i;
+        }
+        std::sort(byRank.begin(), byRank.end(), [&](uint32_t a, uint32_t b) {
+            return nicOf[a] != nicOf[b] ? nicOf[a] < nicOf[b] : a < b;
+        });
+        rankOf.resize(flows.size());
+        for (uint32_t r = 0; r < flows.size(); r++)
+        {
+            rankOf[byRank[r]] = r;
+        }
+        readyBits.assign((flows.size() + 63) / 64, 0);
     }
     // 1. reaction points: CNPs that arrive in this step, then timers
     for (uint32_t i : liveFlows)
@@ -615,13 +674,18 @@ FluidNet::Impl::Step(int64_t step)
             limitOf[i] = CreditLimit(f, t);
             if (f.sent < limitOf[i] - Slack(f.posted))
             {
-                ready.push_back(i);
+                readyBits[rankOf[i] / 64] |= uint64_t{1} << (rankOf[i] % 64);
             }
         }
     }
-    std::sort(ready.begin(), ready.end(), [&](uint32_t a, uint32_t b) {
-        return nicOf[a] != nicOf[b] ? nicOf[a] < nicOf[b] : a < b;
-    });
+    for (size_t w = 0; w < readyBits.size(); w++)
+    {
+        for (uint64_t bits = readyBits[w]; bits != 0; bits &= bits - 1)
+        {
+            ready.push_back(byRank[64 * w + static_cast<size_t>(std::countr_zero(bits))]);
+        }
+        readyBits[w] = 0;
+    }
     for (size_t lo = 0; lo < ready.size();)
     {
         size_t hi = lo;
@@ -669,7 +733,7 @@ FluidNet::Impl::Step(int64_t step)
             // sent at its own rate or its share of the NIC, whichever is lower
             const double avail = static_cast<double>(tEnd) - t0;
             const double speed = std::min(f.rp.rate / 8e9, share / avail);
-            Forward(i, 0, t0, t0 + std::min(avail, give / speed), give);
+            Forward(i, f.hop0, t0, t0 + std::min(avail, give / speed), give);
         }
         lo = hi;
     }
@@ -678,7 +742,8 @@ FluidNet::Impl::Step(int64_t step)
     {
         const uint32_t pi = livePorts[n];
         Port& p = ports[pi];
-        auto enqueue = [&](Comp&& c) {
+        // @p c joins the FIFO (its list swapped with the empty one of the slot it takes)
+        auto enqueue = [&](Comp& c) {
             double tot = 0;
             for (const Part& x : c)
             {
@@ -695,28 +760,20 @@ FluidNet::Impl::Step(int64_t step)
                 swBytes[p.sw] += tot;
                 swMax[p.sw] = std::max(swMax[p.sw], swBytes[p.sw]);
             }
-            p.q.push_back(Chunk{std::move(c), tot});
+            Chunk& ch = p.q.push_back();
+            ch.comp.swap(c);
+            ch.total = tot;
             p.depth += tot;
         };
         if (!p.late.empty())
         {
-            enqueue(std::move(p.late));
-            p.late = Comp();
-            if (!spare.empty())
-            {
-                p.late = std::move(spare.back());
-                spare.pop_back();
-            }
+            enqueue(p.late);
         }
         while (!p.bins.empty() && p.base <= step)
         {
             if (!p.bins.front().empty())
             {
-                enqueue(std::move(p.bins.front()));
-            }
-            else
-            {
-                Recycle(std::move(p.bins.front()));
+                enqueue(p.bins.front());
             }
             p.bins.pop_front();
             p.base++;
@@ -755,7 +812,7 @@ FluidNet::Impl::Step(int64_t step)
             p.depth -= take;
             if (c.total <= 1e-9)
             {
-                Recycle(std::move(c.comp));
+                c.comp.clear();
                 p.q.pop_front();
             }
         }
@@ -779,7 +836,7 @@ FluidNet::Impl::Step(int64_t step)
                 continue;
             }
             Flow& f = flows[i];
-            const uint32_t j = hopAt[i];
+            const uint32_t j = hopAt[i] - f.hop0;
             // its packets in this step, each marked with probability prob: pk * prob expected
             // marks (a step may hold a fraction of one of its packets), drawn at the receiver
             const double pk = b / f.pkt;
@@ -918,13 +975,19 @@ FluidNet::AddFlow(uint32_t nic, const std::vector<double>& hops, double pktWireB
         f.hops[j].ingress = it->second;
     }
     f.rxDelay.assign(f.hops.size(), 0.0);
-    f.slot.assign(2 * f.hops.size(), UINT32_MAX);
     double acc = 0;
     for (size_t j = f.hops.size(); j-- > 0;)
     {
         f.hops[j].shiftNs = Impl::Serialization(f, j) + f.hops[j].extraNs;
         acc += f.hops[j].shiftNs;
         f.rxDelay[j] = acc;
+    }
+    f.hop0 = static_cast<uint32_t>(m.hopOut.size());
+    for (size_t j = 0; j < f.hops.size(); j++)
+    {
+        const bool last = j + 1 == f.hops.size();
+        m.hopOut.push_back(HopOut{f.hops[j].shiftNs, last ? HopOut::kReceiver : static_cast<uint32_t>(f.hops[j + 1].port),
+                                  last ? UINT32_MAX : f.hops[j + 1].ingress, {UINT32_MAX, UINT32_MAX}});
     }
     f.ackNs = ackNs;
     f.cnpInterval = cnpIntervalNs;
