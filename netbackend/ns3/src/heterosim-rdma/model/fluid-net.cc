@@ -196,7 +196,6 @@ struct Msg
 
 struct Flow
 {
-    uint32_t nic;
     double pkt; //!< a full packet's wire bytes
     std::vector<Hop> hops;
     std::vector<double> rxDelay; //!< from leaving hop j to the receiver
@@ -586,8 +585,7 @@ struct FluidNet::Impl
     // connection's next one (H1-LLaMA-65B: 10.7 B of 10.7 GB short, the iteration never ended).
     void Settle(Flow& f)
     {
-        const double e = Slack(f.posted);
-        if (f.msgs.empty() || f.sent < f.posted - e || f.rxPos < f.sent - e)
+        if (f.msgs.empty() || !BytesDone(f))
         {
             return;
         }
@@ -602,10 +600,16 @@ struct FluidNet::Impl
         }
     }
 
-    bool Busy(const Flow& f) const
+    // Every posted byte sent and past the receiver, to the float residue Slack allows.
+    static bool BytesDone(const Flow& f)
     {
         const double e = Slack(f.posted);
-        return f.sent < f.posted - e || f.rxPos < f.sent - e || !f.cnps.empty() || !f.haz.Empty() || f.decAt >= 0;
+        return f.sent >= f.posted - e && f.rxPos >= f.sent - e;
+    }
+
+    bool Busy(const Flow& f) const
+    {
+        return !BytesDone(f) || !f.cnps.empty() || !f.haz.Empty() || f.decAt >= 0;
     }
 
     // Step credits: ACKs back by @p t free their steps; returns how far the flow may send.
@@ -915,11 +919,8 @@ FluidNet::Impl::Step(int64_t step)
         }
     }
     // the idle leave the live lists
-    for (uint32_t i : liveFlows)
-    {
-        Settle(flows[i]);
-    }
     std::erase_if(liveFlows, [&](uint32_t i) {
+        Settle(flows[i]);
         if (Busy(flows[i]))
         {
             return false;
@@ -979,7 +980,6 @@ FluidNet::AddFlow(uint32_t nic, const std::vector<double>& hops, double pktWireB
 {
     Impl& m = *m_impl;
     Flow& f = m.flows.Add();
-    f.nic = nic;
     m.nicOf.push_back(nic);
     f.pkt = pktWireBytes;
     for (size_t j = 0; j + 2 < hops.size(); j += 3)
