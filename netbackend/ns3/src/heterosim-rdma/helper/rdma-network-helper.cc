@@ -280,8 +280,9 @@ RdmaNetworkHelper::Build(const FabricSpec& fabric)
     }
     // Every CC with a window needs the fabric's base RTT (HPCC's T, DCTCP's ceiling, the DCQCN /
     // TIMELY window of CcWindow): without it they ran on a 10 us placeholder, which held a lone
-    // DCTCP flow to a quarter of its line rate on a path with 10 us links.
-    if (m_nHosts > 0)
+    // DCTCP flow to a quarter of its line rate on a path with 10 us links.  A BFS per host, so
+    // only where some NIC keeps a window (not under plain DCQCN, TIMELY or none).
+    if (std::any_of(m_nics.begin(), m_nics.end(), [](const Ptr<RdmaNic>& n) { return n->NeedsBaseRtt(); }))
     {
         const auto rtts = MaxBaseRtts(m_nHosts, wires, m_nics[0]->DataWireBytes(),
                                       m_nics[0]->AckWireBytes());

@@ -139,6 +139,9 @@ class RdmaNic : public Object, public RdmaPortOwner
     const DcqcnParams& GetDcqcnParams() const { return m_dcqcn; }
     const HpccParams& GetHpccParams() const { return m_hpcc; }
     CcMode GetCcMode() const { return m_cc; }
+    /// Whether this NIC's CC keeps a window of one BDP (HPCC, DCTCP, or CcWindow), so it needs
+    /// the fabric's base RTT (SetAutoBaseRtt).
+    bool NeedsBaseRtt() const { return m_cc == CC_HPCC || m_cc == CC_DCTCP || m_ccWindow; }
     /// Wire bytes of a full data packet and of an ACK (INT included).
     uint32_t DataWireBytes() const;
     uint32_t AckWireBytes() const;
