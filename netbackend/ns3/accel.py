@@ -406,6 +406,7 @@ class AcceleratedNs3Backend(NetworkBackend):
         self._path_cache: dict[tuple, tuple[bool, float]] = {}
         self._shape_cache: dict[tuple, tuple[float, float]] = {}
         """(size, step, path) -> (wire bytes, tail ns): training repeats a few message shapes."""
+        self._wire_cache: dict[tuple[int, int], tuple[int, int, int]] = {}
         self._batch: dict[str, list] = {}
         """NIC -> connection keys of the messages starting at this instant (see _fits)."""
         self._recheck: set[str] = set()
@@ -840,7 +841,16 @@ class AcceleratedNs3Backend(NetworkBackend):
         self.counts[self._post_inner(msg.id, msg, msg.size_bytes, t, ports)] += 1
 
     def _wire(self, size: int, step: int) -> tuple[int, int, int]:
-        """(wire bytes, last packet's wire bytes, the packet before it's) of a message."""
+        """(wire bytes, last packet's wire bytes, the packet before it's) of a message (cached: a
+        training run has few sizes and asks for each twice a message)."""
+        v = self._wire_cache.get((size, step))
+        if v is None:
+            if len(self._wire_cache) > 100_000:  # random sizes (traffic studies): no reuse
+                self._wire_cache.clear()
+            v = self._wire_cache[(size, step)] = self._wire_of(size, step)
+        return v
+
+    def _wire_of(self, size: int, step: int) -> tuple[int, int, int]:
         step = step if 0 < step < size else size
         n_steps, last_step = divmod(size, step)
         full, rest = divmod(step, self._mtu)

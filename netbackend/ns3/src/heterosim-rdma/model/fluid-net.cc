@@ -808,7 +808,25 @@ FluidNet::Impl::Step(int64_t step)
             p.base++;
         }
         p.base = std::max(p.base, step + 1);
-        double cap = p.bytesPerNs * static_cast<double>(dt);
+        const double cap0 = p.bytesPerNs * static_cast<double>(dt);
+        // The depth this step leaves, by the subtractions the serving below makes, in its order:
+        // marks are on it, and a port that marks nothing (most) skips the per-flow tally.
+        double left = p.depth;
+        {
+            double cap = cap0;
+            for (size_t c = 0; cap > 1e-9 && c < p.q.size(); c++)
+            {
+                const double take = std::min(cap, p.q[c].total);
+                cap -= take;
+                left -= take;
+            }
+        }
+        if (left < 1e-6)
+        {
+            left = 0;
+        }
+        const double prob = EcnMarkProbability(left, p.kmin, p.kmax, p.pmax);
+        double cap = cap0;
         double served = 0;
         touched.clear();
         while (cap > 1e-9 && !p.q.empty())
@@ -819,24 +837,31 @@ FluidNet::Impl::Step(int64_t step)
             const double t0 = static_cast<double>(t) + served / p.bytesPerNs;
             served += take;
             const double t1 = static_cast<double>(t) + served / p.bytesPerNs;
+            const double rest = c.total - take;
             for (Part& x : c.comp)
             {
                 const uint32_t i = x.flow;
-                if (out[i] == 0.0)
+                if (prob > 0)
                 {
-                    touched.push_back(i);
-                    hopAt[i] = x.hop;
+                    if (out[i] == 0.0)
+                    {
+                        touched.push_back(i);
+                        hopAt[i] = x.hop;
+                    }
+                    out[i] += x.bytes * frac;
                 }
-                out[i] += x.bytes * frac;
                 const uint32_t g = x.ingress;
                 if (g != UINT32_MAX)
                 {
                     ingBytes[g] -= x.bytes * frac;
                 }
                 Forward(i, x.hop, t0, t1, x.bytes * frac);
-                x.bytes *= 1.0 - frac;
+                if (rest > 1e-9)
+                {
+                    x.bytes *= 1.0 - frac; // (a chunk served whole leaves its parts behind)
+                }
             }
-            c.total -= take;
+            c.total = rest;
             cap -= take;
             p.depth -= take;
             if (c.total <= 1e-9)
@@ -855,15 +880,10 @@ FluidNet::Impl::Step(int64_t step)
             p.depth = 0;
         }
         p.maxDepth = std::max(p.maxDepth, p.depth);
-        const double prob = EcnMarkProbability(p.depth, p.kmin, p.kmax, p.pmax);
-        for (uint32_t i : touched)
+        for (uint32_t i : touched) // (empty unless prob > 0)
         {
             const double b = out[i];
             out[i] = 0.0;
-            if (prob <= 0)
-            {
-                continue;
-            }
             Flow& f = flows[i];
             const uint32_t j = hopAt[i] - f.hop0;
             // its packets in this step, each marked with probability prob: pk * prob expected
