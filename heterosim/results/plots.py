@@ -23,7 +23,7 @@ def plot_timeline(path, sim, ir, max_lanes: int = 32) -> None:
     pixel_ms = sim.iteration_time_ns / 1e6 / 2000  # bars closer than this look joined anyway
     shared: dict[tuple, dict] = {}  # lanes of mirrored replicas (symmetry reduction) share a timeline
     by_stream: dict[int, dict[str, np.ndarray]] = {}  # program -> stream -> its op ids
-    labelled = set()
+    polys: dict[str, list[np.ndarray]] = {}  # stream -> bar rectangles of every row: one collection each
     for row, lane in enumerate(lanes):
         prog = sim.programs[lane.program]
         key = (id(lane.start_ns), id(lane.end_ns), id(lane.comm_start_ns), lane.program)
@@ -59,9 +59,12 @@ def plot_timeline(path, sim, ir, max_lanes: int = 32) -> None:
             verts[:, 2, 0] = verts[:, 3, 0] = x1
             verts[:, (0, 3), 1] = y0
             verts[:, (1, 2), 1] = y0 + h
-            ax.add_collection(PolyCollection(verts, color=_STREAM_COLORS.get(st, "#999999"),
-                                             label=st if st not in labelled else None))  # (as broken_barh)
-            labelled.add(st)
+            polys.setdefault(st, []).append(verts)
+    # one collection per stream, in the order streams first appear (legend order as before); drawing
+    # 32 rows x 5 streams as separate collections cost ~0.3 s at 1,024 GPUs, the same bars
+    for st, vs in polys.items():
+        ax.add_collection(PolyCollection(np.concatenate(vs), color=_STREAM_COLORS.get(st, "#999999"),
+                                         label=st))  # (as broken_barh)
     ax.autoscale_view()
     ax.set_yticks(range(len(lanes)))
     ax.set_yticklabels([f"r{l.ranks[0]} s{ir.program_of(l.ranks[0]).stage}" for l in lanes], fontsize=7)
