@@ -518,16 +518,20 @@ class AcceleratedNs3Backend(NetworkBackend):
         if until_ns is not None and until_ns < self._now:
             until_ns = self._now
         while True:
-            cands = ([self._starts[0][0]] if self._starts else []) + ([self._events[0][0]] if self._events else [])
+            # the earliest of: the next start, the next local event, the precheck, the steady check
+            first = self._starts[0][0] if self._starts else None
+            if self._events and (first is None or self._events[0][0] < first):
+                first = self._events[0][0]
             pre = self._precheck_time()
-            if pre is not None:
-                cands.append(pre)
+            if pre is not None and (first is None or pre < first):
+                first = pre
             if self._ff_on:
                 if self._ff_next is None and len(self._inner_of) > len(self._migrated):
                     self._ff_next = self._now + math.ceil(self._ff_win_ns)
                 if self._ff_next is not None:
-                    cands.append(max(self._ff_next, self._now))
-            t_local = max(self._now, math.ceil(min(cands))) if cands else None  # whole ns
+                    ff = max(self._ff_next, self._now)
+                    first = ff if first is None or ff < first else first
+            t_local = max(self._now, math.ceil(first)) if first is not None else None  # whole ns
             limit = t_local if until_ns is None else (until_ns if t_local is None else min(t_local, until_ns))
             t_fluid = self._fluid.peek(limit) if self._fluid is not None and self._fluid.pending() else None
             if t_fluid is not None:
@@ -640,7 +644,7 @@ class AcceleratedNs3Backend(NetworkBackend):
         t_next = self._starts[0][0]
         self._prechecked = t_next
         groups: set[str] = set()
-        batch = [msg for start, _, msg in sorted(self._starts) if start == t_next]
+        batch = [msg for _, _, msg in sorted(e for e in self._starts if e[0] == t_next)]
         rate = self._router.link_rate_gbps
         demand: dict[int, dict[str, float]] = {}  # port -> starting NIC -> its line rate
         for msg in batch if self._share else ():
@@ -699,12 +703,6 @@ class AcceleratedNs3Backend(NetworkBackend):
         """None if ``msg`` may join its NIC's closed-form partition, else the reason."""
         if not ports:
             return "loopback"
-        key = self._conn_key(msg)
-        if key in self._dirty and not (msg.src in self._groups and key in self._groups[msg.src].qps):
-            state = self._conn_state(msg)
-            if state is None:
-                return "connection rate state in ns-3"
-            self._states[msg.id] = state
         if msg.connection >= 0 and not self._per_message_qp and self._qps_per_conn > 1:
             return "several QPs per connection"
         slower, rtt_ns = self._path(ports)
@@ -723,6 +721,14 @@ class AcceleratedNs3Backend(NetworkBackend):
                     shared = True
         if shared and not self._share:
             return "shares a port"
+        # The connection's DCQCN state last: reading it (from ns-3 or the fluid model) costs more
+        # than the checks above together, and most messages that would need it share a port.
+        key = self._conn_key(msg)
+        if key in self._dirty and not (msg.src in self._groups and key in self._groups[msg.src].qps):
+            state = self._conn_state(msg)
+            if state is None:
+                return "connection rate state in ns-3"
+            self._states[msg.id] = state
         if shared and not self._fits(msg, ports):
             return "shares a port beyond its capacity"
         return None
@@ -1198,7 +1204,7 @@ class AcceleratedNs3Backend(NetworkBackend):
             if key[0] == "m":
                 return
             for p in ports:
-                if any(o not in mine for o in self._owners.get(p, ())):
+                if not self._owners.get(p, {}).keys() <= mine:
                     return
             ports_all.update(ports[1:])
         if not all(self._fluid.quiet(self._fluid_of[m][2]) for m in mids):
