@@ -583,12 +583,9 @@ struct FluidNet::Impl
     // most Slack) were left unsent behind a step-credit limit equal to its end was never delivered:
     // the flow counted as idle and left the live list, and the message waited for the
     // connection's next one (H1-LLaMA-65B: 10.7 B of 10.7 GB short, the iteration never ended).
+    // (@p f's bytes are done: BytesDone, which this leaves as it is.)
     void Settle(Flow& f)
     {
-        if (f.msgs.empty() || !BytesDone(f))
-        {
-            return;
-        }
         for (const Msg& m : f.msgs)
         {
             done.emplace_back(f.rxLastNs, m.id);
@@ -609,7 +606,13 @@ struct FluidNet::Impl
 
     bool Busy(const Flow& f) const
     {
-        return !BytesDone(f) || !f.cnps.empty() || !f.haz.Empty() || f.decAt >= 0;
+        return !BytesDone(f) || Pending(f);
+    }
+
+    // Reaction-point work left: a CNP or marks on their way, a cut check due.
+    static bool Pending(const Flow& f)
+    {
+        return !f.cnps.empty() || !f.haz.Empty() || f.decAt >= 0;
     }
 
     // Step credits: ACKs back by @p t free their steps; returns how far the flow may send.
@@ -940,12 +943,17 @@ FluidNet::Impl::Step(int64_t step)
     }
     // the idle leave the live lists
     std::erase_if(liveFlows, [&](uint32_t i) {
-        Settle(flows[i]);
-        if (Busy(flows[i]))
+        Flow& f = flows[i];
+        const bool done = BytesDone(f);
+        if (done && !f.msgs.empty())
+        {
+            Settle(f);
+        }
+        if (!done || Pending(f))
         {
             return false;
         }
-        flows[i].live = false;
+        f.live = false;
         return true;
     });
     std::erase_if(livePorts, [&](uint32_t pi) {
