@@ -145,9 +145,19 @@ class Ring
         return m_v[(m_head + k) & m_mask];
     }
 
+    const T& operator[](size_t k) const
+    {
+        return m_v[(m_head + k) & m_mask];
+    }
+
     T& front()
     {
         return m_v[m_head];
+    }
+
+    const T& back() const
+    {
+        return (*this)[m_n - 1];
     }
 
     /// Appends the slot after the last (empty, as its last user left it); returns it.
@@ -161,9 +171,20 @@ class Ring
         return (*this)[m_n - 1];
     }
 
+    /// Appends a copy of @p x (for plain values: nothing in the slot to keep).
+    void push_back(const T& x)
+    {
+        push_back() = x;
+    }
+
     void pop_front()
     {
         m_head = (m_head + 1) & m_mask;
+        m_n--;
+    }
+
+    void pop_back()
+    {
         m_n--;
     }
 
@@ -218,8 +239,8 @@ struct Flow
     HazardBySteps haz;
     uint32_t hop0{0}; //!< its first hop's index in Impl::hopOut (the others follow)
     uint32_t maxSteps{0};            //!< step credits (0: none)
-    std::deque<double> stepEnds;     //!< ends of the steps posted and not yet acknowledged
-    std::deque<std::pair<double, double>> rxLog; //!< (ns, step end) received, ACKs on their way
+    Ring<double> stepEnds;           //!< ends of the steps posted and not yet acknowledged
+    Ring<std::pair<double, double>> rxLog; //!< (ns, step end) received, ACKs on their way
     double acked{0};                 //!< bytes whose ACK is back at the sender
     bool live{false};
 };
@@ -510,15 +531,16 @@ struct FluidNet::Impl
             const double e = Slack(f.posted);
             // the steps not yet acknowledged are few (at most about MaxOutstandingSteps): a scan
             // from the front finds the first past p0 + e as upper_bound would
-            auto it = f.stepEnds.begin();
-            while (it != f.stepEnds.end() && *it <= p0 + e)
+            const size_t n = f.stepEnds.size();
+            size_t k = 0;
+            while (k < n && f.stepEnds[k] <= p0 + e)
             {
-                ++it;
+                ++k;
             }
-            for (; it != f.stepEnds.end() && *it <= f.rxPos + e; ++it)
+            for (; k < n && f.stepEnds[k] <= f.rxPos + e; ++k)
             {
-                const double x = std::clamp((*it - p0) / bytes, 0.0, 1.0);
-                f.rxLog.emplace_back(t0 + shift + x * (t1 - t0), *it);
+                const double x = std::clamp((f.stepEnds[k] - p0) / bytes, 0.0, 1.0);
+                f.rxLog.push_back({t0 + shift + x * (t1 - t0), f.stepEnds[k]});
             }
         }
         while (!f.msgs.empty() && f.msgs.front().end <= f.rxPos + Slack(f.posted))
@@ -593,7 +615,7 @@ struct FluidNet::Impl
         f.msgs.clear();
         if (f.maxSteps > 0 && !f.stepEnds.empty() && (f.rxLog.empty() || f.rxLog.back().second < f.stepEnds.back()))
         {
-            f.rxLog.emplace_back(f.rxLastNs, f.stepEnds.back()); // its last step's ACK leaves then too
+            f.rxLog.push_back({f.rxLastNs, f.stepEnds.back()}); // its last step's ACK leaves then too
         }
     }
 
@@ -927,7 +949,9 @@ FluidNet::Impl::Step(int64_t step)
         const double q = std::min(1.0, f.markH / std::max(f.markPackets, 1e-12));
         f.markH = 0;
         f.markPackets = 0;
-        if (u(rng) < 1.0 - std::pow(1.0 - q, n))
+        // (pow's exact result at n = 1 and 2, where nearly all boundaries are, without the call)
+        const double clear = n == 1 ? 1.0 - q : n == 2 ? (1.0 - q) * (1.0 - q) : std::pow(1.0 - q, n);
+        if (u(rng) < 1.0 - clear)
         {
             const double tCe = static_cast<double>(t) + u(rng) * static_cast<double>(dt);
             if (f.cnpInterval > 0)
