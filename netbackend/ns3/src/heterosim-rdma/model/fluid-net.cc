@@ -783,7 +783,10 @@ FluidNet::Impl::Step(int64_t step)
             }
             const auto t0 = static_cast<double>(t0of(i));
             f.sent += give;
-            f.rp.OnBytesSent(static_cast<uint64_t>(give));
+            if (f.params.byteCounterBytes > 0) // (the call, in another unit, does nothing otherwise)
+            {
+                f.rp.OnBytesSent(static_cast<uint64_t>(give));
+            }
             // sent at its own rate or its share of the NIC, whichever is lower
             const double avail = static_cast<double>(tEnd) - t0;
             const double speed = std::min(f.rp.rate / 8e9, share / avail);
@@ -850,7 +853,8 @@ FluidNet::Impl::Step(int64_t step)
         {
             left = 0;
         }
-        const double prob = EcnMarkProbability(left, p.kmin, p.kmax, p.pmax);
+        // (EcnMarkProbability is 0 at or below Kmin, as for most ports most steps: no call then)
+        const double prob = left <= p.kmin ? 0.0 : EcnMarkProbability(left, p.kmin, p.kmax, p.pmax);
         double cap = cap0;
         double served = 0;
         touched.clear();
