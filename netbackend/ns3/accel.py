@@ -658,9 +658,13 @@ class AcceleratedNs3Backend(NetworkBackend):
 
         for msg in batch:
             ports = self._ports(msg)
-            if self._why_not(msg, ports) is not None or (
-                    self._share and any(over(p) for p in ports[1:] if p in self._owners)):
-                groups |= self._conflicting_groups(msg, ports)
+            found = self._conflicting_groups(msg, ports)
+            # With the fluid model taking collisions, a message that meets no closed-form partition
+            # has nothing to hand back and the checks are skipped (at packet level reading a
+            # connection's state brings ns-3 to now, which they keep doing).
+            if (found or self._fluid is None) and (self._why_not(msg, ports) is not None or (
+                    self._share and any(over(p) for p in ports[1:] if p in self._owners))):
+                groups |= found
             self._states.pop(msg.id, None)  # read again when it starts
         for src in sorted(groups):
             if src in self._groups and self._groups[src].active():
@@ -1194,8 +1198,10 @@ class AcceleratedNs3Backend(NetworkBackend):
         ns-3: when every port they cross carries only them, no queue is left there, and no CNP,
         mark or cut check is in flight for their connections, nothing can slow them but their NIC
         and their DCQCN increase timers.  Each keeps in the model the packets it has started."""
+        if src in self._groups:
+            return
         mids = [m for m in self._fluid_by_src.get(src, ()) if m not in self._fluid_left]
-        if not mids or src in self._groups:
+        if not mids:
             return
         mine = {("f", m) for m in mids}
         ports_all: set[int] = set()
