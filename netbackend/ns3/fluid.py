@@ -192,8 +192,8 @@ class FluidSide:
         return any(v[self._ports[p]] > limit_bytes for p in ports if p in self._ports)
 
     def state(self, key, t: int) -> Sequence[float]:
-        """DcqcnRp::Save of the connection's QP at ``t``, indexed in place (read once per message
-        start; a list of it cost more than the call)."""
+        """DcqcnRp::Save of the connection's QP at ``t``, indexed in place (a few fields are read;
+        a list of all of them cost more than the call)."""
         return self.net.SaveState(self._flows[key], t)
 
     def idle_state(self, key, t: int) -> Sequence[float] | None:
