@@ -422,12 +422,18 @@ class Coordinator:
         {tag: start ns} of every pipeline transfer started so far, and {tag: end ns} of those that ended (what
         :meth:`shift_replicas_by` takes)."""
         need: dict[tuple[int, int], int] = defaultdict(int)
+        sends: dict[int, dict[int, int]] = {}  # program -> {peer offset: its sends}, offsets in program order
         for lane in self.lanes:
             if not self._active[lane.id]:
                 continue
-            for op in self.programs[lane.program].ops:
-                if op.kind == "comm" and op.collective == "send":
-                    need[(lane.id, self.lane_of_rank[self.ir.peer_of(lane.ranks[0], op.peer_offset)])] += 1
+            per = sends.get(lane.program)
+            if per is None:  # (once per program, not per lane: 15k ops each at 1,024 GPUs)
+                per = sends[lane.program] = {}
+                for op in self.programs[lane.program].ops:
+                    if op.kind == "comm" and op.collective == "send":
+                        per[op.peer_offset] = per.get(op.peer_offset, 0) + 1
+            for off, n in per.items():
+                need[(lane.id, self.lane_of_rank[self.ir.peer_of(lane.ranks[0], off)])] += n
         self._p2p_need = {k: min(n, transfers) for k, n in need.items()}
         self._p2p_unsettled = len(self._p2p_need)
         self._p2p_log = {k: {} for k in need}
