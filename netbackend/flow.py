@@ -371,6 +371,24 @@ class FlowBackend(NetworkBackend):
             self._rate_profiles[key] = hit
         return hit if hashed_links else hit[:3]
 
+    def rates_alike(self, p0: tuple | None, flows: list[tuple[str, str, int]], hashed_links: bool = True) -> bool:
+        """Whether every (src, dst, flow_key) of ``flows`` has ``p0`` as its :meth:`rate_profile` (None where
+        that raises). One call for a collective's copies of a transfer (~1,000 at 1,024 GPUs): their profiles
+        are cached, and a lookup here costs half a method call."""
+        cache, keyed = self._rate_profiles, self._keyed
+        for f in flows:
+            hit = cache.get(f if keyed else (f[0], f[1], 0))
+            if hit is None:
+                try:
+                    hit = self.rate_profile(f[0], f[1], f[2], hashed_links)
+                except Exception:
+                    hit = None
+            elif not hashed_links:
+                hit = hit[:3]
+            if hit != p0:
+                return False
+        return True
+
     def _group_links(self, msg: Message, images, hashed_alike: bool = False):
         links_too = not hashed_alike
         prof = self.rate_profile(msg.src, msg.dst, msg.flow_key, links_too)
