@@ -389,6 +389,21 @@ class FlowBackend(NetworkBackend):
                 return False
         return True
 
+    def close(self) -> None:
+        """Unlink paths, link classes and flows (each refers to the others), so that they are freed with the
+        backend rather than left for the cyclic collector (a 1,024-GPU run left 50k such objects, walked by the
+        collection after the simulation). :meth:`stats` still works; nothing else should be called."""
+        for p in self._paths.values():
+            p.classes.clear()
+            p.flows.clear()
+            p.cw = None
+        for c in self._classes.values():
+            c.paths.clear()
+            c.active.clear()
+            c.bn.clear()
+            c.s = None
+        self._idle.clear()
+
     def _group_links(self, msg: Message, images, hashed_alike: bool = False):
         links_too = not hashed_alike
         prof = self.rate_profile(msg.src, msg.dst, msg.flow_key, links_too)
