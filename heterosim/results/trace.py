@@ -67,7 +67,8 @@ def write_trace(path, sim, ir, *, max_messages: int = MAX_TRACE_MESSAGES, max_ev
                                              "args": {"name": sname}}))
                 if chunk:
                     flush()
-                    fh.write(sep + chunk.replace(_PID_B, str(pid).encode()))
+                    fh.write(sep)  # (apart: "sep + chunk" would copy the whole timeline once more)
+                    fh.write(chunk.replace(_PID_B, str(pid).encode()))
         net_pid = ir.world_size
         parts.append(json.dumps({"ph": "M", "name": "process_name", "pid": net_pid,
                                  "args": {"name": "network messages"}}))
