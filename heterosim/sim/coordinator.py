@@ -82,22 +82,29 @@ def _chains(ops: list[Op], streams: list[list[int]], stream_of: list[int], strea
         if len(deps_of_y) != 1:
             continue
         z = deps_of_y[0]
-        s = stream_of[y]
-        stream = streams[s]
+        stream = streams[stream_of[y]]
         p = stream_pos[y] + 1
         w = stream[p] if p < len(stream) else -1
         if w >= 0 and w != z:
             wd = ops[w].deps
             if not wd:
                 continue
-            need = set(wd)  # w's deps must all lie on the chain from z on (they are before w)
-            top = max(wd)
-            c = z
-            while 0 <= c <= top and need:
-                need.discard(c)
-                c = nxt[c]
-            if need:
-                continue
+            if len(wd) == 1:  # (most: the walk below for one dep, without its set)
+                d = wd[0]
+                c = z
+                while 0 <= c < d:
+                    c = nxt[c]
+                if c != d:
+                    continue
+            else:
+                need = set(wd)  # w's deps must all lie on the chain from z on (they are before w)
+                top = max(wd)
+                c = z
+                while 0 <= c <= top and need:
+                    need.discard(c)
+                    c = nxt[c]
+                if need:
+                    continue
         nxt[y] = z
     return nxt
 
