@@ -228,6 +228,6 @@ def write_port_table(path: Path, stats, extra: dict) -> bool:
 
 
 def _save(fig, path: Path) -> None:
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    from heterosim.results.plots import save_png
+
+    save_png(fig, path)

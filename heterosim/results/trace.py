@@ -67,7 +67,8 @@ def write_trace(path, sim, ir, *, max_messages: int = MAX_TRACE_MESSAGES, max_ev
                                              "args": {"name": sname}}))
                 if chunk:
                     flush()
-                    fh.write(sep + chunk.replace(_PID_B, str(pid).encode()))
+                    fh.write(sep)  # (apart: "sep + chunk" would copy the whole timeline once more)
+                    fh.write(chunk.replace(_PID_B, str(pid).encode()))
         net_pid = ir.world_size
         parts.append(json.dumps({"ph": "M", "name": "process_name", "pid": net_pid,
                                  "args": {"name": "network messages"}}))
@@ -122,15 +123,38 @@ def _slices(prog, lane, templates: list[str]) -> str:
     if not len(kept):
         return ""
     ts, s, e, c = ts[kept], s[kept], e[kept], comm[kept]
-    # the same floats as ``x / 1000.0`` of each Python int (exact below 2**53), %r = repr = f"{x}"
-    vals = np.empty((len(kept), 3))
-    vals[:, 0] = ts / 1000.0
-    vals[:, 1] = np.maximum(e - ts, 0) / 1000.0
-    vals[:, 2] = (ts - s) / 1000.0
+    ns = np.empty((len(kept), 3), dtype=np.int64)
+    ns[:, 0] = ts
+    ns[:, 1] = np.maximum(e - ts, 0)
+    ns[:, 2] = ts - s
     take = np.ones((len(kept), 3), dtype=bool)
     take[:, 2] = c
     fmt = ",\n".join([templates[i] for i in kept.tolist()])
-    return fmt % tuple(vals[take].tolist())
+    return fmt % _micros(ns[take])
+
+
+_REM: list = []
+"""r -> ".r" as repr writes the fraction of n/1000 for n % 1000 == r, a numpy object array (made on first use)."""
+
+
+def _micros(ns):
+    """Each ns count (an int64 array) as ``x / 1000.0`` prints (repr), as (integer part, ".fraction") pairs for
+    two ``%s``: the decimal n/1000 itself when it has at most 15 digits (0 <= n < 10**15), which converts to the
+    same double as the division and is its shortest repr, since two decimals of 15 digits or fewer never
+    share a double. Half the CPU of formatting the floats; other values are formatted as floats."""
+    import numpy as np
+
+    if not _REM:
+        _REM.append(np.array([f".{r:03d}".rstrip("0") if r else ".0" for r in range(1000)], dtype=object))
+    args = np.empty(2 * len(ns), dtype=object)
+    if len(ns) and (ns.min() < 0 or ns.max() >= 10 ** 15):
+        args[0::2] = (ns / 1000.0).tolist()
+        args[1::2] = ""
+    else:
+        q, r = np.divmod(ns, 1000)
+        args[0::2] = q.tolist()
+        args[1::2] = _REM[0][r]
+    return tuple(args.tolist())
 
 
 _COMM: dict[int, tuple] = {}
@@ -150,8 +174,12 @@ def _comm_mask(prog):
 
 
 def _static_parts(prog) -> list[str]:
-    """Per op: its X event as a %-format of its numbers (``%r``: ts, dur, and for a comm op the wait for
-    peers), the pid left as ``_PID``, every other field JSON-encoded as json.dumps writes it (``%`` doubled)."""
+    """Per op: its X event as a %-format of its numbers (two ``%s`` each, :func:`_micros`: ts, dur, and for a
+    comm op the wait for peers), the pid left as ``_PID``, every other field JSON-encoded as json.dumps writes
+    it (``%`` doubled). The text before "mb" (name, cat, tid, phase) and after "layer" (the comm fields, or
+    the flops) is made once per distinct value and reused: the ops of a program repeat them per micro-batch
+    and layer (a third less CPU). Reused only for values of one type (str names, int sizes, nonzero float
+    flops), whose equal keys are equal text."""
     js = _js
     strs: dict = {}  # a str encodes the same wherever it is (and never equals a non-str key)
 
@@ -163,21 +191,40 @@ def _static_parts(prog) -> list[str]:
                 strs[v] = out
         return out
 
+    heads: dict = {}
+    tails: dict = {}
+    flops_tails: dict = {}
     out = []
     append = out.append
     stream_of = prog.stream_of
     ints = (int.__repr__, st)  # numbers never hold a '%'
     for oid, op in enumerate(prog.ops):
-        mb, layer = op.microbatch, op.layer
-        head = (f'{{"ph": "X", "name": {strs.get(op.name) or st(op.name)}, "cat": {strs.get(op.kind) or st(op.kind)}, '
-                f'"tid": {stream_of[oid]},"pid":{_PID},"ts":%r,"dur":%r,"args":{{'
-                f'"phase": {strs.get(op.phase) or st(op.phase)}, '
-                f'"mb": {ints[type(mb) is not int](mb)}, "layer": {ints[type(layer) is not int](layer)}')
-        if op.kind == "comm":
-            append(f'{head}, "collective": {strs.get(op.collective) or st(op.collective)}, "bytes": {js(op.size_bytes)}, '
-                   f'"group": {strs.get(op.group) or st(op.group)},"waited_for_peers_us":%r}}}}')
+        kind, name, phase, tid = op.kind, op.name, op.phase, stream_of[oid]
+        hk = (name, kind, tid, phase) if type(name) is str and type(kind) is str and type(phase) is str else None
+        head = heads.get(hk)
+        if head is None:
+            head = (f'{{"ph": "X", "name": {st(name)}, "cat": {st(kind)}, "tid": {tid},"pid":{_PID},"ts":%s%s,'
+                    f'"dur":%s%s,"args":{{"phase": {st(phase)}, "mb": ')
+            if hk is not None:
+                heads[hk] = head
+        if kind == "comm":
+            coll, size, group = op.collective, op.size_bytes, op.group
+            tk = (coll, size, group) if type(size) is int and type(coll) is str and type(group) is str else None
+            tail = tails.get(tk)
+            if tail is None:
+                tail = (f', "collective": {st(coll)}, "bytes": {js(size)}, "group": {st(group)},'
+                        f'"waited_for_peers_us":%s%s}}}}')
+                if tk is not None:
+                    tails[tk] = tail
         else:
-            append(f'{head}, "flops": {js(op.flops)}}}}}')
+            flops = op.flops
+            tail = flops_tails.get(flops) if type(flops) is float and flops else None
+            if tail is None:
+                tail = f', "flops": {js(flops)}}}}}'
+                if type(flops) is float and flops:
+                    flops_tails[flops] = tail
+        mb, layer = op.microbatch, op.layer
+        append(f'{head}{ints[type(mb) is not int](mb)}, "layer": {ints[type(layer) is not int](layer)}{tail}')
     return out
 
 

@@ -82,22 +82,29 @@ def _chains(ops: list[Op], streams: list[list[int]], stream_of: list[int], strea
         if len(deps_of_y) != 1:
             continue
         z = deps_of_y[0]
-        s = stream_of[y]
-        stream = streams[s]
+        stream = streams[stream_of[y]]
         p = stream_pos[y] + 1
         w = stream[p] if p < len(stream) else -1
         if w >= 0 and w != z:
             wd = ops[w].deps
             if not wd:
                 continue
-            need = set(wd)  # w's deps must all lie on the chain from z on (they are before w)
-            top = max(wd)
-            c = z
-            while 0 <= c <= top and need:
-                need.discard(c)
-                c = nxt[c]
-            if need:
-                continue
+            if len(wd) == 1:  # (most: the walk below for one dep, without its set)
+                d = wd[0]
+                c = z
+                while 0 <= c < d:
+                    c = nxt[c]
+                if c != d:
+                    continue
+            else:
+                need = set(wd)  # w's deps must all lie on the chain from z on (they are before w)
+                top = max(wd)
+                c = z
+                while 0 <= c <= top and need:
+                    need.discard(c)
+                    c = nxt[c]
+                if need:
+                    continue
         nxt[y] = z
     return nxt
 
@@ -422,12 +429,18 @@ class Coordinator:
         {tag: start ns} of every pipeline transfer started so far, and {tag: end ns} of those that ended (what
         :meth:`shift_replicas_by` takes)."""
         need: dict[tuple[int, int], int] = defaultdict(int)
+        sends: dict[int, dict[int, int]] = {}  # program -> {peer offset: its sends}, offsets in program order
         for lane in self.lanes:
             if not self._active[lane.id]:
                 continue
-            for op in self.programs[lane.program].ops:
-                if op.kind == "comm" and op.collective == "send":
-                    need[(lane.id, self.lane_of_rank[self.ir.peer_of(lane.ranks[0], op.peer_offset)])] += 1
+            per = sends.get(lane.program)
+            if per is None:  # (once per program, not per lane: 15k ops each at 1,024 GPUs)
+                per = sends[lane.program] = {}
+                for op in self.programs[lane.program].ops:
+                    if op.kind == "comm" and op.collective == "send":
+                        per[op.peer_offset] = per.get(op.peer_offset, 0) + 1
+            for off, n in per.items():
+                need[(lane.id, self.lane_of_rank[self.ir.peer_of(lane.ranks[0], off)])] += n
         self._p2p_need = {k: min(n, transfers) for k, n in need.items()}
         self._p2p_unsettled = len(self._p2p_need)
         self._p2p_log = {k: {} for k in need}
@@ -530,14 +543,16 @@ class Coordinator:
             return []
         return sym.mirrors(ranks[0])
 
-    def _reduced(self, transfers, ranks, shape):
-        """(transfers, struct, images): the schedule reduced to one flow per orbit, or None."""
+    def _reduced(self, transfers, eps, ranks, shape):
+        """(transfers, struct, images): the schedule reduced to one flow per orbit, or None. ``transfers``: the
+        shape's planned schedule, ``eps``: per transfer its (src, dst, src_ep, dst_ep) in this group
+        (:func:`_endpoints`)."""
         from heterosim.comm.schedule import Transfer
         from heterosim.sim.symmetry import schedule_orbits
 
         orb = self._orbit_memo.get(shape, False)
         if orb is False:
-            orb = schedule_orbits(transfers, ranks, self.system)
+            orb = schedule_orbits(_with_endpoints(transfers, eps), ranks, self.system)
             self._orbit_memo[shape] = orb
         if orb is None:
             return None
@@ -545,29 +560,24 @@ class Coordinator:
         # (Lengths may differ, a hop inside a leaf vs across the spine: the orbit ends with its latest copy.)
         for members in orb.members:
             x = transfers[members[0]]
-            if x.link == "nvls" or x.src < 0 or x.dst < 0:
+            src, dst, src_ep, dst_ep = eps[members[0]]
+            if x.link == "nvls" or src < 0 or dst < 0:
                 return None
             backend = self.net if x.link == "net" else self.intra
             if backend is None:
                 continue
-            p0 = self._profile(backend, x.src_ep, x.dst_ep, x.flow_key, True)
-            if len(members) > 1:
-                # what _profile(..., True) returns, called directly: ~1,000 checks per schedule at 1,024 GPUs
-                rate_profile, links = self._profiler(backend).rate_profile, not self.hash_slowest
-                for j in members[1:]:
-                    y = transfers[j]
-                    try:
-                        py = rate_profile(y.src_ep, y.dst_ep, y.flow_key, links)
-                    except Exception:
-                        py = None  # (as _profile)
-                    if py != p0:
-                        return None
+            p0 = self._profile(backend, src_ep, dst_ep, x.flow_key, True)
+            # (what _profile(..., True) returns for each, checked in one call: ~1,000 copies per schedule)
+            if len(members) > 1 and not self._profiler(backend).rates_alike(
+                    p0, [(eps[j][2], eps[j][3], transfers[j].flow_key) for j in members[1:]], not self.hash_slowest):
+                return None
         reps, images = [], []
         for o, members in enumerate(orb.members):
             x = transfers[members[0]]
-            reps.append(Transfer(o, x.src, x.dst, orb.size[o], x.link, x.src_ep, x.dst_ep, orb.deps[o], x.channel,
+            src, dst, src_ep, dst_ep = eps[members[0]]
+            reps.append(Transfer(o, src, dst, orb.size[o], x.link, src_ep, dst_ep, orb.deps[o], x.channel,
                                  x.step, x.latency_ns, x.flow_key))
-            images.append(tuple((transfers[j].src_ep, transfers[j].dst_ep) for j in members[1:]))
+            images.append(tuple(eps[j][2:] for j in members[1:]))
         return reps, _structure(reps), images
 
     # ------------------------------------------------------------- scheduling
@@ -588,15 +598,30 @@ class Coordinator:
 
         device = get_device(lane.device) if self.compute is not None else None
         table = []
+        append = table.append
+        # an op's time depends on its kernels (one tuple shared by identical layers) or on its collective and
+        # size only: computed once per table for each (15k ops, ~100 distinct at 1,024 GPUs)
+        by_kernels: dict[int, int] = {}
+        by_tp: dict[tuple, int] = {}
         for op in self.programs[lane.program].ops:
             if op.kind == "compute" and op.duration_ns >= 0:  # recorded (imported trace): as measured
-                table.append(op.duration_ns)
+                append(op.duration_ns)
             elif op.kind == "compute":
-                table.append(int(round(self.compute.op_time_ns(op, device, self.precision) * lane.slowdown)))
+                k = op.kernels
+                d = by_kernels.get(id(k)) if k else None
+                if d is None:
+                    d = int(round(self.compute.op_time_ns(op, device, self.precision) * lane.slowdown))
+                    if k:
+                        by_kernels[id(k)] = d
+                append(d)
             elif op.group == "tp" and op.collective not in ("send", "recv"):
-                table.append(self._intra_collective_ns(op.collective, lane.ranks, op.size_bytes))
+                tk = (op.collective, op.size_bytes)
+                d = by_tp.get(tk)
+                if d is None:
+                    d = by_tp[tk] = self._intra_collective_ns(op.collective, lane.ranks, op.size_bytes)
+                append(d)
             else:
-                table.append(-1)
+                append(-1)
         self._dur_tables[key] = table
         return table
 
@@ -1145,10 +1170,18 @@ class Coordinator:
             key = (shape, ranks)
             moved = self._relabel_memo.get(key)
             if moved is None:
-                if base_ranks != ranks:
-                    transfers = _relabel(transfers, dict(zip(base_ranks, ranks)), self.system)
-                red = self._reduced(transfers, ranks, shape) if self.symmetry and collective != "send" else None
-                moved = red if red is not None else (transfers, struct, None)
+                rank_map = dict(zip(base_ranks, ranks)) if base_ranks != ranks else None
+                red = eps = None
+                if self.symmetry and collective != "send":
+                    # reduced, the schedule needs its transfers' new endpoints only: no relabelled copy
+                    eps = _endpoints(transfers, rank_map, self.system)
+                    red = self._reduced(transfers, eps, ranks, shape)
+                if red is not None:
+                    moved = red
+                else:
+                    if rank_map is not None:
+                        transfers = _with_endpoints(transfers, eps or _endpoints(transfers, rank_map, self.system))
+                    moved = (transfers, struct, None)
                 if len(self._relabel_memo) < 200_000:
                     self._relabel_memo[key] = moved
             return moved + (shape,) if with_shape else moved
@@ -1627,25 +1660,35 @@ def _structure(xfers) -> tuple[list[int], list[int], list[list[int]]]:
     return [i for i, n in enumerate(ndeps) if n == 0], ndeps, dependents
 
 
-def _relabel(transfers, rank_map: dict[int, int], system) -> list:
-    """A copy of ``transfers`` with ranks (and their GPU/NIC endpoints) renamed."""
-    from heterosim.comm.schedule import Transfer
-
+def _endpoints(transfers, rank_map: dict[int, int] | None, system) -> list[tuple]:
+    """Per transfer (src, dst, src_ep, dst_ep) with ranks renamed by ``rank_map`` (None: as planned)."""
+    if rank_map is None:
+        return [(x.src, x.dst, x.src_ep, x.dst_ep) for x in transfers]
     gpus = system.gpus
     out = []
     for x in transfers:
         src = rank_map.get(x.src, x.src)
         dst = rank_map.get(x.dst, x.dst)
         if x.link == "net":
-            src_ep, dst_ep = gpus[src].nic, gpus[dst].nic
+            out.append((src, dst, gpus[src].nic, gpus[dst].nic))
         else:
             gpu_end = src if src >= 0 else dst
             sw = f"{gpus[gpu_end].node}/nvswitch"
-            src_ep = gpus[src].name if src >= 0 else sw
-            dst_ep = gpus[dst].name if dst >= 0 else sw
-        out.append(Transfer(x.id, src, dst, x.size_bytes, x.link, src_ep, dst_ep, x.deps, x.channel, x.step,
-                            x.latency_ns, x.flow_key, x.connection, x.step_bytes))
+            out.append((src, dst, gpus[src].name if src >= 0 else sw, gpus[dst].name if dst >= 0 else sw))
     return out
+
+
+def _with_endpoints(transfers, eps: list[tuple]) -> list:
+    """A copy of ``transfers`` with each one's (src, dst, src_ep, dst_ep) from ``eps``."""
+    from heterosim.comm.schedule import Transfer
+
+    return [Transfer(x.id, src, dst, x.size_bytes, x.link, src_ep, dst_ep, x.deps, x.channel, x.step, x.latency_ns,
+                     x.flow_key, x.connection, x.step_bytes) for x, (src, dst, src_ep, dst_ep) in zip(transfers, eps)]
+
+
+def _relabel(transfers, rank_map: dict[int, int], system) -> list:
+    """A copy of ``transfers`` with ranks (and their GPU/NIC endpoints) renamed."""
+    return _with_endpoints(transfers, _endpoints(transfers, rank_map, system))
 
 
 def _min(a: int | None, b: int | None) -> int | None:
