@@ -173,6 +173,17 @@ def _comm_mask(prog):
     return hit[1]
 
 
+def _memo(cache: dict, key, make):
+    """``cache[key]``, made by ``make()`` the first time; ``key`` None: made each time, not kept
+    (a value that is not a plain str/int could print differently however it compares)."""
+    v = cache.get(key) if key is not None else None
+    if v is None:
+        v = make()
+        if key is not None:
+            cache[key] = v
+    return v
+
+
 def _static_parts(prog) -> list[str]:
     """Per op: its X event as a %-format of its numbers (two ``%s`` each, :func:`_micros`: ts, dur, and for a
     comm op the wait for peers), the pid left as ``_PID``, every other field JSON-encoded as json.dumps writes
@@ -201,21 +212,15 @@ def _static_parts(prog) -> list[str]:
     for oid, op in enumerate(prog.ops):
         kind, name, phase, tid = op.kind, op.name, op.phase, stream_of[oid]
         hk = (name, kind, tid, phase) if type(name) is str and type(kind) is str and type(phase) is str else None
-        head = heads.get(hk)
-        if head is None:
-            head = (f'{{"ph": "X", "name": {st(name)}, "cat": {st(kind)}, "tid": {tid},"pid":{_PID},"ts":%s%s,'
-                    f'"dur":%s%s,"args":{{"phase": {st(phase)}, "mb": ')
-            if hk is not None:
-                heads[hk] = head
+        head = _memo(heads, hk, lambda: (
+            f'{{"ph": "X", "name": {st(name)}, "cat": {st(kind)}, "tid": {tid},"pid":{_PID},"ts":%s%s,'
+            f'"dur":%s%s,"args":{{"phase": {st(phase)}, "mb": '))
         if kind == "comm":
             coll, size, group = op.collective, op.size_bytes, op.group
             tk = (coll, size, group) if type(size) is int and type(coll) is str and type(group) is str else None
-            tail = tails.get(tk)
-            if tail is None:
-                tail = (f', "collective": {st(coll)}, "bytes": {js(size)}, "group": {st(group)},'
-                        f'"waited_for_peers_us":%s%s}}}}')
-                if tk is not None:
-                    tails[tk] = tail
+            tail = _memo(tails, tk, lambda: (
+                f', "collective": {st(coll)}, "bytes": {js(size)}, "group": {st(group)},'
+                f'"waited_for_peers_us":%s%s}}}}'))
         else:
             flops = op.flops
             tail = flops_tails.get(flops) if type(flops) is float and flops else None
