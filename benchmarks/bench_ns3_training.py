@@ -14,10 +14,12 @@ scenario, which moves exactly the same messages); the output labels it so.
     .venv/bin/python benchmarks/bench_ns3_training.py --quick    # batch 16 (8 microbatches)
     .venv/bin/python benchmarks/bench_ns3_training.py --h-suite h4-llama1-65b --budget-s 900   # H-suite rows
     .venv/bin/python benchmarks/bench_ns3_training.py --h-suite h1-llama1-65b --collisions fluid  # fluid collisions
+    .venv/bin/python benchmarks/bench_ns3_training.py --h-suite h0-gpt3-175b --collisions fluid --against b936da7
 """
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 
 from heterosim import api
@@ -119,6 +121,37 @@ def h_suite_rows(names: list[str], budget_s: float, budget_cpu_s: float | None =
                   f"PFC could have paused at {len(pfc)} switches", flush=True)
 
 
+def h_suite_against(names: list[str], rev: str, extra: list[str]) -> None:
+    """Each row twice at once, one process per core: this tree and git revision ``rev`` (extracted
+    with ``git archive``), then the CPU ratio.  This machine's speed moves by some 15% between runs
+    of the same code, so a speed-up is measured side by side, both runs under the same conditions."""
+    import os
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    here = Path(__file__).resolve().parents[1]
+    with tempfile.TemporaryDirectory(prefix="hs-against-") as old:
+        git = subprocess.run(["git", "-C", str(here), "archive", rev], check=True, capture_output=True)
+        subprocess.run(["tar", "-x", "-C", old], input=git.stdout, check=True)
+        for name in names:
+            runs = {}
+            for label, tree in ((rev, old), ("this tree", str(here))):
+                cmd = [sys.executable, str(Path(tree) / "benchmarks" / "bench_ns3_training.py"), "--h-suite", name,
+                       *extra]
+                runs[label] = subprocess.Popen(cmd, env={**os.environ, "PYTHONPATH": tree}, cwd=tree,
+                                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            cpu = {}
+            for label, p in runs.items():
+                out = p.communicate()[0]
+                rows = [line for line in out.splitlines() if line.startswith(name)]
+                print(f"{label}: {rows[0] if rows else out.strip().splitlines()[-1:]}", flush=True)
+                cpu[label] = float(rows[0].split()[1]) if rows and p.returncode == 0 else None
+            if all(cpu.values()):
+                print(f"{name}: CPU {rev} {cpu[rev]:.0f} s / this tree {cpu['this tree']:.0f} s = "
+                      f"{cpu[rev] / cpu['this tree']:.2f}x (side by side)", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--h-suite", nargs="*", metavar="NAME",
@@ -130,11 +163,19 @@ def main() -> None:
                     "machine's wall time counts the other jobs)")
     ap.add_argument("--collisions", choices=["packet", "fluid"], default="packet",
                     help="H-suite rows: acceleration.collisions (fluid: the fluid DCQCN model instead of ns-3)")
+    ap.add_argument("--against", metavar="REV", help="H-suite rows: run each also with git revision REV, at the "
+                    "same time (one process per core), and print the CPU ratio")
     args = ap.parse_args()
     if args.h_suite is not None:
         from pathlib import Path
 
         names = args.h_suite or sorted(p.stem for p in (Path(__file__).resolve().parents[1] / H_SUITE).glob("h*.yaml"))
+        if args.against:
+            extra = ["--collisions", args.collisions, "--budget-s", str(args.budget_s)]
+            if args.budget_cpu_s is not None:
+                extra += ["--budget-cpu-s", str(args.budget_cpu_s)]
+            h_suite_against(names, args.against, extra)
+            return
         h_suite_rows(names, args.budget_s if args.budget_cpu_s is None else 1e9, args.budget_cpu_s, args.collisions)
         return
     batch = 16 if args.quick else args.batch
