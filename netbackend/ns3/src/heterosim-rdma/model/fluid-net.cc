@@ -600,7 +600,7 @@ struct FluidNet::Impl
         }
     }
 
-    // A flow whose bytes are all sent and received, to the float residue Busy allows, delivers what
+    // A flow whose bytes are all sent and received, to the float residue BytesDone allows, delivers what
     // it still holds when its last bytes arrived.  Without this a message whose last few bytes (at
     // most Slack) were left unsent behind a step-credit limit equal to its end was never delivered:
     // the flow counted as idle and left the live list, and the message waited for the
@@ -838,7 +838,8 @@ FluidNet::Impl::Step(int64_t step)
         p.base = std::max(p.base, step + 1);
         const double cap0 = p.bytesPerNs * static_cast<double>(dt);
         // The depth this step leaves, by the subtractions the serving below makes, in its order:
-        // marks are on it, and a port that marks nothing (most) skips the per-flow tally.
+        // marks are on it, and a port that marks nothing (most) skips the per-flow tally.  It is
+        // the port's depth once served.
         double left = p.depth;
         {
             double cap = cap0;
@@ -892,7 +893,6 @@ FluidNet::Impl::Step(int64_t step)
             }
             c.total = rest;
             cap -= take;
-            p.depth -= take;
             if (c.total <= 1e-9)
             {
                 c.comp.clear();
@@ -904,10 +904,7 @@ FluidNet::Impl::Step(int64_t step)
         {
             swBytes[p.sw] -= served;
         }
-        if (p.depth < 1e-6)
-        {
-            p.depth = 0;
-        }
+        p.depth = left;
         p.maxDepth = std::max(p.maxDepth, p.depth);
         for (uint32_t i : touched) // (empty unless prob > 0)
         {
