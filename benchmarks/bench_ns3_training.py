@@ -130,10 +130,11 @@ def h_suite_against(names: list[str], rev: str, extra: list[str]) -> None:
     import tempfile
     from pathlib import Path
 
+    import revisions
+
     here = Path(__file__).resolve().parents[1]
     with tempfile.TemporaryDirectory(prefix="hs-against-") as old:
-        git = subprocess.run(["git", "-C", str(here), "archive", rev], check=True, capture_output=True)
-        subprocess.run(["tar", "-x", "-C", old], input=git.stdout, check=True)
+        revisions.extract(rev, old)
         for name in names:
             runs = {}
             for label, tree in ((rev, old), ("this tree", str(here))):

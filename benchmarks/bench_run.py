@@ -33,6 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import revisions
 from heterosim import api
 from heterosim.config.loader import scenario_from_dict
 
@@ -195,8 +196,7 @@ def before_after(sizes: list[str], rev: str, write: bool, after: str | None = No
     with tempfile.TemporaryDirectory() as old, tempfile.TemporaryDirectory() as new:
         for r, d in ((rev, old), (after, new)):
             if r is not None:
-                git = subprocess.run(["git", "-C", str(here), "archive", r], check=True, capture_output=True)
-                subprocess.run(["tar", "-x", "-C", d], input=git.stdout, check=True)
+                revisions.extract(r, d)
         new = new if after is not None else str(here)
         rows = []
         for size in sizes:
