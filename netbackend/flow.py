@@ -554,19 +554,14 @@ class FlowBackend(NetworkBackend):
                 self._register(p)
             elif not p.flows:
                 del self._idle[p]
-            if p.flows:
-                p.flows[f.seq] = f
-                for c, w in (p.cw or p.class_copies()):
-                    c.nflows += 1
-                    if c.bn:
-                        seeds.update(c.bn)
-            else:  # the path's first flow: its classes now count it active
-                p.flows[f.seq] = f
-                for c, w in (p.cw or p.class_copies()):
-                    c.nflows += 1
+            first = not p.flows
+            p.flows[f.seq] = f
+            for c, w in (p.cw or p.class_copies()):
+                c.nflows += 1
+                if first:
                     c.active[p] = w
-                    if c.bn:
-                        seeds.update(c.bn)
+                if c.bn:
+                    seeds.update(c.bn)
         self._active += len(new)
         live = self._live
         for f in new:
@@ -600,16 +595,15 @@ class FlowBackend(NetworkBackend):
             rate = f.rate
             last = not p.flows
             for c, w in (p.cw or p.class_copies()):
-                n = c.nflows = c.nflows - 1
-                if n:
+                c.nflows -= 1
+                if last:
+                    del c.active[p]
+                if c.nflows:
                     c.load -= rate * w
                 else:
                     c.load = 0.0  # resets float drift
                 if c.bn:
                     seeds.update(c.bn)
-            if last:
-                for c in p.classes:  # (the same classes as cw, in the same order)
-                    del c.active[p]
             p.wire_sum += f.wire
             if last:
                 self._idle[p] = None
