@@ -223,11 +223,8 @@ def _static_parts(prog) -> list[str]:
                 f'"waited_for_peers_us":%s%s}}}}'))
         else:
             flops = op.flops
-            tail = flops_tails.get(flops) if type(flops) is float and flops else None
-            if tail is None:
-                tail = f', "flops": {js(flops)}}}}}'
-                if type(flops) is float and flops:
-                    flops_tails[flops] = tail
+            tail = _memo(flops_tails, flops if type(flops) is float and flops else None,
+                         lambda: f', "flops": {js(flops)}}}}}')
         mb, layer = op.microbatch, op.layer
         append(f'{head}{ints[type(mb) is not int](mb)}, "layer": {ints[type(layer) is not int](layer)}{tail}')
     return out
