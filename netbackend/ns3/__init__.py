@@ -220,35 +220,24 @@ class Ns3Backend(NetworkBackend):
 
     def _build(self) -> None:
         topo, cfg = self.topology, self.config
-        names = list(topo.hosts) + list(topo.switches)
-        index = {n: i for i, n in enumerate(names)}
-        la, lb, rate, delay, kmin, kmax, pmax = [], [], [], [], [], [], []
-        for link in topo.links:
-            la.append(index[link.a])
-            lb.append(index[link.b])
-            rate.append(link.rate_gbps * 1e9)
-            delay.append(int(link.delay_ns))
-            k = port_ecn_bytes(link.rate_gbps, cfg)
-            kmin.append(k[0])
-            kmax.append(k[1])
-            pmax.append(k[2])
+        index = {n: i for i, n in enumerate(list(topo.hosts) + list(topo.switches))}
         hdrm, buffer_of = switch_buffers(topo, cfg)
-        buffers = [buffer_of[s] for s in topo.switches]
         self._port_links = []
         for link in topo.links:
             self._port_links.append((link.a, link.b))
             self._port_links.append((link.b, link.a))
         import cppyy
 
-        vec = cppyy.gbl.std.vector
+        # element by element: compiled adders, no std::vector built from Python (fabric-spec.h)
         spec = cppyy.gbl.ns3.FabricSpec()
-        spec.hosts = vec["std::string"](topo.hosts)
-        spec.switches = vec["std::string"](topo.switches)
-        spec.linkA, spec.linkB = vec["uint32_t"](la), vec["uint32_t"](lb)
-        spec.rateBps, spec.delayNs = vec["double"](rate), vec["int64_t"](delay)
-        spec.kminBytes, spec.kmaxBytes, spec.pmax = vec["double"](kmin), vec["double"](kmax), vec["double"](pmax)
-        spec.headroomBytes, spec.switchBufferBytes = vec["uint64_t"](hdrm), vec["uint64_t"](buffers)
-        spec.switchSalt = vec["uint32_t"]([self._router.switch_salt32(s) for s in topo.switches])
+        for h in topo.hosts:
+            spec.AddHost(h)
+        for s in topo.switches:
+            spec.AddSwitch(s, buffer_of[s], self._router.switch_salt32(s))
+        for link, headroom in zip(topo.links, hdrm):
+            kmin, kmax, pmax = port_ecn_bytes(link.rate_gbps, cfg)
+            spec.AddLink(index[link.a], index[link.b], link.rate_gbps * 1e9, int(link.delay_ns),
+                         kmin, kmax, pmax, headroom)
         self._sim.Build(spec)
 
     # --------------------------------------------------------------- running

@@ -16,6 +16,20 @@ namespace ns3
 /// and headroom apply to the switch egress/ingress ports of each link.
 struct FabricSpec
 {
+    // Out of line (fabric-spec.cc): cppyy then calls compiled code.  Filling the vectors from
+    // Python instead made cling instantiate std::vector's constructors for each element type,
+    // ~0.1 s of JIT per type and ~0.9 s per run (py-spy, GPT-3 175B on 128 GPUs).
+    FabricSpec();
+    ~FabricSpec();
+    /// Appends a host; hosts come before the first link that names them.  Returns its node index.
+    uint32_t AddHost(const std::string& name);
+    /// Appends a switch (node index hosts.size() + its position, so after every host) with its
+    /// shared buffer (0 = the BufferSize Attribute) and ECMP salt.  Returns its node index.
+    uint32_t AddSwitch(const std::string& name, uint64_t bufferBytes, uint32_t salt);
+    /// Appends a link between nodes @p a and @p b with its ECN thresholds and PFC headroom.
+    void AddLink(uint32_t a, uint32_t b, double linkRateBps, int64_t linkDelayNs, double ecnKminBytes,
+                 double ecnKmaxBytes, double ecnPmax, uint64_t linkHeadroomBytes);
+
     std::vector<std::string> hosts;
     std::vector<std::string> switches;
     std::vector<uint32_t> linkA;

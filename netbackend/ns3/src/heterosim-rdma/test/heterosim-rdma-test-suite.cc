@@ -707,6 +707,41 @@ class GoBackNTestCase : public TestCase
     }
 };
 
+// The adders Python fills a FabricSpec with give the same arrays as filling the vectors
+// directly (the two-host, one-switch fabric of GoBackNTestCase), and node indices with the
+// switches after every host.
+class FabricSpecAddersTestCase : public TestCase
+{
+  public:
+    FabricSpecAddersTestCase()
+        : TestCase("FabricSpec adders fill the same arrays as direct assignment")
+    {
+    }
+
+  private:
+    void DoRun() override
+    {
+        FabricSpec f;
+        NS_TEST_ASSERT_MSG_EQ(f.AddHost("h0"), 0u, "first host is node 0");
+        NS_TEST_ASSERT_MSG_EQ(f.AddHost("h1"), 1u, "second host is node 1");
+        NS_TEST_ASSERT_MSG_EQ(f.AddSwitch("s0", 32000000, 77), 2u, "the switch follows the hosts");
+        f.AddLink(0, 2, 100e9, 1000, 400e3, 1600e3, 0.2, 200000);
+        f.AddLink(2, 1, 25e9, 1500, 100e3, 400e3, 0.1, 50000);
+        NS_TEST_ASSERT_MSG_EQ((f.hosts == std::vector<std::string>{"h0", "h1"}), true, "hosts");
+        NS_TEST_ASSERT_MSG_EQ((f.switches == std::vector<std::string>{"s0"}), true, "switches");
+        NS_TEST_ASSERT_MSG_EQ((f.switchBufferBytes == std::vector<uint64_t>{32000000}), true, "buffer");
+        NS_TEST_ASSERT_MSG_EQ((f.switchSalt == std::vector<uint32_t>{77}), true, "salt");
+        NS_TEST_ASSERT_MSG_EQ((f.linkA == std::vector<uint32_t>{0, 2}), true, "linkA");
+        NS_TEST_ASSERT_MSG_EQ((f.linkB == std::vector<uint32_t>{2, 1}), true, "linkB");
+        NS_TEST_ASSERT_MSG_EQ((f.rateBps == std::vector<double>{100e9, 25e9}), true, "rates");
+        NS_TEST_ASSERT_MSG_EQ((f.delayNs == std::vector<int64_t>{1000, 1500}), true, "delays");
+        NS_TEST_ASSERT_MSG_EQ((f.kminBytes == std::vector<double>{400e3, 100e3}), true, "Kmin");
+        NS_TEST_ASSERT_MSG_EQ((f.kmaxBytes == std::vector<double>{1600e3, 400e3}), true, "Kmax");
+        NS_TEST_ASSERT_MSG_EQ((f.pmax == std::vector<double>{0.2, 0.1}), true, "Pmax");
+        NS_TEST_ASSERT_MSG_EQ((f.headroomBytes == std::vector<uint64_t>{200000, 50000}), true, "headroom");
+    }
+};
+
 class HeterosimRdmaTestSuite : public TestSuite
 {
   public:
@@ -722,6 +757,7 @@ class HeterosimRdmaTestSuite : public TestSuite
         AddTestCase(new DcqcnSaveRestoreTestCase, Duration::QUICK);
         AddTestCase(new DctcpWindowTestCase, Duration::QUICK);
         AddTestCase(new GoBackNTestCase, Duration::QUICK);
+        AddTestCase(new FabricSpecAddersTestCase, Duration::QUICK);
         AddTestCase(new HpccWindowTestCase, Duration::QUICK);
         AddTestCase(new TimelyRateTestCase, Duration::QUICK);
         AddTestCase(new EcnProbabilityTestCase, Duration::QUICK);
