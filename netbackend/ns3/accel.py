@@ -193,7 +193,7 @@ class _Group:
         return min(times) if times else None
 
     def advance_to(self, t: float) -> None:
-        k = self.active()
+        k = len(self.qps)
         if k and t > self.t_last:
             dt = t - self.t_last
             if self.shares is None:
@@ -203,14 +203,18 @@ class _Group:
             else:
                 for key, q in self.qps.items():
                     q[0].wire_left -= dt * self.shares[key]
-        self.t_last = max(self.t_last, t)
+        if t > self.t_last:
+            self.t_last = t
 
     def next_departure(self) -> float | None:
-        k = self.active()
+        k = len(self.qps)
         if not k:
             return None
         if self.shares is None:
-            left = min(q[0].wire_left for q in self.qps.values())
+            if k == 1:  # most partitions: one QP
+                left = next(iter(self.qps.values()))[0].wire_left
+            else:
+                left = min(q[0].wire_left for q in self.qps.values())
             return self.t_last + max(0.0, left) * k / self.rate_bytes_per_ns
         return self.t_last + min(max(0.0, q[0].wire_left) / self.shares[key] for key, q in self.qps.items())
 
@@ -982,11 +986,15 @@ class AcceleratedNs3Backend(NetworkBackend):
     def _bump(self, msg: Message, delta: int, t: float) -> None:
         """Count active messages per sending and receiving NIC; re-rate the groups it affects."""
         changed = []
-        for table, host in ((self._active_out, msg.src), (self._active_in, msg.dst)):
-            before = table.get(host, 0)
-            table[host] = before + delta
-            if (before == 0) != (table[host] == 0):
-                changed.append(host)
+        src, dst, out, inn = msg.src, msg.dst, self._active_out, self._active_in
+        before = out.get(src, 0)
+        out[src] = before + delta
+        if (before == 0) != (before + delta == 0):
+            changed.append(src)
+        before = inn.get(dst, 0)
+        inn[dst] = before + delta
+        if (before == 0) != (before + delta == 0):
+            changed.append(dst)
         if not changed or not self._groups:
             return
         srcs = set()
@@ -1022,6 +1030,9 @@ class AcceleratedNs3Backend(NetworkBackend):
                     self._count_sharing(p, own)
 
     def _count_sharing(self, p: int, own: dict) -> None:
+        if len(own) < 2:  # most ports: one owner, shared by nobody
+            self._shared.pop(p, None)
+            return
         n = sum(1 for o in own if o[0] == "g")
         if n > 1:
             self._shared[p] = n
