@@ -76,7 +76,7 @@ a flow that never queues keeps line rate.  HPCC paces a lone flow at eta of line
 window, TIMELY reacts to RTT, DCTCP starts from a window: not closed form here."""
 
 
-@dataclass
+@dataclass(slots=True)
 class _Flow:
     """One message in a closed-form partition."""
 
@@ -96,7 +96,7 @@ class _Flow:
         return self.msg.size_bytes if self.payload < 0 else self.payload
 
 
-@dataclass
+@dataclass(slots=True)
 class _Trajectory:
     """The DCQCN rate of a QP whose path builds no queue: it only rises, on the increase timer.
 
@@ -152,7 +152,7 @@ def water_fill(rate: float, keys: list, caps: dict[Any, _Trajectory]) -> dict[An
     return {key: shares.get(key, fair) for key in keys}
 
 
-@dataclass
+@dataclass(slots=True)
 class _Group:
     """A source-bounded partition: the closed-form flows of one NIC, per QP in posting order."""
 
@@ -494,11 +494,14 @@ class AcceleratedNs3Backend(NetworkBackend):
         if msg.start_ns < self._now:
             raise UserError(f"message starts before the backend's current time {self._now} ns",
                             field="message.start_ns", value=msg.start_ns)
-        for fld, end in (("src", msg.src), ("dst", msg.dst)):
-            if end not in self.inner._host_index:
-                raise NetworkError("unknown host", field=f"message.{fld}", value=end)
-            if end in self.inner._unlinked and msg.src != msg.dst:
-                raise NetworkError("host has no link", field=f"message.{fld}", value=end)
+        hosts, unlinked = self.inner._host_index, self.inner._unlinked
+        if (msg.src not in hosts or msg.dst not in hosts
+                or (unlinked and (msg.src in unlinked or msg.dst in unlinked) and msg.src != msg.dst)):
+            for fld, end in (("src", msg.src), ("dst", msg.dst)):  # which one, in this order
+                if end not in hosts:
+                    raise NetworkError("unknown host", field=f"message.{fld}", value=end)
+                if end in unlinked and msg.src != msg.dst:
+                    raise NetworkError("host has no link", field=f"message.{fld}", value=end)
         if msg.size_bytes <= 0:
             raise UserError("message size must be > 0", field="message.size_bytes", value=msg.size_bytes)
         if msg.id in self._pending or msg.id in self._fct:
@@ -937,12 +940,14 @@ class AcceleratedNs3Backend(NetworkBackend):
         msg = flow.msg
         by_src = self._dst_groups.setdefault(msg.dst, {})
         by_src[msg.src] = by_src.get(msg.src, 0) + 1
+        owner = ("g", g.src)
         for p in flow.ports:
             own = self._owners.setdefault(p, {})
-            if ("g", g.src) in own:
-                own[("g", g.src)] += 1
+            n = own.get(owner)
+            if n:
+                own[owner] = n + 1
             else:
-                own[("g", g.src)] = 1
+                own[owner] = 1
                 self._count_sharing(p, own)
         return capped
 
@@ -954,10 +959,9 @@ class AcceleratedNs3Backend(NetworkBackend):
         receiver transmits (they come back through its last port).  Both at most ack/data bytes
         (64 / 4174 = 1.5 % at the defaults); receivers are taken to receive at line rate."""
         g.advance_to(t)
-        k = g.active()
         slowed = self._active_in.get(g.src, 0) > 0
-        if k == 1 and not slowed:
-            head = next(q[0] for q in g.qps.values() if q)
+        if not slowed and len(g.qps) == 1:
+            head = next(iter(g.qps.values()))[0]
             slowed = self._active_out.get(head.msg.dst, 0) > 0
         g.rate_bytes_per_ns = g.line_bytes_per_ns * (1.0 - self._ack_frac if slowed else 1.0)
         for key, tr in g.caps.items():
@@ -1021,8 +1025,10 @@ class AcceleratedNs3Backend(NetworkBackend):
     def _release(self, owner, ports: list[int]) -> None:
         for p in ports:
             own = self._owners[p]
-            own[owner] -= 1
-            if not own[owner]:
+            n = own[owner] - 1
+            if n:
+                own[owner] = n
+            else:
                 del own[owner]
                 if not own:
                     del self._owners[p]
