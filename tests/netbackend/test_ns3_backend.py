@@ -261,6 +261,27 @@ def test_run_isolated_matches_in_process():
     assert here == there
 
 
+def _unbuilt_facade_calls() -> list[str]:
+    """What the facade's fabric calls raise on a simulation with no Build (child process)."""
+    from netbackend.ns3 import driver
+
+    sim = driver.sim_class()()
+    raised = []
+    for call in (lambda: sim.CounterValues(), lambda: sim.Run(-1), lambda: sim.PortNames(),
+                 lambda: sim.AddMessage(1, 0, 1, 100, 0, 0, -1, 0)):
+        try:
+            call()
+            raised.append("")
+        except Exception as exc:  # cppyy raises the C++ std::logic_error as a Python exception
+            raised.append(str(exc))
+    return raised
+
+
+def test_facade_before_build_raises_instead_of_crashing():
+    # (was a segmentation fault: the helper pointer is null until Build)
+    assert all("call Build first" in r for r in run_isolated(_unbuilt_facade_calls))
+
+
 def test_bad_topology_is_a_user_error():
     bad = NetTopology(hosts=["a", "b"], switches=["s"], links=[Link("a", "s", 100, 1000), Link("a", "b", 100, 1000)])
     with pytest.raises(NetworkError, match="several links"):

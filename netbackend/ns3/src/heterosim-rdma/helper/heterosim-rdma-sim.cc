@@ -22,6 +22,17 @@ struct HeterosimRdmaSim::Impl
 {
     Ptr<RdmaNetworkHelper> helper;
     bool destroyed{false};
+
+    /// The built fabric; a call before Build (or after Destroy) throws, which cppyy raises in
+    /// Python, instead of following a null pointer.
+    RdmaNetworkHelper& Built() const
+    {
+        if (!helper)
+        {
+            throw std::logic_error("HeterosimRdmaSim: no fabric (call Build first)");
+        }
+        return *helper;
+    }
 };
 
 HeterosimRdmaSim::HeterosimRdmaSim()
@@ -62,13 +73,13 @@ HeterosimRdmaSim::AddMessage(uint64_t id, uint32_t src, uint32_t dst, uint64_t b
                              int64_t startNs, uint32_t flowHash,
                              int64_t connection, uint64_t stepBytes)
 {
-    m_impl->helper->AddMessage(id, src, dst, bytes, startNs, flowHash, connection, stepBytes);
+    m_impl->Built().AddMessage(id, src, dst, bytes, startNs, flowHash, connection, stepBytes);
 }
 
 int
 HeterosimRdmaSim::Run(int64_t untilNs)
 {
-    return static_cast<int>(m_impl->helper->Run(untilNs));
+    return static_cast<int>(m_impl->Built().Run(untilNs));
 }
 
 int64_t
@@ -80,14 +91,14 @@ HeterosimRdmaSim::Now() const
 uint64_t
 HeterosimRdmaSim::Pending() const
 {
-    return m_impl->helper->Pending();
+    return m_impl->Built().Pending();
 }
 
 std::vector<int64_t>
 HeterosimRdmaSim::DrainCompletions()
 {
     std::vector<int64_t> out;
-    for (const auto& [id, t] : m_impl->helper->DrainCompletions())
+    for (const auto& [id, t] : m_impl->Built().DrainCompletions())
     {
         out.push_back(static_cast<int64_t>(id));
         out.push_back(t);
@@ -98,13 +109,13 @@ HeterosimRdmaSim::DrainCompletions()
 std::string
 HeterosimRdmaSim::StatusDetail() const
 {
-    return m_impl->helper->StatusDetail();
+    return m_impl->Built().StatusDetail();
 }
 
 uint32_t
 HeterosimRdmaSim::NumPorts() const
 {
-    return m_impl->helper->GetNPorts();
+    return m_impl->Built().GetNPorts();
 }
 
 std::vector<std::string>
@@ -113,7 +124,7 @@ HeterosimRdmaSim::PortNames() const
     std::vector<std::string> out;
     for (uint32_t i = 0; i < NumPorts(); ++i)
     {
-        out.push_back(m_impl->helper->GetPortName(i));
+        out.push_back(m_impl->Built().GetPortName(i));
     }
     return out;
 }
@@ -121,7 +132,7 @@ HeterosimRdmaSim::PortNames() const
 std::vector<double>
 HeterosimRdmaSim::PortStat(const std::string& name) const
 {
-    auto& h = *m_impl->helper;
+    auto& h = m_impl->Built();
     h.FlushPausedTime();
     std::vector<double> out;
     for (uint32_t i = 0; i < h.GetNPorts(); ++i)
@@ -170,7 +181,7 @@ HeterosimRdmaSim::CounterNames() const
 std::vector<double>
 HeterosimRdmaSim::CounterValues() const
 {
-    auto& h = *m_impl->helper;
+    auto& h = m_impl->Built();
     const RdmaCounters& c = h.GetCounters();
     double qps = 0, rx = 0, conns = 0;
     for (uint32_t i = 0; i < h.GetNHosts(); ++i)
@@ -188,14 +199,14 @@ HeterosimRdmaSim::CounterValues() const
 std::vector<int64_t>
 HeterosimRdmaSim::QueueSamples() const
 {
-    return m_impl->helper->GetQueueSamples();
+    return m_impl->Built().GetQueueSamples();
 }
 
 std::vector<double>
 HeterosimRdmaSim::RateSamples() const
 {
     std::vector<double> out;
-    auto& h = *m_impl->helper;
+    auto& h = m_impl->Built();
     for (uint32_t host = 0; host < h.GetNHosts(); ++host)
     {
         for (const auto& s : h.GetNic(host)->GetRateSamples())
@@ -212,33 +223,33 @@ HeterosimRdmaSim::RateSamples() const
 uint64_t
 HeterosimRdmaSim::MessageRxBytes(uint32_t dstHost, uint64_t msgId) const
 {
-    return m_impl->helper->GetMessageRxBytes(dstHost, msgId);
+    return m_impl->Built().GetMessageRxBytes(dstHost, msgId);
 }
 
 std::vector<double>
 HeterosimRdmaSim::ConnectionDcqcnState(uint32_t srcHost, uint32_t dstHost, int64_t connection,
                                        bool busyOk) const
 {
-    return m_impl->helper->GetNic(srcHost)->ConnectionDcqcnState(dstHost, connection, busyOk);
+    return m_impl->Built().GetNic(srcHost)->ConnectionDcqcnState(dstHost, connection, busyOk);
 }
 
 std::vector<double>
 HeterosimRdmaSim::SaveConnectionCc(uint32_t srcHost, uint32_t dstHost, int64_t connection) const
 {
-    return m_impl->helper->GetNic(srcHost)->SaveConnectionCc(dstHost, connection);
+    return m_impl->Built().GetNic(srcHost)->SaveConnectionCc(dstHost, connection);
 }
 
 bool
 HeterosimRdmaSim::RestoreConnectionCc(uint32_t srcHost, uint32_t dstHost, int64_t connection,
                                       const std::vector<double>& state)
 {
-    return m_impl->helper->GetNic(srcHost)->RestoreConnectionCc(dstHost, connection, state);
+    return m_impl->Built().GetNic(srcHost)->RestoreConnectionCc(dstHost, connection, state);
 }
 
 std::vector<double>
 HeterosimRdmaSim::TrimMessage(uint32_t srcHost, uint32_t dstHost, int64_t connection, uint64_t msgId)
 {
-    return m_impl->helper->TrimMessage(srcHost, dstHost, connection, msgId);
+    return m_impl->Built().TrimMessage(srcHost, dstHost, connection, msgId);
 }
 
 double
