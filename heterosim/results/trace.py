@@ -264,7 +264,15 @@ def sample_lanes(sim, ir) -> tuple[list, dict]:
         first.setdefault(lane.program, lane.id)
     D = max(pos) + 1 if pos else 1
     wanted = {0, D - 1}
-    slowest = max(sim.lanes, key=lambda l: (max(l.end_ns) if l.end_ns else -1, -l.id))
+    last: dict[int, int] = {}  # lanes of mirrored replicas share their representative's end_ns list: one max each
+
+    def end_of(lane) -> int:
+        t = last.get(id(lane.end_ns))
+        if t is None:
+            t = last[id(lane.end_ns)] = max(lane.end_ns) if lane.end_ns else -1
+        return t
+
+    slowest = max(sim.lanes, key=lambda l: (end_of(l), -l.id))
     wanted.add(replica(slowest))
     chosen = set(first.values()) | {l.id for l in sim.lanes if replica(l) in wanted}
     lanes = [l for l in sim.lanes if l.id in chosen]
