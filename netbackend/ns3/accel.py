@@ -959,6 +959,12 @@ class AcceleratedNs3Backend(NetworkBackend):
         receiver transmits (they come back through its last port).  Both at most ack/data bytes
         (64 / 4174 = 1.5 % at the defaults); receivers are taken to receive at line rate."""
         g.advance_to(t)
+        if not g.qps and not g.caps:
+            # emptied (its last flows departed, half the calls): no rate to set or capacity to
+            # check, and the rate is set again before it carries a flow (_join, _migrate); its
+            # departure events go stale as a re-schedule would make them
+            g.version = next(self._seq)
+            return
         slowed = self._active_in.get(g.src, 0) > 0
         if not slowed and len(g.qps) == 1:
             head = next(iter(g.qps.values()))[0]
