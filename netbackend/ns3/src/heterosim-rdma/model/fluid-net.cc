@@ -315,11 +315,17 @@ struct Port
         return !late.empty() || !bins.empty();
     }
 
-    /// The arrivals of step @p k if its list exists, else null (k < base wraps past the size).
+    /// The arrivals of step @p k if its list exists or is the next one (appended: the frontier
+    /// moves a step each step, ~240 times a step in an H0-GPT-3 replay), else null (k < base wraps
+    /// past the size).  (With lists present the port is live: no wake-up to do.)
     Comp* FindBin(int64_t k)
     {
         const auto d = static_cast<uint64_t>(k - base);
-        return d < bins.size() ? &bins[d] : nullptr;
+        if (d < bins.size())
+        {
+            return &bins[d];
+        }
+        return d == bins.size() && d > 0 ? &bins.push_back() : nullptr;
     }
 
     /// The arrivals of step @p k (>= @p step, the step being computed).
