@@ -30,15 +30,8 @@ def plot_timeline(path, sim, ir, max_lanes: int = 32) -> None:
         bars = shared.get(key)
         if bars is None:
             streams = by_stream.get(lane.program)
-            if streams is None:
-                if hasattr(prog, "streams") and hasattr(prog, "stream_names"):
-                    # the coordinator's program info already lists each stream's ops in order (first use order)
-                    ids = dict(zip(prog.stream_names, prog.streams))
-                else:
-                    ids: dict[str, list[int]] = {}
-                    for oid, op in enumerate(prog.ops):
-                        ids.setdefault(op.stream, []).append(oid)
-                streams = by_stream[lane.program] = {st: np.array(v) for st, v in ids.items()}
+            if streams is None:  # (the coordinator's program info lists each stream's ops in order)
+                streams = by_stream[lane.program] = {st: np.array(v) for st, v in zip(prog.stream_names, prog.streams)}
             # comm ops are drawn while their data moves, not while they wait for a peer
             start = np.array(lane.start_ns, dtype=np.int64)
             if lane.comm_start_ns:
