@@ -1686,11 +1686,6 @@ def _with_endpoints(transfers, eps: list[tuple]) -> list:
                      x.flow_key, x.connection, x.step_bytes) for x, (src, dst, src_ep, dst_ep) in zip(transfers, eps)]
 
 
-def _relabel(transfers, rank_map: dict[int, int], system) -> list:
-    """A copy of ``transfers`` with ranks (and their GPU/NIC endpoints) renamed."""
-    return _with_endpoints(transfers, _endpoints(transfers, rank_map, system))
-
-
 def _min(a: int | None, b: int | None) -> int | None:
     if a is None:
         return b
