@@ -67,7 +67,7 @@ from typing import Any
 
 from netbackend.base import Completion, Message, NetStats, NetworkBackend
 from netbackend.config import NetworkConfig, resolved_dcqcn
-from netbackend.errors import NetworkError, UserError
+from netbackend.errors import UserError
 from netbackend.routing import Router
 
 ACCEL_CCS = ("dcqcn", "dcqcn_paper", "none")
@@ -494,14 +494,7 @@ class AcceleratedNs3Backend(NetworkBackend):
         if msg.start_ns < self._now:
             raise UserError(f"message starts before the backend's current time {self._now} ns",
                             field="message.start_ns", value=msg.start_ns)
-        hosts, unlinked = self.inner._host_index, self.inner._unlinked
-        if (msg.src not in hosts or msg.dst not in hosts
-                or (unlinked and (msg.src in unlinked or msg.dst in unlinked) and msg.src != msg.dst)):
-            for fld, end in (("src", msg.src), ("dst", msg.dst)):  # which one, in this order
-                if end not in hosts:
-                    raise NetworkError("unknown host", field=f"message.{fld}", value=end)
-                if end in unlinked and msg.src != msg.dst:
-                    raise NetworkError("host has no link", field=f"message.{fld}", value=end)
+        self.inner._check_ends(msg)
         if msg.size_bytes <= 0:
             raise UserError("message size must be > 0", field="message.size_bytes", value=msg.size_bytes)
         if msg.id in self._pending or msg.id in self._fct:
