@@ -12,6 +12,7 @@ closed form.  Targets (issue 12): iteration time within 1 %, FCT p50 / p99 withi
     .venv/bin/python benchmarks/bench_ns3_accel.py --collisions fluid  # auto with the fluid model for collisions
     .venv/bin/python benchmarks/bench_ns3_accel.py --gpt3 --skip-small --off-cache .bench-cache  # reuse off runs
     .venv/bin/python benchmarks/bench_ns3_accel.py --seeds 4 --collisions fluid  # quickstart's counters over 4 seeds
+    .venv/bin/python benchmarks/bench_ns3_accel.py --gpt3 --skip-small --seeds 1 --seed-from 2  # GPT-3 with seed 2 only
 """
 from __future__ import annotations
 
@@ -217,9 +218,12 @@ def main() -> None:
     ap.add_argument("--collisions", choices=["packet", "fluid"], default="packet",
                     help="auto runs with acceleration.collisions (fluid: the fluid DCQCN model)")
     ap.add_argument("--seeds", type=int, default=1, metavar="N",
-                    help="quickstart with seeds 0..N-1 (each moves the ECMP hash and the RED draws, both "
-                         "ways), and the counters summed over them: one run's marks hang on which "
-                         "flows collide and on early marks (4 seeds gave 2,712 to 17,989 marks off)")
+                    help="every scenario with seeds K..K+N-1 (K: --seed-from; each moves the ECMP hash, the "
+                         "RED draws and the fluid model's draws, both ways), and the counters summed over "
+                         "them: one run's marks hang on which flows collide and on early marks (4 "
+                         "quickstart seeds gave 2,712 to 17,989 marks off)")
+    ap.add_argument("--seed-from", type=int, default=0, metavar="K",
+                    help="first seed (e.g. to run further seeds of a long case in another process)")
     ap.add_argument("--off-cache", type=Path, metavar="DIR",
                     help="keep each off reference in DIR and reuse it while the simulator's sources "
                          "(but the accelerated path's) are unchanged")
@@ -233,32 +237,39 @@ def main() -> None:
     print(f"{'scenario':<28} {'off s':>8} {'auto s':>8} {'speedup':>8} {'iter':>9} {'FCT p50':>9} {'FCT p99':>9} "
           f"{'closed':>7} {'fluid':>6}  counters off/auto")
     cases = []
+    seeds = range(args.seed_from, args.seed_from + args.seeds)
+
+    def seeded_cases(name: str, fn, arg) -> list:
+        return [(f"{name}, seed {k}" if k or args.seeds > 1 else name, fn, arg, {} if k == 0 else {"seed": k})
+                for k in seeds]
+
     if not args.skip_small:
-        qs = str(root / "scenarios/quickstart.yaml")
-        cases += [("quickstart (16 GPUs)", run_training, qs, {})]
-        cases += [(f"quickstart, seed {k}", run_training, qs, {"seed": k}) for k in range(1, args.seeds)]
+        cases += seeded_cases("quickstart (16 GPUs)", run_training, str(root / "scenarios/quickstart.yaml"))
         cases.append(("traffic: rings+incast", run_traffic, None, {}))
     if args.h4:
-        cases.append(("H4-LLaMA-65B (128 GPUs)", run_training,
-                      str(root / "scenarios/suites/h-suite/h4-llama1-65b.yaml"), {}))
+        cases += seeded_cases("H4-LLaMA-65B (128 GPUs)", run_training,
+                              str(root / "scenarios/suites/h-suite/h4-llama1-65b.yaml"))
     if args.gpt3:
         from bench_ns3_training import scenario
 
-        cases.append(("GPT-3 175B b64 (128 GPUs)", run_training, scenario(64), {}))
-    seeded: list[tuple[dict, dict]] = []
+        cases += seeded_cases("GPT-3 175B b64 (128 GPUs)", run_training, scenario(64))
+    seeded: dict[str, list[tuple[dict, dict]]] = {}
     for name, fn, arg, kw in cases:
         # Each run in its own fresh process: neither inherits the other's heap, caches or ns-3 state.
         off = _off(name, fn, arg, args.off_cache, **kw)
         auto = _isolated(fn, arg, "auto", **kw)
         row(name, off, auto)
-        if name.startswith("quickstart") and args.seeds > 1:
-            seeded.append((off, auto))
-            if len(seeded) == args.seeds:
-                tot = {k: [sum(r[i]["extra"][k] for r in seeded) for i in (0, 1)] for k in ("ecn_marks", "cnps_sent")}
-                its = [_rel(o["iteration_ns"], a["iteration_ns"]) for o, a in seeded]
-                print(f"{'':<28} quickstart over {args.seeds} seeds: ECN {tot['ecn_marks'][0]}/{tot['ecn_marks'][1]} "
-                      f"({_rel(*tot['ecn_marks']):+.1%}), CNP {tot['cnps_sent'][0]}/{tot['cnps_sent'][1]} "
-                      f"({_rel(*tot['cnps_sent']):+.1%}), iteration {', '.join(f'{x:+.2%}' for x in its)}", flush=True)
+        if fn is run_training and args.seeds > 1:
+            family = name.rsplit(", seed", 1)[0]
+            runs = seeded.setdefault(family, [])
+            runs.append((off, auto))
+            if len(runs) == args.seeds:
+                tot = {k: [sum(r[i]["extra"][k] for r in runs) for i in (0, 1)] for k in ("ecn_marks", "cnps_sent")}
+                its = [_rel(o["iteration_ns"], a["iteration_ns"]) for o, a in runs]
+                print(f"{'':<28} {family} over seeds {seeds.start}-{seeds.stop - 1}: ECN "
+                      f"{tot['ecn_marks'][0]}/{tot['ecn_marks'][1]} ({_rel(*tot['ecn_marks']):+.1%}), CNP "
+                      f"{tot['cnps_sent'][0]}/{tot['cnps_sent'][1]} ({_rel(*tot['cnps_sent']):+.1%}), "
+                      f"iteration {', '.join(f'{x:+.2%}' for x in its)}", flush=True)
         if fn is run_traffic:
             # The incast's outcome hangs on microseconds: the reference itself, with one 256 KB
             # message that starts as the incast does moved by 1 us, is what auto is compared with.

@@ -45,6 +45,8 @@ def plan_command(
                                                help="Kernel times: builtin | none | folder of measured tables"),
     write: Optional[Path] = typer.Option(None, "--write", help="Write the best plan as a scenario YAML here"),
     json_out: Optional[Path] = typer.Option(None, "--json", help="Write the ranked plans as JSON here"),
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", help="Plans simulated at once, in forked processes "
+                                                                "(default: the CPUs this process may use)"),
 ) -> None:
     """Search mappings, parallel sizes and non-uniform partitions; rank the best by simulated time."""
     from heterosim import api
@@ -59,6 +61,8 @@ def plan_command(
             raise UserError("must be >= 0", field="--simulate", value=simulate)
         if max_candidates is not None and max_candidates < 1:
             raise UserError("must be >= 1", field="--max-candidates", value=max_candidates)
+        if jobs is not None and jobs < 1:
+            raise UserError("must be >= 1", field="--jobs", value=jobs)
         if write is not None:
             check_out_file(write, "--write", PLAN_MAGIC)
         if json_out is not None:
@@ -68,8 +72,10 @@ def plan_command(
 
             set_ = [*set_, f"hardware.measurements={cli_spec(measurements)}"]
         sc = api.load(scenario, set_)
+        from heterosim.forking import usable_cpus
+
         rep = plan_report(sc, top_k=top, backend=backend, max_candidates=max_candidates, simulate=simulate,
-                          progress=lambda msg: _err.print(f"[dim]{msg}[/]"))
+                          progress=lambda msg: _err.print(f"[dim]{msg}[/]"), jobs=jobs or usable_cpus())
     except UserError as err:
         _fail(err)
     print_plan(rep)

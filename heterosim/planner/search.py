@@ -399,6 +399,20 @@ class Planner:
         Candidates share what does not depend on the plan: the system of a cluster + fabric (a mapping
         may reorder the cluster) and the compute model (its kernel-time memo carries over).
         ``symmetry``: None = the scenario's ``simulation.symmetry``."""
+        from heterosim import api
+
+        sc, system = self._scenario_and_system(cand)
+        prepared = api.prepare(sc, system=system, compute=self._compute)
+        res = api.simulate(prepared, backend=backend, record_messages=False, symmetry=symmetry)
+        cand.sim_time_s = res.summary["iteration_time_s"]
+        cand.sim_backend = backend
+        cand.sim_summary = res.summary
+        cand.mfu = res.summary["mfu"]
+        return cand
+
+    def _scenario_and_system(self, cand: Candidate):
+        """The candidate's one-iteration scenario and the system of its cluster + fabric (built once), with the
+        compute model made: a parent builds them before forking workers, which then share them."""
         import json
 
         from heterosim import api
@@ -412,13 +426,66 @@ class Planner:
             system = self._systems[key] = build_system(sc.cluster, sc.fabric, file=self.file)
         if self._compute is None:
             self._compute = api.compute_model(sc)
-        prepared = api.prepare(sc, system=system, compute=self._compute)
-        res = api.simulate(prepared, backend=backend, record_messages=False, symmetry=symmetry)
-        cand.sim_time_s = res.summary["iteration_time_s"]
-        cand.sim_backend = backend
-        cand.sim_summary = res.summary
-        cand.mfu = res.summary["mfu"]
-        return cand
+        return sc, system
+
+    def simulate_all(self, cands: list[Candidate], backend: str = "flow", jobs: int = 1,
+                     progress: Callable[[str], None] | None = None) -> list[UserError | None]:
+        """Simulate ``cands`` (as :meth:`simulate`), ``jobs`` at a time in forked worker processes; per
+        candidate, the UserError its simulation raised, or None.
+
+        Each simulation is deterministic and independent of the others (the shared caches hold values, not
+        state), so the results are those of one process doing them in turn; workers are forked after the
+        systems are built, so they share them. One job, one candidate, or no ``fork`` (not Linux): in turn,
+        here."""
+        from heterosim.forking import can_fork
+
+        errors: list[UserError | None] = [None] * len(cands)
+        if jobs <= 1 or len(cands) <= 1 or not can_fork():
+            for k, cand in enumerate(cands):
+                if progress is not None:
+                    progress(f"simulating {k + 1}/{len(cands)}: {cand.short()}")
+                try:
+                    self.simulate(cand, backend)
+                except UserError as err:
+                    errors[k] = err
+            return errors
+        import multiprocessing
+
+        global _WORK
+        for cand in cands:
+            self._scenario_and_system(cand)
+        _WORK = (self, cands, backend)
+        jobs = min(jobs, len(cands))
+        if progress is not None:
+            progress(f"simulating {len(cands)} plans, {jobs} at a time (forked processes)")
+        try:
+            with multiprocessing.get_context("fork").Pool(jobs) as pool:
+                for done, (k, out) in enumerate(pool.imap_unordered(_simulate_one, range(len(cands))), 1):
+                    cand = cands[k]
+                    if isinstance(out, UserError):
+                        errors[k] = out
+                    else:
+                        cand.sim_time_s, cand.sim_backend, cand.sim_summary, cand.mfu = out
+                    if progress is not None:
+                        progress(f"simulated {done}/{len(cands)}: {cand.short()}")
+        finally:
+            _WORK = None
+        return errors
+
+
+_WORK: tuple | None = None
+"""(planner, candidates, backend) of :meth:`Planner.simulate_all`'s forked workers (inherited, not pickled)."""
+
+
+def _simulate_one(k: int):
+    """In a forked worker: (k, the k-th candidate's simulated fields) or (k, the UserError it raised)."""
+    planner, cands, backend = _WORK
+    cand = cands[k]
+    try:
+        planner.simulate(cand, backend)
+    except UserError as err:
+        return k, err
+    return k, (cand.sim_time_s, cand.sim_backend, cand.sim_summary, cand.mfu)
 
 
 def _vstage_lists(counts: list[int]) -> list[list[int]]:
@@ -449,10 +516,11 @@ def why(c: Candidate, naive: Candidate | None, runner_up: Candidate | None) -> s
 def plan_report(scenario, *, top_k: int = 5, backend: str = "flow", max_candidates: int | None = None,
                 simulate: int | None = None, configs: list[tuple] | None = None,
                 progress: Callable[[str], None] | None = None, require_uniform: bool = False,
-                min_headroom: float = 0.0) -> PlanReport:
+                min_headroom: float = 0.0, jobs: int = 1) -> PlanReport:
     """Search, then simulate the best ``simulate`` (default ``top_k``; 0 = estimates only) and the naive plan.
 
-    ``backend``: network backend of the simulations (``flow`` or ``ns3``)."""
+    ``backend``: network backend of the simulations (``flow`` or ``ns3``). ``jobs``: simulations run at once
+    (forked processes; the same results as one at a time)."""
     if getattr(scenario, "workload", None) is not None:  # a replayed trace brings its own plan
         raise UserError("a recorded workload has a fixed parallel plan; plan search needs model + parallelism",
                         file=getattr(scenario, "_source_file", None), field="workload.chakra",
@@ -470,15 +538,12 @@ def plan_report(scenario, *, top_k: int = 5, backend: str = "flow", max_candidat
     chosen = rep.candidates[: max(top_k, n_sim)]
     t0 = time.perf_counter()
     to_sim = chosen[:n_sim] + ([naive] if naive is not None and n_sim > 0 and naive.mem_headroom >= 0 else [])
-    for k, cand in enumerate(to_sim):
-        if progress is not None:
-            progress(f"simulating {k + 1}/{len(to_sim)}: {cand.short()}")
-        try:
-            planner.simulate(cand, backend)
+    for cand, err in zip(to_sim, planner.simulate_all(to_sim, backend, jobs, progress)):
+        if err is None:
             rep.simulated += 1
             rep.calibration.append((cand.short() + (" [naive]" if cand is naive else ""), cand.est_time_s,
                                     cand.sim_time_s))
-        except UserError as err:
+        else:
             rep.notes.append(f"{cand.short()}: simulation failed: {err}")
     rep.simulation_s = time.perf_counter() - t0
     sim = sorted([c for c in chosen if c.sim_time_s is not None], key=lambda c: c.sim_time_s)

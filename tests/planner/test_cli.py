@@ -47,6 +47,8 @@ def test_plan_command_bad_input_is_one_line_exit_2(tmp_path):
     assert res.exit_code == 2
     res = CliRunner().invoke(app, ["plan", str(_write(tmp_path)), "--backend", "carrier-pigeon"])
     assert res.exit_code == 2 and "Traceback" not in res.output
+    res = CliRunner().invoke(app, ["plan", str(_write(tmp_path)), "--jobs", "0"])
+    assert res.exit_code == 2 and "--jobs = 0: must be >= 1" in res.output and "Traceback" not in res.output
 
 
 def test_compare_suite_writes_csv_and_markdown(tmp_path):

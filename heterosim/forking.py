@@ -1,0 +1,106 @@
+"""Work in forked processes: a run's plots beside its other result files, a plan search's simulations side by
+side. Used by layers that do not otherwise know each other (results, planner), so it lives here.
+
+Fork, not spawn: the child starts with the parent's objects (a simulation result, built systems) without
+pickling them. Only on Linux (:func:`can_fork`); elsewhere the work runs in the calling process.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import sys
+import traceback
+
+
+class ForkedTask:
+    """``fn(*args)`` in a forked child process while the caller goes on (``api.write_results``: the plots, while
+    it writes the other files; importing matplotlib and drawing take ~1.4 s at 1,024 GPUs, as much as every
+    other file together, and a second core is idle then). ``join`` waits for it and raises in the caller what
+    the child raised; ``cancel`` kills and reaps it (the caller failed: e.g. nothing may be written after the
+    caller's temp dir is removed). ``fn`` returns nothing: its work is what it writes.
+
+    Runs ``fn`` inline, as before, where forking does not pay or is not safe: not Linux, or one usable CPU
+    (:func:`can_fork`, :func:`usable_cpus`)."""
+
+    def __init__(self, fn, *args) -> None:
+        self._pid = None
+        if not _fork_pays():
+            fn(*args)
+            return
+        sys.stdout.flush()  # (else the child would write again what the parent had buffered)
+        sys.stderr.flush()
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: never returns into the caller's code
+            code = 0
+            try:
+                os.close(r)
+                fn(*args)
+            except BaseException as exc:  # noqa: BLE001  (everything goes back to the parent)
+                code = 1
+                try:
+                    exc.add_note(f"(in a forked child process)\n{traceback.format_exc()}")
+                    data = pickle.dumps(exc)
+                except Exception:  # noqa: BLE001  (an exception that does not pickle)
+                    data = pickle.dumps(RuntimeError(traceback.format_exc()))
+                try:
+                    with os.fdopen(w, "wb") as fh:
+                        fh.write(data)
+                except BaseException:  # noqa: BLE001
+                    pass
+            finally:
+                try:
+                    sys.stdout.flush()
+                    sys.stderr.flush()
+                finally:
+                    os._exit(code)
+        os.close(w)
+        self._pid, self._r, self._name = pid, r, getattr(fn, "__qualname__", repr(fn))
+
+    def join(self) -> None:
+        """Wait for the child; raise what it raised."""
+        if self._pid is None:
+            return
+        with os.fdopen(self._r, "rb") as fh:
+            data = fh.read()
+        _, status = os.waitpid(self._pid, 0)
+        self._pid = None
+        if os.waitstatus_to_exitcode(status) == 0:
+            return
+        if data:
+            raise pickle.loads(data)
+        raise RuntimeError(f"the forked child process running {self._name} ended with status "
+                           f"{os.waitstatus_to_exitcode(status)}")
+
+    def cancel(self) -> None:
+        """Kill the child and reap it (nothing it would write is wanted any more)."""
+        if self._pid is None:
+            return
+        try:
+            os.kill(self._pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        os.waitpid(self._pid, 0)
+        os.close(self._r)
+        self._pid = None
+
+
+def can_fork() -> bool:
+    """Whether work may go to forked processes: on Linux only (elsewhere ``fork`` is absent, or unsafe with the
+    system's frameworks)."""
+    return sys.platform.startswith("linux")
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on (its affinity mask, as a container's CPU set limits it)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _fork_pays() -> bool:
+    """Fork for one task beside this process only with a second usable CPU (with one, the child only takes
+    turns with the parent)."""
+    return can_fork() and usable_cpus() > 1
