@@ -1830,7 +1830,14 @@ class AcceleratedNs3Backend(NetworkBackend):
             for p, b in self._fluid.port_tx_bytes().items():
                 link_bytes[names[p]] = link_bytes.get(names[p], 0) + int(round(b))
             fc = self._fluid.counters()
-            extra.update(ecn_marks=extra["ecn_marks"] + int(round(fc["ecn_marks"])),
+            # per port too (network_stats.csv, the plots): each port's expected count rounded, the total their sum
+            port_names = [str(n) for n in self.inner._sim.PortNames()]
+            marks = dict(extra["ecn_marks_per_port"])
+            for p, v in self._fluid.port_marks().items():
+                n = int(round(v))
+                if n:
+                    marks[port_names[p]] = marks.get(port_names[p], 0) + n
+            extra.update(ecn_marks_per_port=marks, ecn_marks=sum(marks.values()),
                          cnps_sent=extra["cnps_sent"] + fc["cnps"],
                          cnps_received=extra["cnps_received"] + fc["cnps"])
         c = dict(self.counts)

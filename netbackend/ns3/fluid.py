@@ -169,6 +169,11 @@ class FluidSide:
         v = list(self.net.PortTxBytes())
         return {p: v[fp] for p, fp in self._ports.items()}
 
+    def port_marks(self) -> dict[int, float]:
+        """Expected ECN marks per port (as :meth:`counters`), by the inner backend's port index; ports without."""
+        v = list(self.net.PortMarks())
+        return {p: v[fp] for p, fp in self._ports.items() if v[fp]}
+
     def trim(self, key) -> list[tuple[int, float, float, float]]:
         """(message id, wire kept, wire removed, wire sent) of the connection's messages whose
         unsent bytes left the model (FluidNet::Trim)."""

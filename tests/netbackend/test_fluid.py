@@ -195,6 +195,18 @@ def pct(vals, q):
     return s[min(len(s) - 1, round(q * (len(s) - 1)))]
 
 
+def test_fluid_marks_are_listed_per_port():
+    """network.json's and network_stats.csv's per-port ECN marks include the fluid model's (each port's expected
+    count rounded), so they add up to the total; that total is the model's expected count up to rounding."""
+    _, st = _traffic("auto", **FLUID_ACC)
+    ex = st.extra
+    model = ex["acceleration"]["fluid_counters"]["ecn_marks"]
+    assert model > 100
+    per_port = ex["ecn_marks_per_port"]
+    assert sum(per_port.values()) == ex["ecn_marks"]
+    assert abs(ex["ecn_marks"] - model) <= len(per_port) / 2  # (no packet-level marks: every byte closed or fluid)
+
+
 def test_fluid_collisions_deterministic():
     a, sa = _traffic("auto", seed=2, **FLUID_ACC)
     b, sb = _traffic("auto", seed=2, **FLUID_ACC)
