@@ -13,6 +13,12 @@ closed form.  Targets (issue 12): iteration time within 1 %, FCT p50 / p99 withi
     .venv/bin/python benchmarks/bench_ns3_accel.py --gpt3 --skip-small --off-cache .bench-cache  # reuse off runs
     .venv/bin/python benchmarks/bench_ns3_accel.py --seeds 4 --collisions fluid  # quickstart's counters over 4 seeds
     .venv/bin/python benchmarks/bench_ns3_accel.py --gpt3 --skip-small --seeds 1 --seed-from 2  # GPT-3 with seed 2 only
+    .venv/bin/python benchmarks/bench_ns3_accel.py --gpt3 --skip-small --open-loop  # + the auto run's traffic open loop
+
+Closed loop (the default), each mode's completions decide when the next messages go, so the two runs' schedules
+drift apart by microseconds and a hashed fabric's collisions (which pairs of flows meet) differ between them;
+``--open-loop`` also posts the auto run's messages at their logged times in both modes, so that row's
+differences are the model's alone.
 """
 from __future__ import annotations
 
@@ -55,9 +61,13 @@ ACC: dict = {}
 """--memoize / --fast-forward: acceleration settings added to every auto run."""
 
 
-def run_training(scenario: str | dict, mode: str, seed: int | None = None) -> dict:
+def run_training(scenario: str | dict, mode: str, seed: int | None = None, log_messages: bool = False) -> dict:
+    """One iteration at packet level (``mode`` off or auto). ``log_messages``: also every message the
+    coordinator handed the network backend, as posted, with the fabric, settings and seed (what
+    :func:`replay` needs to run the same traffic open loop)."""
     from heterosim import api
     from heterosim.config.loader import scenario_from_dict
+    from netbackend.ns3 import Ns3Backend, accel
 
     if isinstance(scenario, dict):
         sc = scenario_from_dict(scenario)
@@ -70,12 +80,49 @@ def run_training(scenario: str | dict, mode: str, seed: int | None = None) -> di
     upd["wall_limit_s"] = WALL_LIMIT_S
     sc = sc.model_copy(update={"network": sc.network.model_copy(update=upd)})
     prep = api.prepare(sc)
+    log: list[Message] = []
+    if log_messages:  # (this process runs this one simulation: run_isolated)
+        cls = accel.AcceleratedNs3Backend if mode == "auto" else Ns3Backend  # (auto's inner is not asked)
+        cls.send = _logging(cls.send, log)
     t0, c0 = time.perf_counter(), time.process_time()
     res = api.simulate(prep, backend="ns3", record_messages=False)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     st = res.sim.net_stats
-    return {"wall_s": wall, "cpu_s": cpu, "iteration_ns": res.sim.iteration_time_ns, "fct": st.fct_ns,
-            "extra": st.extra}
+    out = {"wall_s": wall, "cpu_s": cpu, "iteration_ns": res.sim.iteration_time_ns, "fct": st.fct_ns,
+           "extra": st.extra}
+    if log_messages:
+        out["log"] = {"messages": log, "net": prep.system.net, "network": sc.network, "seed": sc.seed}
+    return out
+
+
+def _logging(send, log: list):
+    def logged(self, msg):
+        log.append(msg)
+        return send(self, msg)
+
+    return logged
+
+
+def replay(log: dict, mode: str) -> dict:
+    """The messages of ``log`` (:func:`run_training`'s) posted at their logged times, open loop: the same
+    traffic for ``off`` and ``auto``, so their difference is the model's alone, not the schedule's."""
+    from netbackend.registry import create_backend
+
+    cfg = log["network"]
+    cfg = cfg.model_copy(update={"acceleration": cfg.acceleration.model_copy(
+        update={"mode": mode, **(ACC if mode == "auto" else {})})})
+    done: dict[int, int] = {}
+    c0 = time.process_time()
+    with create_backend("ns3", log["net"], cfg, log["seed"]) as b:
+        for m in log["messages"]:
+            b.send(m)
+        while b.pending():
+            for c in b.advance():
+                done[c.id] = c.finish_ns
+        extra = b.stats().extra
+    fct = {m.id: (m.start_ns, done[m.id]) for m in log["messages"]}
+    return {"wall_s": 0.0, "cpu_s": time.process_time() - c0, "iteration_ns": max(done.values()), "fct": fct,
+            "extra": extra}
 
 
 def traffic_topology(leaves: int = 4, hosts_per_leaf: int = 4, spines: int = 2) -> NetTopology:
@@ -224,6 +271,9 @@ def main() -> None:
                          "quickstart seeds gave 2,712 to 17,989 marks off)")
     ap.add_argument("--seed-from", type=int, default=0, metavar="K",
                     help="first seed (e.g. to run further seeds of a long case in another process)")
+    ap.add_argument("--open-loop", action="store_true",
+                    help="training scenarios: also replay the auto run's messages at their posting times, off and "
+                         "auto (the same traffic for both: the model's error without the schedules' drift)")
     ap.add_argument("--off-cache", type=Path, metavar="DIR",
                     help="keep each off reference in DIR and reuse it while the simulator's sources "
                          "(but the accelerated path's) are unchanged")
@@ -257,8 +307,13 @@ def main() -> None:
     for name, fn, arg, kw in cases:
         # Each run in its own fresh process: neither inherits the other's heap, caches or ns-3 state.
         off = _off(name, fn, arg, args.off_cache, **kw)
-        auto = _isolated(fn, arg, "auto", **kw)
+        logged = args.open_loop and fn is run_training
+        auto = _isolated(fn, arg, "auto", **kw, **({"log_messages": True} if logged else {}))
         row(name, off, auto)
+        if logged:
+            log = auto.pop("log")
+            ol_off = _off(f"{name}, open loop", replay, log, args.off_cache)
+            row(f"{name}, open loop", ol_off, _isolated(replay, log, "auto"))
         if fn is run_training and args.seeds > 1:
             family = name.rsplit(", seed", 1)[0]
             runs = seeded.setdefault(family, [])
