@@ -1837,7 +1837,12 @@ class AcceleratedNs3Backend(NetworkBackend):
                 n = int(round(v))
                 if n:
                     marks[port_names[p]] = marks.get(port_names[p], 0) + n
-            extra.update(ecn_marks_per_port=marks, ecn_marks=sum(marks.values()),
+            # the deepest queue per port, packet level's or the model's (mean_queue_bytes stays packet level's:
+            # the model keeps no time average)
+            max_q = dict(extra["max_queue_bytes"])
+            for p, v in self._fluid.port_max_queue().items():
+                max_q[port_names[p]] = max(max_q.get(port_names[p], 0), int(round(v)))
+            extra.update(ecn_marks_per_port=marks, ecn_marks=sum(marks.values()), max_queue_bytes=max_q,
                          cnps_sent=extra["cnps_sent"] + fc["cnps"],
                          cnps_received=extra["cnps_received"] + fc["cnps"])
         c = dict(self.counts)

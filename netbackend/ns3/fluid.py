@@ -169,6 +169,11 @@ class FluidSide:
         v = list(self.net.PortTxBytes())
         return {p: v[fp] for p, fp in self._ports.items()}
 
+    def port_max_queue(self) -> dict[int, float]:
+        """The deepest each port's queue got in the model, bytes, by the inner backend's port index; ports without."""
+        v = list(self.net.PortMaxQueue())
+        return {p: v[fp] for p, fp in self._ports.items() if v[fp]}
+
     def port_marks(self) -> dict[int, float]:
         """Expected ECN marks per port (as :meth:`counters`), by the inner backend's port index; ports without."""
         v = list(self.net.PortMarks())

@@ -205,6 +205,17 @@ def test_fluid_marks_are_listed_per_port():
     per_port = ex["ecn_marks_per_port"]
     assert sum(per_port.values()) == ex["ecn_marks"]
     assert abs(ex["ecn_marks"] - model) <= len(per_port) / 2  # (no packet-level marks: every byte closed or fluid)
+    # RED marks only above Kmin, so every port that marked queued at least that deep (max_queue_bytes includes
+    # the model's queues: compare's and network.json's max queue)
+    from netbackend.config import port_ecn_bytes
+
+    from bench_ns3_accel import traffic_topology
+
+    cfg = NetworkConfig(backend="ns3", cc="dcqcn")
+    rate = {f"{l.a}->{l.b}": l.rate_gbps for l in traffic_topology().links}
+    rate.update({f"{l.b}->{l.a}": l.rate_gbps for l in traffic_topology().links})
+    for port in per_port:
+        assert ex["max_queue_bytes"].get(port, 0) >= port_ecn_bytes(rate[port], cfg)[0], port
 
 
 def test_fluid_collisions_deterministic():
