@@ -370,9 +370,9 @@ def write_results(result: RunResult, out_dir: str | Path) -> Path:
     collector paused (matplotlib makes ~100k objects): imported before, they set off collections that walk the
     whole simulation result (0.4 s at 1,024 GPUs)."""
     with _gc_paused():
+        from heterosim.forking import ForkedTask
         from heterosim.results.tables import check_tables, write_tables
         from heterosim.results.trace import write_trace
-        from heterosim.forking import ForkedTask
         from heterosim.results.writer import atomic_dir, write_json
 
         sc = result.prepared.scenario

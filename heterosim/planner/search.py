@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from statistics import mean
 from typing import Callable
 
-from heterosim.errors import PlanError, UserError
+from heterosim.errors import PlanError, SimulationError, UserError
 from heterosim.planner.estimate import Estimate, estimate
 from heterosim.planner.mapping import (Mapping, apply_overrides, candidate_mappings, group_infos,
                                        mapping_of_scenario)
@@ -450,6 +450,8 @@ class Planner:
                     errors[k] = err
             return errors
         import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+        from concurrent.futures.process import BrokenProcessPool
 
         global _WORK
         for cand in cands:
@@ -459,8 +461,11 @@ class Planner:
         if progress is not None:
             progress(f"simulating {len(cands)} plans, {jobs} at a time (forked processes)")
         try:
-            with multiprocessing.get_context("fork").Pool(jobs) as pool:
-                for done, (k, out) in enumerate(pool.imap_unordered(_simulate_one, range(len(cands))), 1):
+            # (an executor, not a Pool: a worker that dies, e.g. in C++, fails the search instead of hanging it)
+            with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
+                futures = [pool.submit(_simulate_one, k) for k in range(len(cands))]
+                for done, fut in enumerate(as_completed(futures), 1):
+                    k, out = fut.result()
                     cand = cands[k]
                     if isinstance(out, UserError):
                         errors[k] = out
@@ -468,6 +473,9 @@ class Planner:
                         cand.sim_time_s, cand.sim_backend, cand.sim_summary, cand.mfu = out
                     if progress is not None:
                         progress(f"simulated {done}/{len(cands)}: {cand.short()}")
+        except BrokenProcessPool:
+            raise SimulationError("a process simulating plans died (a crash or out of memory); --jobs 1 runs them "
+                                  "one at a time in this process", field="--jobs", value=jobs) from None
         finally:
             _WORK = None
         return errors

@@ -1817,8 +1817,8 @@ class AcceleratedNs3Backend(NetworkBackend):
         rp = {k: sum(v.values()) for k, v in self._replayed.items()}
         for p, b in self._replayed.get("tx_bytes", {}).items():
             link_bytes[names[p]] = link_bytes.get(names[p], 0) + int(round(b))
+        port_names = [str(n) for n in self.inner._sim.PortNames()] if rp or self._fluid is not None else []
         if rp:
-            port_names = [str(n) for n in self.inner._sim.PortNames()]
             marks = dict(extra["ecn_marks_per_port"])
             for p, v in self._replayed.get("ecn_marks", {}).items():
                 marks[port_names[p]] = marks.get(port_names[p], 0) + int(round(v))
@@ -1831,7 +1831,6 @@ class AcceleratedNs3Backend(NetworkBackend):
                 link_bytes[names[p]] = link_bytes.get(names[p], 0) + int(round(b))
             fc = self._fluid.counters()
             # per port too (network_stats.csv, the plots): each port's expected count rounded, the total their sum
-            port_names = [str(n) for n in self.inner._sim.PortNames()]
             marks = dict(extra["ecn_marks_per_port"])
             for p, v in self._fluid.port_marks().items():
                 n = int(round(v))

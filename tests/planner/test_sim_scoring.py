@@ -76,3 +76,20 @@ def test_simulations_side_by_side_give_the_same_report():
         cands = planner.search(configs=CFGS).candidates[:2]
         planner.simulate_all(cands, jobs=2, progress=seen.append)
         assert "2 at a time" in seen[0]  # (they did run in workers)
+
+
+def test_a_worker_that_dies_fails_the_search_instead_of_hanging(monkeypatch):
+    import os
+
+    import pytest
+
+    from heterosim.errors import SimulationError
+    from heterosim.forking import can_fork
+
+    if not can_fork():
+        pytest.skip("no forked workers here")
+    planner = Planner(_scenario())
+    cands = planner.search(configs=CFGS).candidates[:2]
+    monkeypatch.setattr(Planner, "simulate", lambda self, cand, backend="flow", symmetry=None: os._exit(3))
+    with pytest.raises(SimulationError, match=r"--jobs = 2: a process simulating plans died"):
+        planner.simulate_all(cands, jobs=2)
