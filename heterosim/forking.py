@@ -12,6 +12,8 @@ import signal
 import sys
 import traceback
 
+from heterosim.errors import UserError
+
 
 class ForkedTask:
     """``fn(*args)`` in a forked child process while the caller goes on (``api.write_results``: the plots, while
@@ -70,8 +72,10 @@ class ForkedTask:
             return
         if data:
             raise pickle.loads(data)
-        raise RuntimeError(f"the forked child process running {self._name} ended with status "
-                           f"{os.waitstatus_to_exitcode(status)}")
+        code = os.waitstatus_to_exitcode(status)
+        why = f"killed by signal {-code}{' (out of memory?)' if code == -signal.SIGKILL else ''}" if code < 0 \
+            else f"ended with status {code}"
+        raise UserError(f"the forked process running {self._name} {why}; nothing was written")
 
     def cancel(self) -> None:
         """Kill the child and reap it (nothing it would write is wanted any more)."""

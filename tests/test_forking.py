@@ -39,6 +39,10 @@ def test_inline_where_forking_does_not_pay(tmp_path, monkeypatch):
     assert int((tmp_path / "pid").read_text()) == os.getpid()
 
 
+def _kill_self() -> None:
+    os.kill(os.getpid(), 9)  # (as the kernel's out-of-memory killer would)
+
+
 def _user_error() -> None:
     raise UserError("cannot draw", field="output.plots", value=True)
 
@@ -54,7 +58,10 @@ def test_child_errors_are_raised_by_join():
 @forks
 def test_a_child_that_dies_without_a_word_is_an_error():
     task = ForkedTask(os._exit, 3)
-    with pytest.raises(RuntimeError, match="ended with status 3"):
+    with pytest.raises(UserError, match="ended with status 3"):  # (one line from the CLI, exit 2)
+        task.join()
+    task = ForkedTask(_kill_self)
+    with pytest.raises(UserError, match=r"killed by signal 9 \(out of memory\?\)"):
         task.join()
 
 
