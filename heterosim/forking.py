@@ -1,5 +1,6 @@
-"""Work in forked processes: a run's plots beside its other result files, a plan search's simulations side by
-side. Used by layers that do not otherwise know each other (results, planner), so it lives here.
+"""Work in forked processes: a run's plots beside its other result files (:class:`ForkedTask`), a plan search's
+or a suite's simulations side by side (:func:`forked_map`). Used by layers that do not otherwise know each other
+(results, planner), so it lives here.
 
 Fork, not spawn: the child starts with the parent's objects (a simulation result, built systems) without
 pickling them. Only on Linux (:func:`can_fork`); elsewhere the work runs in the calling process.
@@ -11,6 +12,7 @@ import pickle
 import signal
 import sys
 import traceback
+from typing import Any, Callable
 
 from heterosim.errors import UserError
 
@@ -88,6 +90,51 @@ class ForkedTask:
         os.waitpid(self._pid, 0)
         os.close(self._r)
         self._pid = None
+
+
+def forked_map(fn: Callable[[int], Any], n: int, jobs: int, on_done: Callable[[int, Any], None] | None = None,
+               field: str = "--jobs") -> list:
+    """``[fn(0), ..., fn(n - 1)]``, ``jobs`` at a time in forked worker processes (what ``fn`` reads is inherited,
+    not pickled; its results are pickled back), in order; ``on_done(k, result)`` as each finishes. The caller
+    sees the exception ``fn`` raised; a worker that dies (a crash, the out-of-memory killer) is a one-line
+    UserError naming ``field``, not a hang. One job, one item or no fork: in turn, here."""
+    if jobs <= 1 or n <= 1 or not can_fork():
+        out = []
+        for k in range(n):
+            out.append(fn(k))
+            if on_done is not None:
+                on_done(k, out[-1])
+        return out
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures.process import BrokenProcessPool
+
+    global _FN
+    _FN = fn
+    out = [None] * n
+    try:
+        # (workers are forked at the first submit, after _FN is set)
+        with ProcessPoolExecutor(min(jobs, n), mp_context=multiprocessing.get_context("fork")) as pool:
+            futures = {pool.submit(_call_fn, k): k for k in range(n)}
+            for fut in as_completed(futures):
+                k = futures[fut]
+                out[k] = fut.result()
+                if on_done is not None:
+                    on_done(k, out[k])
+    except BrokenProcessPool:
+        raise UserError(f"a worker process died (a crash, or out of memory); {field} 1 runs the work in this "
+                        f"process", field=field, value=jobs) from None
+    finally:
+        _FN = None
+    return out
+
+
+_FN: Callable[[int], Any] | None = None
+""":func:`forked_map`'s function, inherited by its forked workers."""
+
+
+def _call_fn(k: int):
+    return _FN(k)
 
 
 def can_fork() -> bool:

@@ -189,15 +189,21 @@ def compare_suite_command(
     backend: str = typer.Option("flow", "--backend", help="flow | ns3"),
     out: Path = typer.Option(Path("results/h-suite"), "--out", help="Writes suite.csv and suite.md here"),
     naive: bool = typer.Option(True, "--naive/--no-naive", help="Also simulate the uniform plan of each"),
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", help="Scenarios run at once, in forked processes "
+                                                                "(default: the CPUs this process may use)"),
 ) -> None:
     """Run every scenario of a suite; table of time, breakdown, inter-node share (CSV + markdown)."""
+    from heterosim.forking import usable_cpus
     from heterosim.planner.suite import suite_table, write_suite
 
     paths = sorted(directory.glob("*.yaml"))
     if not paths:
         _fail(UserError("no *.yaml scenarios here", file=str(directory)))
     try:
-        rows = suite_table(paths, backend, naive=naive, progress=lambda m: _err.print(f"[dim]{m}[/]"))
+        if jobs is not None and jobs < 1:
+            raise UserError("must be >= 1", field="--jobs", value=jobs)
+        rows = suite_table(paths, backend, naive=naive, progress=lambda m: _err.print(f"[dim]{m}[/]"),
+                           jobs=jobs or usable_cpus())
     except UserError as err:
         _fail(err)
     csv_path, md_path = write_suite(rows, out)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from statistics import mean
 from typing import Callable
 
-from heterosim.errors import PlanError, SimulationError, UserError
+from heterosim.errors import PlanError, UserError
 from heterosim.planner.estimate import Estimate, estimate
 from heterosim.planner.mapping import (Mapping, apply_overrides, candidate_mappings, group_infos,
                                        mapping_of_scenario)
@@ -437,63 +437,37 @@ class Planner:
         state), so the results are those of one process doing them in turn; workers are forked after the
         systems are built, so they share them. One job, one candidate, or no ``fork`` (not Linux): in turn,
         here."""
-        from heterosim.forking import can_fork
+        from heterosim.forking import can_fork, forked_map
 
         errors: list[UserError | None] = [None] * len(cands)
-        if jobs <= 1 or len(cands) <= 1 or not can_fork():
-            for k, cand in enumerate(cands):
-                if progress is not None:
-                    progress(f"simulating {k + 1}/{len(cands)}: {cand.short()}")
-                try:
-                    self.simulate(cand, backend)
-                except UserError as err:
-                    errors[k] = err
-            return errors
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor, as_completed
-        from concurrent.futures.process import BrokenProcessPool
+        parallel = jobs > 1 and len(cands) > 1 and can_fork()
+        if parallel:
+            for cand in cands:  # (built once, here, and shared by the forked workers)
+                self._scenario_and_system(cand)
+            if progress is not None:
+                progress(f"simulating {len(cands)} plans, {min(jobs, len(cands))} at a time (forked processes)")
 
-        global _WORK
-        for cand in cands:
-            self._scenario_and_system(cand)
-        _WORK = (self, cands, backend)
-        jobs = min(jobs, len(cands))
-        if progress is not None:
-            progress(f"simulating {len(cands)} plans, {jobs} at a time (forked processes)")
-        try:
-            # (an executor, not a Pool: a worker that dies, e.g. in C++, fails the search instead of hanging it)
-            with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
-                futures = [pool.submit(_simulate_one, k) for k in range(len(cands))]
-                for done, fut in enumerate(as_completed(futures), 1):
-                    k, out = fut.result()
-                    cand = cands[k]
-                    if isinstance(out, UserError):
-                        errors[k] = out
-                    else:
-                        cand.sim_time_s, cand.sim_backend, cand.sim_summary, cand.mfu = out
-                    if progress is not None:
-                        progress(f"simulated {done}/{len(cands)}: {cand.short()}")
-        except BrokenProcessPool:
-            raise SimulationError("a process simulating plans died (a crash or out of memory); --jobs 1 runs them "
-                                  "one at a time in this process", field="--jobs", value=jobs) from None
-        finally:
-            _WORK = None
+        def one(k: int):  # (in a worker the candidate is a copy: its simulated fields go back)
+            cand = cands[k]
+            if progress is not None and not parallel:
+                progress(f"simulating {k + 1}/{len(cands)}: {cand.short()}")
+            try:
+                self.simulate(cand, backend)
+            except UserError as err:
+                return err
+            return cand.sim_time_s, cand.sim_backend, cand.sim_summary, cand.mfu
+
+        def done(k: int, out) -> None:
+            cand = cands[k]
+            if isinstance(out, UserError):
+                errors[k] = out
+            else:
+                cand.sim_time_s, cand.sim_backend, cand.sim_summary, cand.mfu = out
+            if progress is not None and parallel:
+                progress(f"simulated {k + 1}/{len(cands)}: {cand.short()}")
+
+        forked_map(one, len(cands), jobs, done)
         return errors
-
-
-_WORK: tuple | None = None
-"""(planner, candidates, backend) of :meth:`Planner.simulate_all`'s forked workers (inherited, not pickled)."""
-
-
-def _simulate_one(k: int):
-    """In a forked worker: (k, the k-th candidate's simulated fields) or (k, the UserError it raised)."""
-    planner, cands, backend = _WORK
-    cand = cands[k]
-    try:
-        planner.simulate(cand, backend)
-    except UserError as err:
-        return k, err
-    return k, (cand.sim_time_s, cand.sim_backend, cand.sim_summary, cand.mfu)
 
 
 def _vstage_lists(counts: list[int]) -> list[list[int]]:

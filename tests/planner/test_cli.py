@@ -83,3 +83,20 @@ def test_plan_measurements_path_is_relative_to_the_working_directory(tmp_path, m
     monkeypatch.chdir(scen_dir)  # no tables/ here
     res = CliRunner().invoke(app, ["plan", str(src), "--top", "1", "--max-candidates", "5", "--measurements", "tables"])
     assert res.exit_code == 2 and "--measurements = 'tables'" in res.output and "Traceback" not in res.output
+
+
+def test_suite_rows_the_same_side_by_side(tmp_path):
+    """``compare-suite --jobs``: scenarios run in forked workers give the rows, in order, of one at a time."""
+    from heterosim.planner.suite import suite_table
+
+    paths = []
+    for k, part in enumerate(([16, 8], [12, 12])):
+        p = tmp_path / f"h{k + 1}-small.yaml"
+        p.write_text(yaml.safe_dump(dict(SMALL, parallelism=dict(SMALL["parallelism"], layer_partition=part))))
+        paths.append(p)
+    one = suite_table(paths, jobs=1)
+    two = suite_table(paths, jobs=2)
+    assert [r["scenario"] for r in two] == [r["scenario"] for r in one] and len(one) == 2
+    assert two == one
+    res = CliRunner().invoke(app, ["compare-suite", str(tmp_path), "--out", str(tmp_path / "o"), "--jobs", "0"])
+    assert res.exit_code == 2 and "--jobs = 0: must be >= 1" in res.output

@@ -83,7 +83,7 @@ def test_a_worker_that_dies_fails_the_search_instead_of_hanging(monkeypatch):
 
     import pytest
 
-    from heterosim.errors import SimulationError
+    from heterosim.errors import UserError
     from heterosim.forking import can_fork
 
     if not can_fork():
@@ -91,5 +91,5 @@ def test_a_worker_that_dies_fails_the_search_instead_of_hanging(monkeypatch):
     planner = Planner(_scenario())
     cands = planner.search(configs=CFGS).candidates[:2]
     monkeypatch.setattr(Planner, "simulate", lambda self, cand, backend="flow", symmetry=None: os._exit(3))
-    with pytest.raises(SimulationError, match=r"--jobs = 2: a process simulating plans died"):
+    with pytest.raises(UserError, match=r"^--jobs = 2: a worker process died"):
         planner.simulate_all(cands, jobs=2)
