@@ -17,8 +17,10 @@ closed form.  Targets (issue 12): iteration time within 1 %, FCT p50 / p99 withi
 
 Closed loop (the default), each mode's completions decide when the next messages go, so the two runs' schedules
 drift apart by microseconds and a hashed fabric's collisions (which pairs of flows meet) differ between them;
-``--open-loop`` also posts the auto run's messages at their logged times in both modes, so that row's
-differences are the model's alone.
+``--open-loop`` also posts the auto run's messages at their logged times in both modes: no schedule drift,
+but a bias of its own (the times are auto's: where packet level is slower, a message is posted while its
+connection still carries the previous one and waits, and waits chain), small for long messages (GPT-3 b64),
+large for short chained ones (quickstart).
 """
 from __future__ import annotations
 
@@ -105,7 +107,7 @@ def _logging(send, log: list):
 
 def replay(log: dict, mode: str) -> dict:
     """The messages of ``log`` (:func:`run_training`'s) posted at their logged times, open loop: the same
-    traffic for ``off`` and ``auto``, so their difference is the model's alone, not the schedule's."""
+    traffic for ``off`` and ``auto`` (FCTs from each message's post, as in the closed-loop rows)."""
     from netbackend.registry import create_backend
 
     cfg = log["network"]
@@ -273,7 +275,7 @@ def main() -> None:
                     help="first seed (e.g. to run further seeds of a long case in another process)")
     ap.add_argument("--open-loop", action="store_true",
                     help="training scenarios: also replay the auto run's messages at their posting times, off and "
-                         "auto (the same traffic for both: the model's error without the schedules' drift)")
+                         "auto (the same traffic for both: no schedule drift, but auto's times; see above)")
     ap.add_argument("--off-cache", type=Path, metavar="DIR",
                     help="keep each off reference in DIR and reuse it while the simulator's sources "
                          "(but the accelerated path's) are unchanged")
