@@ -24,8 +24,8 @@ class ForkedTask:
     the child raised; ``cancel`` kills and reaps it (the caller failed: e.g. nothing may be written after the
     caller's temp dir is removed). ``fn`` returns nothing: its work is what it writes.
 
-    Runs ``fn`` inline, as before, where forking does not pay or is not safe: not Linux, or one usable CPU
-    (:func:`can_fork`, :func:`usable_cpus`)."""
+    Runs ``fn`` inline, as before, where forking does not pay or is not safe: not Linux, one usable CPU, or
+    other threads in this process (:func:`_fork_pays`)."""
 
     def __init__(self, fn, *args) -> None:
         self._pid = None
@@ -153,5 +153,8 @@ def usable_cpus() -> int:
 
 def _fork_pays() -> bool:
     """Fork for one task beside this process only with a second usable CPU (with one, the child only takes
-    turns with the parent)."""
-    return can_fork() and usable_cpus() > 1
+    turns with the parent), and only from a single-threaded process: a fork copies the calling thread alone,
+    so a lock another thread held (a notebook kernel's output stream, say) would stay held in the child."""
+    import threading
+
+    return can_fork() and usable_cpus() > 1 and threading.active_count() == 1

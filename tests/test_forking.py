@@ -33,6 +33,20 @@ def test_runs_in_another_process_and_joins(tmp_path):
     assert int((tmp_path / "pid").read_text()) != os.getpid()
 
 
+def test_inline_while_another_thread_runs(tmp_path):
+    import threading
+
+    stop = threading.Event()
+    t = threading.Thread(target=stop.wait)
+    t.start()
+    try:
+        ForkedTask(_pid_to, tmp_path / "pid").join()
+    finally:
+        stop.set()
+        t.join()
+    assert int((tmp_path / "pid").read_text()) == os.getpid()
+
+
 def test_inline_where_forking_does_not_pay(tmp_path, monkeypatch):
     monkeypatch.setattr(forking, "_fork_pays", lambda: False)
     ForkedTask(_pid_to, tmp_path / "pid").join()
