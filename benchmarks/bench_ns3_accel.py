@@ -17,10 +17,11 @@ closed form.  Targets (issue 12): iteration time within 1 %, FCT p50 / p99 withi
 
 Closed loop (the default), each mode's completions decide when the next messages go, so the two runs' schedules
 drift apart by microseconds and a hashed fabric's collisions (which pairs of flows meet) differ between them;
-``--open-loop`` also posts the auto run's messages at their logged times in both modes: no schedule drift,
-but a bias of its own (the times are auto's: where packet level is slower, a message is posted while its
-connection still carries the previous one and waits, and waits chain), small for long messages (GPT-3 b64),
-large for short chained ones (quickstart).
+``--open-loop`` also posts the auto run's messages at their logged times in both modes, and the off run's
+in auto: no schedule drift, but a bias of its own, each way (on auto's times, where packet level is slower a
+message is posted while its connection still carries the previous one and waits, and waits chain; on off's
+times, the same for the model where it is slower), small for long messages (GPT-3 b64), large for short
+chained ones (quickstart).
 """
 from __future__ import annotations
 
@@ -114,7 +115,7 @@ def replay(log: dict, mode: str) -> dict:
     cfg = cfg.model_copy(update={"acceleration": cfg.acceleration.model_copy(
         update={"mode": mode, **(ACC if mode == "auto" else {})})})
     done: dict[int, int] = {}
-    c0 = time.process_time()
+    t0, c0 = time.perf_counter(), time.process_time()
     with create_backend("ns3", log["net"], cfg, log["seed"]) as b:
         for m in log["messages"]:
             b.send(m)
@@ -123,8 +124,8 @@ def replay(log: dict, mode: str) -> dict:
                 done[c.id] = c.finish_ns
         extra = b.stats().extra
     fct = {m.id: (m.start_ns, done[m.id]) for m in log["messages"]}
-    return {"wall_s": 0.0, "cpu_s": time.process_time() - c0, "iteration_ns": max(done.values()), "fct": fct,
-            "extra": extra}
+    return {"wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0, "iteration_ns": max(done.values()),
+            "fct": fct, "extra": extra}
 
 
 def traffic_topology(leaves: int = 4, hosts_per_leaf: int = 4, spines: int = 2) -> NetTopology:
@@ -222,7 +223,7 @@ def _off(name: str, fn, arg, cache: Path | None, **kw) -> dict:
 
     if cache is None:
         return _isolated(fn, arg, "off", **kw)
-    f = cache / f"off-{_off_key(name, arg)}.pkl"
+    f = cache / f"off-{_off_key(name + (repr(sorted(kw.items())) if kw else ''), arg)}.pkl"
     if f.is_file():
         print(f"{'':<28} off reference from {f}", flush=True)
         return pickle.loads(f.read_bytes())
@@ -308,14 +309,19 @@ def main() -> None:
     seeded: dict[str, list[tuple[dict, dict]]] = {}
     for name, fn, arg, kw in cases:
         # Each run in its own fresh process: neither inherits the other's heap, caches or ns-3 state.
-        off = _off(name, fn, arg, args.off_cache, **kw)
         logged = args.open_loop and fn is run_training
-        auto = _isolated(fn, arg, "auto", **kw, **({"log_messages": True} if logged else {}))
+        lk = {"log_messages": True} if logged else {}
+        off = _off(name, fn, arg, args.off_cache, **kw, **lk)
+        auto = _isolated(fn, arg, "auto", **kw, **lk)
         row(name, off, auto)
         if logged:
+            # each mode's schedule in turn: auto's posting times (off replayed), then off's (auto replayed;
+            # the off run itself is its own replay: same messages at the same times, same seed)
             log = auto.pop("log")
             ol_off = _off(f"{name}, open loop", replay, log, args.off_cache)
-            row(f"{name}, open loop", ol_off, _isolated(replay, log, "auto"))
+            row(f"{name}, open loop on auto's schedule", ol_off, _isolated(replay, log, "auto"))
+            off_log = off.pop("log")
+            row(f"{name}, open loop on off's schedule", off, _isolated(replay, off_log, "auto"))
         if fn is run_training and args.seeds > 1:
             family = name.rsplit(", seed", 1)[0]
             runs = seeded.setdefault(family, [])
