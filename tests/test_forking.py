@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -106,8 +107,9 @@ def test_parent_failure_stops_the_child_and_leaves_nothing(result, tmp_path, mon
         os.read(r, 1)  # blocks in the child: the parent never writes
 
     def boom(*a, **k):
-        while not (tmp_path / "pid").exists():  # (the child is drawing)
-            os.sched_yield()
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "pid").exists() and time.monotonic() < deadline:  # (the child is drawing)
+            time.sleep(0.01)
         raise RuntimeError("disk full")
 
     monkeypatch.setattr(plots, "plot_timeline", stuck)
