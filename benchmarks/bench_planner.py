@@ -13,7 +13,6 @@ before that are not counted. The planner is single-threaded. Prints wall and CPU
 from __future__ import annotations
 
 import argparse
-import os
 import time
 from pathlib import Path
 
@@ -65,12 +64,6 @@ def main() -> None:
             print(f"  est {e:.2f} s  sim {s:.2f} s  ({(e / s - 1) * 100:+.1f}%)  {p}")
 
 
-def _cpu_s() -> float:
-    """CPU seconds of this process and of the children it waited for (simulate_all's workers)."""
-    t = os.times()
-    return t.user + t.system + t.children_user + t.children_system
-
-
 def sim_rate(k: int, ecmp: str, jobs: int = 1) -> None:
     """Issue 15 target: >= 10x more simulated (not closed-form) candidates per minute than before, GPT-3 175B
     on 1,024 GPUs. Both rates are measured here, one after the other in this process, on the planner's own
@@ -84,6 +77,7 @@ def sim_rate(k: int, ecmp: str, jobs: int = 1) -> None:
     import sys
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_run import cpu_s
     from bench_run import scenario as run_scenario
 
     from heterosim.config.loader import scenario_from_dict
@@ -94,9 +88,9 @@ def sim_rate(k: int, ecmp: str, jobs: int = 1) -> None:
         planner = Planner(sc)
         best = planner.search().candidates[:k]
         label = f"new (reduced), {jobs} at a time"
-        t, c = time.perf_counter(), _cpu_s()
+        t, c = time.perf_counter(), cpu_s()
         planner.simulate_all(best, jobs=jobs)
-        wall, cpu = time.perf_counter() - t, _cpu_s() - c
+        wall, cpu = time.perf_counter() - t, cpu_s() - c
         for i, cand in enumerate(best):
             times.setdefault(i, []).append(cand.sim_time_s)
             print(f"  [{label}] {cand.short()} {cand.mapping.describe()}: simulated {cand.sim_time_s:.9f} s/iter",

@@ -70,11 +70,11 @@ class ForkedTask:
             data = fh.read()
         _, status = os.waitpid(self._pid, 0)
         self._pid = None
-        if os.waitstatus_to_exitcode(status) == 0:
+        code = os.waitstatus_to_exitcode(status)
+        if code == 0:
             return
         if data:
             raise pickle.loads(data)
-        code = os.waitstatus_to_exitcode(status)
         why = f"killed by signal {-code}{' (out of memory?)' if code == -signal.SIGKILL else ''}" if code < 0 \
             else f"ended with status {code}"
         raise UserError(f"the forked process running {self._name} {why}; nothing was written")
@@ -97,8 +97,8 @@ def forked_map(fn: Callable[[int], Any], n: int, jobs: int, on_done: Callable[[i
     """``[fn(0), ..., fn(n - 1)]``, ``jobs`` at a time in forked worker processes (what ``fn`` reads is inherited,
     not pickled; its results are pickled back), in order; ``on_done(k, result)`` as each finishes. The caller
     sees the exception ``fn`` raised; a worker that dies (a crash, the out-of-memory killer) is a one-line
-    UserError naming ``field``, not a hang. One job, one item or no fork: in turn, here."""
-    if jobs <= 1 or n <= 1 or not can_fork():
+    UserError naming ``field``, not a hang. One job, one item or no fork: in turn, here (:func:`map_forks`)."""
+    if not map_forks(jobs, n):
         out = []
         for k in range(n):
             out.append(fn(k))
@@ -135,6 +135,12 @@ _FN: Callable[[int], Any] | None = None
 
 def _call_fn(k: int):
     return _FN(k)
+
+
+def map_forks(jobs: int, n: int) -> bool:
+    """Whether :func:`forked_map` runs ``n`` items in forked workers with ``jobs`` (else in turn, in the caller:
+    callers prepare shared state or word their progress by it)."""
+    return jobs > 1 and n > 1 and can_fork()
 
 
 def can_fork() -> bool:

@@ -33,6 +33,15 @@ def _fail(err: UserError) -> None:
     raise typer.Exit(2)
 
 
+def _jobs(jobs: int | None) -> int:
+    """``--jobs``: at least 1; unset, the CPUs this process may use."""
+    from heterosim.forking import usable_cpus
+
+    if jobs is not None and jobs < 1:
+        raise UserError("must be >= 1", field="--jobs", value=jobs)
+    return jobs or usable_cpus()
+
+
 def plan_command(
     scenario: Path = typer.Argument(..., help="Scenario YAML (its cluster, model and batch are kept)"),
     top: int = typer.Option(5, "--top", "-k", help="Best plans to show (and simulate)"),
@@ -61,8 +70,7 @@ def plan_command(
             raise UserError("must be >= 0", field="--simulate", value=simulate)
         if max_candidates is not None and max_candidates < 1:
             raise UserError("must be >= 1", field="--max-candidates", value=max_candidates)
-        if jobs is not None and jobs < 1:
-            raise UserError("must be >= 1", field="--jobs", value=jobs)
+        jobs = _jobs(jobs)
         if write is not None:
             check_out_file(write, "--write", PLAN_MAGIC)
         if json_out is not None:
@@ -72,10 +80,8 @@ def plan_command(
 
             set_ = [*set_, f"hardware.measurements={cli_spec(measurements)}"]
         sc = api.load(scenario, set_)
-        from heterosim.forking import usable_cpus
-
         rep = plan_report(sc, top_k=top, backend=backend, max_candidates=max_candidates, simulate=simulate,
-                          progress=lambda msg: _err.print(f"[dim]{msg}[/]"), jobs=jobs or usable_cpus())
+                          progress=lambda msg: _err.print(f"[dim]{msg}[/]"), jobs=jobs)
     except UserError as err:
         _fail(err)
     print_plan(rep)
@@ -193,17 +199,14 @@ def compare_suite_command(
                                                                 "(default: the CPUs this process may use)"),
 ) -> None:
     """Run every scenario of a suite; table of time, breakdown, inter-node share (CSV + markdown)."""
-    from heterosim.forking import usable_cpus
     from heterosim.planner.suite import suite_table, write_suite
 
     paths = sorted(directory.glob("*.yaml"))
     if not paths:
         _fail(UserError("no *.yaml scenarios here", file=str(directory)))
     try:
-        if jobs is not None and jobs < 1:
-            raise UserError("must be >= 1", field="--jobs", value=jobs)
         rows = suite_table(paths, backend, naive=naive, progress=lambda m: _err.print(f"[dim]{m}[/]"),
-                           jobs=jobs or usable_cpus())
+                           jobs=_jobs(jobs))
     except UserError as err:
         _fail(err)
     csv_path, md_path = write_suite(rows, out)

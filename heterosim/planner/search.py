@@ -437,10 +437,10 @@ class Planner:
         state), so the results are those of one process doing them in turn; workers are forked after the
         systems are built, so they share them. One job, one candidate, or no ``fork`` (not Linux): in turn,
         here."""
-        from heterosim.forking import can_fork, forked_map
+        from heterosim.forking import forked_map, map_forks
 
         errors: list[UserError | None] = [None] * len(cands)
-        parallel = jobs > 1 and len(cands) > 1 and can_fork()
+        parallel = map_forks(jobs, len(cands))
         if parallel:
             for cand in cands:  # (built once, here, and shared by the forked workers)
                 self._scenario_and_system(cand)

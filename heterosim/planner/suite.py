@@ -71,17 +71,18 @@ def suite_table(paths, backend: str = "flow", *, naive: bool = True,
                 progress: Callable[[str], None] | None = None, jobs: int = 1) -> list[dict]:
     """One row per scenario file (see COLUMNS), in order; ``jobs`` scenarios at a time in forked processes
     (each run is independent and deterministic: the same rows as one at a time)."""
-    from heterosim.forking import forked_map
+    from heterosim.forking import forked_map, map_forks
 
     paths = [Path(p) for p in paths]
+    parallel = map_forks(jobs, len(paths))
 
     def one(k: int) -> dict:
-        if progress is not None and jobs <= 1:
+        if progress is not None and not parallel:
             progress(f"running {paths[k]}")
         return run_one(paths[k], backend, naive)
 
     def done(k: int, row: dict) -> None:
-        if progress is not None and jobs > 1:
+        if progress is not None and parallel:
             progress(f"done {paths[k]}")
 
     return forked_map(one, len(paths), jobs, done)

@@ -165,19 +165,21 @@ class FluidSide:
                                         float(p.rateIncreaseIntervalNs), int(p.byteCounterBytes))
         return v
 
+    def _by_port(self, values, nonzero: bool = False) -> dict[int, float]:
+        """A per-port vector of the model's, by the inner backend's port index (``nonzero``: ports with a value)."""
+        v = list(values)
+        return {p: v[fp] for p, fp in self._ports.items() if v[fp] or not nonzero}
+
     def port_tx_bytes(self) -> dict[int, float]:
-        v = list(self.net.PortTxBytes())
-        return {p: v[fp] for p, fp in self._ports.items()}
+        return self._by_port(self.net.PortTxBytes())
 
     def port_max_queue(self) -> dict[int, float]:
-        """The deepest each port's queue got in the model, bytes, by the inner backend's port index; ports without."""
-        v = list(self.net.PortMaxQueue())
-        return {p: v[fp] for p, fp in self._ports.items() if v[fp]}
+        """The deepest each port's queue got in the model, bytes; ports without none."""
+        return self._by_port(self.net.PortMaxQueue(), nonzero=True)
 
     def port_marks(self) -> dict[int, float]:
-        """Expected ECN marks per port (as :meth:`counters`), by the inner backend's port index; ports without."""
-        v = list(self.net.PortMarks())
-        return {p: v[fp] for p, fp in self._ports.items() if v[fp]}
+        """Expected ECN marks per port (as :meth:`counters`); ports without none."""
+        return self._by_port(self.net.PortMarks(), nonzero=True)
 
     def trim(self, key) -> list[tuple[int, float, float, float]]:
         """(message id, wire kept, wire removed, wire sent) of the connection's messages whose
