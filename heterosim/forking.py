@@ -34,8 +34,18 @@ class ForkedTask:
             return
         sys.stdout.flush()  # (else the child would write again what the parent had buffered)
         sys.stderr.flush()
-        r, w = os.pipe()
-        pid = os.fork()
+        try:
+            r, w = os.pipe()
+        except OSError:  # (out of descriptors: the work is still wanted, here)
+            fn(*args)
+            return
+        try:
+            pid = os.fork()
+        except OSError:  # (no process to spare, e.g. EAGAIN at a process limit: here, as without a fork)
+            os.close(r)
+            os.close(w)
+            fn(*args)
+            return
         if pid == 0:  # the child: never returns into the caller's code
             code = 0
             try:

@@ -48,6 +48,21 @@ def test_inline_while_another_thread_runs(tmp_path):
     assert int((tmp_path / "pid").read_text()) == os.getpid()
 
 
+def test_inline_when_the_fork_fails(tmp_path, monkeypatch):
+    import errno
+
+    def no_fork():
+        raise OSError(errno.EAGAIN, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(forking, "_fork_pays", lambda: True)
+    monkeypatch.setattr(os, "fork", no_fork)
+    before = len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else None
+    ForkedTask(_pid_to, tmp_path / "pid").join()
+    assert int((tmp_path / "pid").read_text()) == os.getpid()
+    if before is not None:
+        assert len(os.listdir("/proc/self/fd")) == before  # the pipe was closed
+
+
 def test_inline_where_forking_does_not_pay(tmp_path, monkeypatch):
     monkeypatch.setattr(forking, "_fork_pays", lambda: False)
     ForkedTask(_pid_to, tmp_path / "pid").join()
