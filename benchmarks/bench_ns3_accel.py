@@ -109,23 +109,10 @@ def _logging(send, log: list):
 def replay(log: dict, mode: str) -> dict:
     """The messages of ``log`` (:func:`run_training`'s) posted at their logged times, open loop: the same
     traffic for ``off`` and ``auto`` (FCTs from each message's post, as in the closed-loop rows)."""
-    from netbackend.registry import create_backend
-
     cfg = log["network"]
     cfg = cfg.model_copy(update={"acceleration": cfg.acceleration.model_copy(
         update={"mode": mode, **(ACC if mode == "auto" else {})})})
-    done: dict[int, int] = {}
-    t0, c0 = time.perf_counter(), time.process_time()
-    with create_backend("ns3", log["net"], cfg, log["seed"]) as b:
-        for m in log["messages"]:
-            b.send(m)
-        while b.pending():
-            for c in b.advance():
-                done[c.id] = c.finish_ns
-        extra = b.stats().extra
-    fct = {m.id: (m.start_ns, done[m.id]) for m in log["messages"]}
-    return {"wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0, "iteration_ns": max(done.values()),
-            "fct": fct, "extra": extra}
+    return _open_loop(log["net"], cfg, log["seed"], log["messages"])
 
 
 def traffic_topology(leaves: int = 4, hosts_per_leaf: int = 4, spines: int = 2) -> NetTopology:
@@ -157,8 +144,6 @@ def traffic_messages(topo: NetTopology, seed: int, n: int = 200, incast: int = 8
 
 def run_traffic(mode: str, seed: int = 1, nudge: tuple[int, int] | None = None) -> dict:
     """``nudge`` (message id, ns): start that message later (the sensitivity row)."""
-    from netbackend.ns3 import Ns3Backend
-
     topo = traffic_topology()
     cfg = NetworkConfig(backend="ns3", cc="dcqcn", acceleration={"mode": mode, **(ACC if mode == "auto" else {})},
                         ecmp=ECMP or "hash")
@@ -166,6 +151,14 @@ def run_traffic(mode: str, seed: int = 1, nudge: tuple[int, int] | None = None) 
     if nudge:
         msgs = [Message(m.id, m.src, m.dst, m.size_bytes, m.start_ns + (nudge[1] if m.id == nudge[0] else 0),
                         m.flow_key, m.connection, m.step_bytes) for m in msgs]
+    return _open_loop(topo, cfg, seed, msgs)
+
+
+def _open_loop(topo: NetTopology, cfg: NetworkConfig, seed: int, msgs: list[Message]) -> dict:
+    """Post ``msgs`` at their start times on a fresh ns-3 backend and run until all are delivered: the
+    result as :func:`run_training`'s (``iteration_ns``: the last delivery)."""
+    from netbackend.ns3 import Ns3Backend
+
     t0, c0 = time.perf_counter(), time.process_time()
     with Ns3Backend(topo, cfg, seed) as b:
         for m in msgs:
