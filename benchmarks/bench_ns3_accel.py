@@ -64,10 +64,12 @@ ACC: dict = {}
 """--memoize / --fast-forward: acceleration settings added to every auto run."""
 
 
-def run_training(scenario: str | dict, mode: str, seed: int | None = None, log_messages: bool = False) -> dict:
+def run_training(scenario: str | dict, mode: str, seed: int | None = None, log_messages: bool = False,
+                 hop_ns_extra: int = 0) -> dict:
     """One iteration at packet level (``mode`` off or auto). ``log_messages``: also every message the
     coordinator handed the network backend, as posted, with the fabric, settings and seed (what
-    :func:`replay` needs to run the same traffic open loop)."""
+    :func:`replay` needs to run the same traffic open loop). ``hop_ns_extra``: that many ns more per
+    switch hop (the sensitivity row: the reference itself, nudged)."""
     from heterosim import api
     from heterosim.config.loader import scenario_from_dict
     from netbackend.ns3 import Ns3Backend, accel
@@ -81,6 +83,8 @@ def run_training(scenario: str | dict, mode: str, seed: int | None = None, log_m
     acc = sc.network.acceleration.model_copy(update={"mode": mode, **(ACC if mode == "auto" else {})})
     upd = {"backend": "ns3", "acceleration": acc} | ({"ecmp": ECMP} if ECMP else {})
     upd["wall_limit_s"] = WALL_LIMIT_S
+    if hop_ns_extra:
+        upd["per_hop_latency_ns"] = sc.network.per_hop_latency_ns + hop_ns_extra
     sc = sc.model_copy(update={"network": sc.network.model_copy(update=upd)})
     prep = api.prepare(sc)
     log: list[Message] = []
@@ -248,6 +252,19 @@ def row(name: str, off: dict, auto: dict) -> None:
           f"({acc.get('fast_forwarded_share', 0.0):.1%}), not qualified {acc.get('not_qualified')}", flush=True)
 
 
+def sensitivity_row(name: str, off: dict, nudged: dict) -> None:
+    """The reference against itself nudged: the differences auto's are to be read beside."""
+    p50o, p99o = _fct_stats(off["fct"])
+    p50n, p99n = _fct_stats(nudged["fct"])
+    eo, en = off["extra"], nudged["extra"]
+    print(f"{'':<28} sensitivity, {name}: off with 1 ns more per switch hop against off: iteration "
+          f"{_rel(off['iteration_ns'], nudged['iteration_ns']):+.3%}, FCT p50/p99 {_rel(p50o, p50n):+.3%}/"
+          f"{_rel(p99o, p99n):+.3%}, ECN {eo['ecn_marks']}/{en['ecn_marks']} "
+          f"({_rel(eo['ecn_marks'], en['ecn_marks']):+.1%}), CNP {eo['cnps_sent']}/{en['cnps_sent']} "
+          f"({_rel(eo['cnps_sent'], en['cnps_sent']):+.1%}), PFC ns {eo['pfc_paused_ns_total']}/"
+          f"{en['pfc_paused_ns_total']}", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--h4", action="store_true", help="add H4-LLaMA-65B (128 GPUs, full batch)")
@@ -270,6 +287,10 @@ def main() -> None:
     ap.add_argument("--open-loop", action="store_true",
                     help="training scenarios: also replay the auto run's messages at their posting times, off and "
                          "auto (the same traffic for both: no schedule drift, but auto's times; see above)")
+    ap.add_argument("--sensitivity", action="store_true",
+                    help="training scenarios: also the off reference with 1 ns more per switch hop (500 -> 501 "
+                         "ns), against the off run: how far the reference itself moves under a nudge no model "
+                         "claims to resolve (closed loop, a hashed fabric's collisions hang on microseconds)")
     ap.add_argument("--off-cache", type=Path, metavar="DIR",
                     help="keep each off reference in DIR and reuse it while the simulator's sources "
                          "(but the accelerated path's) are unchanged")
@@ -315,6 +336,9 @@ def main() -> None:
             row(f"{name}, open loop on auto's schedule", ol_off, _isolated(replay, log, "auto"))
             off_log = off.pop("log")
             row(f"{name}, open loop on off's schedule", off, _isolated(replay, off_log, "auto"))
+        if fn is run_training and args.sensitivity:
+            nudged = _off(name, fn, arg, args.off_cache, **kw, hop_ns_extra=1)
+            sensitivity_row(name, off, nudged)
         if fn is run_training and args.seeds > 1:
             family = name.rsplit(", seed", 1)[0]
             runs = seeded.setdefault(family, [])
