@@ -348,6 +348,17 @@ def check_acceleration(config: NetworkConfig) -> None:
                             field="network.transport.qps_per_connection", value=config.transport.qps_per_connection)
 
 
+def _add_by_name(into: dict, per_port: dict, names: list, skip_zero: bool = False) -> None:
+    """Adds each port's value, rounded to an integer, to ``into`` under the port's name (``names[port]``): how
+    the closed-form, replayed and fluid shares join ns-3's own per-link and per-port counters. ``skip_zero``:
+    a port whose rounded value is 0 gets no entry (the fluid model's expected marks: most ports have a few
+    hundredths)."""
+    for p, v in per_port.items():
+        n = int(round(v))
+        if n or not skip_zero:
+            into[names[p]] = into.get(names[p], 0) + n
+
+
 class AcceleratedNs3Backend(NetworkBackend):
     """ns-3 backend with closed-form source-bounded partitions (``acceleration.mode: auto``)."""
 
@@ -1811,31 +1822,24 @@ class AcceleratedNs3Backend(NetworkBackend):
         st = self.inner.stats()
         link_bytes = dict(st.link_bytes)
         names = self.inner._port_links
-        for p, b in self._link_bytes.items():
-            link_bytes[names[p]] = link_bytes.get(names[p], 0) + int(round(b))
+        _add_by_name(link_bytes, self._link_bytes, names)
         extra = dict(st.extra)
         rp = {k: sum(v.values()) for k, v in self._replayed.items()}
-        for p, b in self._replayed.get("tx_bytes", {}).items():
-            link_bytes[names[p]] = link_bytes.get(names[p], 0) + int(round(b))
+        _add_by_name(link_bytes, self._replayed.get("tx_bytes", {}), names)
         port_names = [str(n) for n in self.inner._sim.PortNames()] if rp or self._fluid is not None else []
         if rp:
             marks = dict(extra["ecn_marks_per_port"])
-            for p, v in self._replayed.get("ecn_marks", {}).items():
-                marks[port_names[p]] = marks.get(port_names[p], 0) + int(round(v))
+            _add_by_name(marks, self._replayed.get("ecn_marks", {}), port_names)
             cnp_per_mark = extra["cnps_sent"] / extra["ecn_marks"] if extra["ecn_marks"] else 1.0
             extra.update(ecn_marks_per_port=marks, ecn_marks=sum(marks.values()),
                          cnps_sent=extra["cnps_sent"] + int(round(rp.get("ecn_marks", 0.0) * cnp_per_mark)),
                          pfc_paused_ns_total=extra["pfc_paused_ns_total"] + int(round(rp.get("paused_ns", 0.0))))
         if self._fluid is not None:
-            for p, b in self._fluid.port_tx_bytes().items():
-                link_bytes[names[p]] = link_bytes.get(names[p], 0) + int(round(b))
+            _add_by_name(link_bytes, self._fluid.port_tx_bytes(), names)
             fc = self._fluid.counters()
             # per port too (network_stats.csv, the plots): each port's expected count rounded, the total their sum
             marks = dict(extra["ecn_marks_per_port"])
-            for p, v in self._fluid.port_marks().items():
-                n = int(round(v))
-                if n:
-                    marks[port_names[p]] = marks.get(port_names[p], 0) + n
+            _add_by_name(marks, self._fluid.port_marks(), port_names, skip_zero=True)
             # the deepest queue per port, packet level's or the model's (mean_queue_bytes stays packet level's:
             # the model keeps no time average)
             max_q = dict(extra["max_queue_bytes"])
