@@ -65,11 +65,12 @@ ACC: dict = {}
 
 
 def run_training(scenario: str | dict, mode: str, seed: int | None = None, log_messages: bool = False,
-                 hop_ns_extra: int = 0) -> dict:
+                 hop_ns_extra: int = 0, draw: int = 0) -> dict:
     """One iteration at packet level (``mode`` off or auto). ``log_messages``: also every message the
     coordinator handed the network backend, as posted, with the fabric, settings and seed (what
     :func:`replay` needs to run the same traffic open loop). ``hop_ns_extra``: that many ns more per
-    switch hop (the sensitivity row: the reference itself, nudged)."""
+    switch hop (the sensitivity row: the reference itself, nudged). ``draw``: the random draws only (RED
+    marks: ns-3's run number 1 + draw; the fluid model's: its seed + draw), the ECMP hash kept (--draws)."""
     from heterosim import api
     from heterosim.config.loader import scenario_from_dict
     from netbackend.ns3 import Ns3Backend, accel
@@ -86,6 +87,8 @@ def run_training(scenario: str | dict, mode: str, seed: int | None = None, log_m
     if hop_ns_extra:
         upd["per_hop_latency_ns"] = sc.network.per_hop_latency_ns + hop_ns_extra
     sc = sc.model_copy(update={"network": sc.network.model_copy(update=upd)})
+    if draw:
+        _redraw(draw)
     prep = api.prepare(sc)
     log: list[Message] = []
     if log_messages:  # (this process runs this one simulation: run_isolated)
@@ -98,8 +101,63 @@ def run_training(scenario: str | dict, mode: str, seed: int | None = None, log_m
     out = {"wall_s": wall, "cpu_s": cpu, "iteration_ns": res.sim.iteration_time_ns, "fct": st.fct_ns,
            "extra": st.extra}
     if log_messages:
-        out["log"] = {"messages": log, "net": prep.system.net, "network": sc.network, "seed": sc.seed}
+        out["log"] = {"messages": log, "net": prep.system.net, "network": sc.network, "seed": sc.seed,
+                      "roles": nic_roles(prep)}
     return out
+
+
+def nic_roles(prep) -> dict[str, tuple[int, int, int]]:
+    """NIC name -> (data-parallel replica, pipeline stage, position in the tensor-parallel group) of its GPU."""
+    ir = prep.ir
+    pos = {dim: {r: i for g in ir.groups[dim] for i, r in enumerate(g)} for dim in ("dp", "tp")}
+    return {g.nic: (pos["dp"][r], ir.program_of(r).stage, pos["tp"][r]) for r, g in enumerate(prep.system.gpus)
+            if g.nic is not None}
+
+
+def replica_offsets(log: dict) -> list[int]:
+    """How far apart the data-parallel replicas' pipeline sends start: replica d's k-th send between two
+    stages (per tensor-parallel position) against replica 0's k-th, in ns (d - 0), over every such pair.
+    In lockstep the replicas' sends overlap and, on a hashed fabric, meet on the same uplinks; a pipeline
+    fill that puts them a send's length apart keeps them off each other for the rest of the iteration
+    (benchmarks/hash_replica_offsets.py, the same at flow level)."""
+    roles = log["roles"]
+    sends: dict[tuple, list[int]] = {}
+    for m in log["messages"]:
+        a, b = roles.get(m.src), roles.get(m.dst)
+        if a is None or b is None or a[0] != b[0] or a[1] == b[1]:
+            continue  # not a pipeline send within one replica
+        sends.setdefault((a[0], a[1], b[1], a[2]), []).append(m.start_ns)
+    out = []
+    for (d, s0, s1, tp), ts in sends.items():
+        base = sends.get((0, s0, s1, tp)) if d else None
+        if base:
+            out += [t - t0 for t0, t in zip(sorted(base), sorted(ts))]
+    return out
+
+
+def offsets_line(name: str, off_log: dict, auto_log: dict) -> None:
+    def q(v: list[int]) -> str:
+        a = sorted(abs(x) for x in v)
+        return f"|offset| p10/p50/p90 {_pct(a, .1) / 1e3:.1f}/{_pct(a, .5) / 1e3:.1f}/{_pct(a, .9) / 1e3:.1f} us" if a else "none"
+    o, a = replica_offsets(off_log), replica_offsets(auto_log)
+    print(f"{'':<28} replica offsets, {name} ({len(o)} pipeline-send pairs): off {q(o)}; auto {q(a)}", flush=True)
+
+
+def _redraw(draw: int) -> None:
+    """Moves this process's random draws by ``draw`` and nothing else: ns-3's run number (the switches' RED
+    draws; the per-switch ECMP salts come from the helper's Seed attribute, unchanged) and the fluid
+    model's seed (the ECMP router keeps the backend seed). Only in the child that runs one simulation."""
+    from netbackend.ns3 import driver, fluid
+
+    cls = driver.sim_class()
+    set_seed = cls.SetSeed
+    cls.SetSeed = lambda seed, run: set_seed(seed, run + draw)
+    init = fluid.FluidSide.__init__
+
+    def seeded(self, router, config, seed, *a, **kw):
+        init(self, router, config, seed + draw, *a, **kw)
+
+    fluid.FluidSide.__init__ = seeded
 
 
 def _logging(send, log: list):
@@ -252,6 +310,33 @@ def row(name: str, off: dict, auto: dict) -> None:
           f"({acc.get('fast_forwarded_share', 0.0):.1%}), not qualified {acc.get('not_qualified')}", flush=True)
 
 
+def draws_rows(name: str, fn, arg, cache, kw: dict, n: int, off0: dict, auto0: dict) -> None:
+    """Draws 1..n-1 of both modes (draw 0: the runs above), each with its replica offsets, then the means."""
+    runs = [(off0, auto0)]
+    for k in range(1, n):
+        o = _off(name, fn, arg, cache, **kw, draw=k, log_messages=True)
+        a = _isolated(fn, arg, "auto", **kw, draw=k, log_messages=True)
+        runs.append((o, a))
+    print(f"{'':<28} draws of {name} (RED / fluid-model draws moved, ECMP kept):", flush=True)
+    sums = {"off": [0, 0, 0.0], "auto": [0, 0, 0.0]}
+    for k, (o, a) in enumerate(runs):
+        cells = []
+        for mode, r in (("off", o), ("auto", a)):
+            e, c = r["extra"]["ecn_marks"], r["extra"]["cnps_sent"]
+            p99 = _fct_stats(r["fct"])[1]
+            offs = sorted(abs(x) for x in replica_offsets(r["log"])) if "log" in r else []
+            sums[mode][0] += e
+            sums[mode][1] += c
+            sums[mode][2] += p99
+            cells.append(f"{mode} ECN {e} CNP {c} p99 {p99 / 1e3:.1f} us"
+                         + (f" offset p50 {_pct(offs, .5) / 1e3:.1f} us" if offs else ""))
+        print(f"{'':<30} draw {k}: " + "; ".join(cells), flush=True)
+    (eo, co, po), (ea, ca, pa) = sums["off"], sums["auto"]
+    print(f"{'':<28} mean over {n} draws: ECN {eo / n:.0f} / {ea / n:.0f} ({_rel(eo, ea):+.1%}), CNP {co / n:.0f} / "
+          f"{ca / n:.0f} ({_rel(co, ca):+.1%}), FCT p99 {po / n / 1e3:.1f} / {pa / n / 1e3:.1f} us "
+          f"({_rel(po, pa):+.1%})", flush=True)
+
+
 def sensitivity_row(name: str, off: dict, nudged: dict) -> None:
     """The reference against itself nudged: the differences auto's are to be read beside."""
     p50o, p99o = _fct_stats(off["fct"])
@@ -291,6 +376,11 @@ def main() -> None:
                     help="training scenarios: also the off reference with 1 ns more per switch hop (500 -> 501 "
                          "ns), against the off run: how far the reference itself moves under a nudge no model "
                          "claims to resolve (closed loop, a hashed fabric's collisions hang on microseconds)")
+    ap.add_argument("--draws", type=int, default=1, metavar="N",
+                    help="training scenarios: also draws 1..N-1 of each mode (the RED and fluid-model random draws "
+                         "moved, the ECMP hash kept; off: ns-3's run number), with the replica offsets and the "
+                         "counters' means over the N draws: on a hashed fabric one run's marks hang on a few "
+                         "random collision outcomes in the pipeline fill")
     ap.add_argument("--off-cache", type=Path, metavar="DIR",
                     help="keep each off reference in DIR and reuse it while the simulator's sources "
                          "(but the accelerated path's) are unchanged")
@@ -332,6 +422,7 @@ def main() -> None:
             # each mode's schedule in turn: auto's posting times (off replayed), then off's (auto replayed;
             # the off run itself is its own replay: same messages at the same times, same seed)
             log = auto.pop("log")
+            offsets_line(name, off["log"], log)
             ol_off = _off(f"{name}, open loop", replay, log, args.off_cache)
             row(f"{name}, open loop on auto's schedule", ol_off, _isolated(replay, log, "auto"))
             off_log = off.pop("log")
@@ -339,6 +430,8 @@ def main() -> None:
         if fn is run_training and args.sensitivity:
             nudged = _off(name, fn, arg, args.off_cache, **kw, hop_ns_extra=1)
             sensitivity_row(name, off, nudged)
+        if fn is run_training and args.draws > 1:
+            draws_rows(name, fn, arg, args.off_cache, kw, args.draws, off, auto)
         if fn is run_training and args.seeds > 1:
             family = name.rsplit(", seed", 1)[0]
             runs = seeded.setdefault(family, [])
