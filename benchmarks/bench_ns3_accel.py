@@ -14,6 +14,8 @@ closed form.  Targets (issue 12): iteration time within 1 %, FCT p50 / p99 withi
     .venv/bin/python benchmarks/bench_ns3_accel.py --seeds 4 --collisions fluid  # quickstart's counters over 4 seeds
     .venv/bin/python benchmarks/bench_ns3_accel.py --gpt3 --skip-small --seeds 1 --seed-from 2  # GPT-3 with seed 2 only
     .venv/bin/python benchmarks/bench_ns3_accel.py --gpt3 --skip-small --open-loop  # + the auto run's traffic open loop
+    .venv/bin/python benchmarks/bench_ns3_accel.py --gpt3 --skip-small --sensitivity  # + off nudged 1 ns per hop
+    .venv/bin/python benchmarks/bench_ns3_accel.py --gpt3 --skip-small --draws 4  # + 3 more random draws of each mode
 
 Closed loop (the default), each mode's completions decide when the next messages go, so the two runs' schedules
 drift apart by microseconds and a hashed fabric's collisions (which pairs of flows meet) differ between them;
@@ -22,6 +24,11 @@ in auto: no schedule drift, but a bias of its own, each way (on auto's times, wh
 message is posted while its connection still carries the previous one and waits, and waits chain; on off's
 times, the same for the model where it is slower), small for long messages (GPT-3 b64), large for short
 chained ones (quickstart).
+
+On a hashed fabric with data-parallel replicas, the pipeline fill's collisions leave the replicas either in
+lockstep (their pipeline sends keep meeting on the same uplinks: many marks) or a send apart (few), at random;
+one closed-loop run is one draw of that, so ``--draws`` compares the modes over several draws of their random
+numbers (ECMP kept) and prints the replicas' offsets (``replica_offsets``) beside the counters.
 """
 from __future__ import annotations
 
