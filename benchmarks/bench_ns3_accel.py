@@ -79,6 +79,26 @@ def run_training(scenario: str | dict, mode: str, seed: int | None = None, log_m
     switch hop (the sensitivity row: the reference itself, nudged). ``draw``: the random draws only (RED
     marks: ns-3's run number 1 + draw; the fluid model's: its seed + draw), the ECMP hash kept (--draws)."""
     from heterosim import api
+
+    sc, prep, log = prepare_training(scenario, mode, seed, log_messages, hop_ns_extra, draw)
+    t0, c0 = time.perf_counter(), time.process_time()
+    res = api.simulate(prep, backend="ns3", record_messages=False)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    st = res.sim.net_stats
+    out = {"wall_s": wall, "cpu_s": cpu, "iteration_ns": res.sim.iteration_time_ns, "fct": st.fct_ns,
+           "extra": st.extra}
+    if log_messages:
+        out["log"] = {"messages": log, "net": prep.system.net, "network": sc.network, "seed": sc.seed,
+                      "roles": nic_roles(prep)}
+    return out
+
+
+def prepare_training(scenario: str | dict, mode: str, seed: int | None = None, log_messages: bool = False,
+                     hop_ns_extra: int = 0, draw: int = 0):
+    """(scenario, prepared, message log) of :func:`run_training`'s run, set up as it describes; the log fills
+    as the run posts messages (``log_messages``; else it stays empty). Only in the child that runs one
+    simulation: it patches classes of this process."""
+    from heterosim import api
     from heterosim.config.loader import scenario_from_dict
     from netbackend.ns3 import Ns3Backend, accel
 
@@ -98,19 +118,10 @@ def run_training(scenario: str | dict, mode: str, seed: int | None = None, log_m
         _redraw(draw)
     prep = api.prepare(sc)
     log: list[Message] = []
-    if log_messages:  # (this process runs this one simulation: run_isolated)
+    if log_messages:
         cls = accel.AcceleratedNs3Backend if mode == "auto" else Ns3Backend  # (auto's inner is not asked)
         cls.send = _logging(cls.send, log)
-    t0, c0 = time.perf_counter(), time.process_time()
-    res = api.simulate(prep, backend="ns3", record_messages=False)
-    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    st = res.sim.net_stats
-    out = {"wall_s": wall, "cpu_s": cpu, "iteration_ns": res.sim.iteration_time_ns, "fct": st.fct_ns,
-           "extra": st.extra}
-    if log_messages:
-        out["log"] = {"messages": log, "net": prep.system.net, "network": sc.network, "seed": sc.seed,
-                      "roles": nic_roles(prep)}
-    return out
+    return sc, prep, log
 
 
 def nic_roles(prep) -> dict[str, tuple[int, int, int]]:

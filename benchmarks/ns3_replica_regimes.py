@@ -10,7 +10,8 @@ lockstep count at 600 ms is an upper bound.
 This runs each mode ``--draws`` times with only its random draws moved (``bench_ns3_accel --draws``:
 ns-3's run number for RED, the fluid model's seed; ECMP kept) to ``--until-ms`` of simulated time and
 prints each draw's median replica offset (``bench_ns3_accel.replica_offsets``) and how many landed within
-``--lockstep-us`` (default 20 us). Not a test: a packet-level draw takes ~4 CPU minutes.
+``--lockstep-us`` (default 20 us). Not a test: a packet-level draw takes 6-7 CPU minutes (378-433 s
+measured, against ~18 for the whole iteration).
 
     .venv/bin/python benchmarks/ns3_replica_regimes.py --seed 1 --draws 6 [--modes off,auto] [--from-draw 0]
 """
@@ -35,20 +36,9 @@ class _Reached(Exception):
 def first_sends(mode: str, seed: int, draw: int, until_ns: int) -> dict:
     """Messages posted until ``until_ns`` (and the NIC roles) of GPT-3 b64 in ``mode``, draw ``draw``."""
     from heterosim import api
-    from heterosim.config.loader import scenario_from_dict
-    from netbackend.ns3 import Ns3Backend, accel
 
-    if draw:
-        B._redraw(draw)
-    sc = scenario_from_dict(scenario(64)).model_copy(update={"seed": seed})
-    acc = sc.network.acceleration.model_copy(
-        update={"mode": mode, **({"collisions": "fluid"} if mode == "auto" else {})})
-    sc = sc.model_copy(update={"network": sc.network.model_copy(
-        update={"backend": "ns3", "acceleration": acc, "wall_limit_s": B.WALL_LIMIT_S})})
-    prep = api.prepare(sc)
-    log: list = []
-    cls = accel.AcceleratedNs3Backend if mode == "auto" else Ns3Backend
-    cls.send = B._logging(cls.send, log)
+    B.ACC.update(collisions="fluid")  # (this child's copy of the benchmark's globals: auto as --collisions fluid)
+    _, prep, log = B.prepare_training(scenario(64), mode, seed, log_messages=True, draw=draw)
     c0 = time.process_time()
 
     def progress(done, total):
