@@ -24,7 +24,10 @@ def result():
 
 
 def _pid_to(path: Path) -> None:
-    path.write_text(str(os.getpid()))
+    # Written aside and renamed: a reader polling for the file never sees it empty (CI read '' once).
+    part = path.with_name(path.name + ".part")
+    part.write_text(str(os.getpid()))
+    os.replace(part, path)
 
 
 @forks
