@@ -76,8 +76,8 @@ def run_training(scenario: str | dict, mode: str, seed: int | None = None, log_m
     """One iteration at packet level (``mode`` off or auto). ``log_messages``: also every message the
     coordinator handed the network backend, as posted, with the fabric, settings and seed (what
     :func:`replay` needs to run the same traffic open loop). ``hop_ns_extra``: that many ns more per
-    switch hop (the sensitivity row: the reference itself, nudged). ``draw``: the random draws only (RED
-    marks: ns-3's run number 1 + draw; the fluid model's: its seed + draw), the ECMP hash kept (--draws)."""
+    switch hop (the sensitivity row: the reference itself, nudged). ``draw``: the random draws only
+    (``network.rng_run`` moved by ``draw``: RED's marks, the fluid model's sampled CNPs), the ECMP hash kept (--draws)."""
     from heterosim import api
 
     sc, prep, log = prepare_training(scenario, mode, seed, log_messages, hop_ns_extra, draw)
@@ -111,11 +111,10 @@ def prepare_training(scenario: str | dict, mode: str, seed: int | None = None, l
     acc = sc.network.acceleration.model_copy(update={"mode": mode, **(ACC if mode == "auto" else {})})
     upd = {"backend": "ns3", "acceleration": acc} | ({"ecmp": ECMP} if ECMP else {})
     upd["wall_limit_s"] = WALL_LIMIT_S
+    upd["rng_run"] = sc.network.rng_run + draw  # another draw of RED's and the fluid model's (ECMP kept)
     if hop_ns_extra:
         upd["per_hop_latency_ns"] = sc.network.per_hop_latency_ns + hop_ns_extra
     sc = sc.model_copy(update={"network": sc.network.model_copy(update=upd)})
-    if draw:
-        _redraw(draw)
     prep = api.prepare(sc)
     log: list[Message] = []
     if log_messages:
@@ -159,23 +158,6 @@ def offsets_line(name: str, off_log: dict, auto_log: dict) -> None:
         return f"|offset| p10/p50/p90 {_pct(a, .1) / 1e3:.1f}/{_pct(a, .5) / 1e3:.1f}/{_pct(a, .9) / 1e3:.1f} us" if a else "none"
     o, a = replica_offsets(off_log), replica_offsets(auto_log)
     print(f"{'':<28} replica offsets, {name} ({len(o)} pipeline-send pairs): off {q(o)}; auto {q(a)}", flush=True)
-
-
-def _redraw(draw: int) -> None:
-    """Moves this process's random draws by ``draw`` and nothing else: ns-3's run number (the switches' RED
-    draws; the per-switch ECMP salts come from the helper's Seed attribute, unchanged) and the fluid
-    model's seed (the ECMP router keeps the backend seed). Only in the child that runs one simulation."""
-    from netbackend.ns3 import driver, fluid
-
-    cls = driver.sim_class()
-    set_seed = cls.SetSeed
-    cls.SetSeed = lambda seed, run: set_seed(seed, run + draw)
-    init = fluid.FluidSide.__init__
-
-    def seeded(self, router, config, seed, *a, **kw):
-        init(self, router, config, seed + draw, *a, **kw)
-
-    fluid.FluidSide.__init__ = seeded
 
 
 def _logging(send, log: list):

@@ -338,6 +338,13 @@ class NetworkConfig(_Strict):
     transport: TransportConfig = TransportConfig()
     ecmp: Literal["hash", "rail"] = "hash"
     """Path choice among equal-cost paths: 5-tuple hash with per-switch seed, or rail-pinned."""
+    rng_run: int = Field(1, ge=1, le=2**31 - 1)
+    """Which independent replication of the run's random draws, as ns-3's RngRun (the ns-3 manual,
+    "Random Variables": same seed, another run number, independent streams): the switches' RED marks
+    and the fluid model's sampled CNPs move; the scenario seed's ECMP hash and background flows stay.
+    On a hashed fabric counters can hang on these draws (GPT-3 175B b64 on 128 H100: 10,034 to
+    31,800 ECN marks over four runs; README, "regime"), so compare settings over several
+    (``heterosim compare --draws``)."""
     per_hop_latency_ns: int = Field(500, ge=0)
     """Switch pipeline latency, added per switch traversed by both backends."""
     dcqcn: DcqcnConfig = DcqcnConfig()

@@ -8,6 +8,11 @@ where the ideal is the message alone on its path: wire bytes (payload +
 per-packet headers) at the NIC line rate, plus propagation, plus
 store-and-forward of the last packet on later hops (plus the switch pipeline
 latency where the backend models one).
+
+With ``draws`` > 1 each setting runs that many times, ``network.rng_run`` 1, 2, ... (the same
+scenario, another draw of the switches' RED marks and the fluid model's sampled CNPs): on a
+hashed fabric one run's ECN marks can be a third of the next one's (README, "regime"), so a
+difference between settings is read against the spread of each setting's own draws.
 """
 from __future__ import annotations
 
@@ -38,7 +43,7 @@ CDF_POINTS = 400
 KNOWN_CCS = tuple(get_args(CcKind))
 
 SCALAR_COLUMNS = (
-    "cc", "iteration_time_s", "exposed_comm_s", "exposed_comm_fraction", "exposed_dp_s", "exposed_pp_s",
+    "cc", "rng_run", "iteration_time_s", "exposed_comm_s", "exposed_comm_fraction", "exposed_dp_s", "exposed_pp_s",
     "net_messages", "slowdown_p50", "slowdown_p99",
     *[f"slowdown_{q}_{b[0]}" for b in SIZE_BINS for q in ("p50", "p99")],
     "max_queue_bytes", "avg_queue_bytes", "hottest_port_mean_queue_bytes", "pfc_paused_ns_total",
@@ -177,6 +182,7 @@ def run_setting(scenario, cc: str, backend: str) -> dict[str, Any]:
     stats = res.sim.net_stats
     row: dict[str, Any] = {
         "cc": cc,
+        "rng_run": sc.network.rng_run,
         "iteration_time_s": T,
         "exposed_comm_fraction": b["exposed_comm_total"],
         "exposed_comm_s": b["exposed_comm_total"] * T,
@@ -210,19 +216,20 @@ def _child(payload: tuple) -> dict[str, Any]:
 
 
 def run_per_cc(child, what, network: NetworkConfig, names: list[str], backend: str,
-               workers: int | None) -> list[dict[str, Any]]:
-    """``child((what, cc, backend))`` for each CC setting, each in a fresh spawned process (ns-3
-    keeps global state per process), after one probe child has built the backend for every setting
-    so that an unsupported one fails as one line before any simulation.  A child reports its
-    failure as ``{"_error": line, "cc": cc}``."""
+               workers: int | None, jobs: list[tuple[Any, str]] | None = None) -> list[dict[str, Any]]:
+    """``child((what, cc, backend))`` for each CC setting (or for each ``(what, cc)`` of ``jobs``, in
+    their order), each in a fresh spawned process (ns-3 keeps global state per process), after one
+    probe child has built the backend for every setting so that an unsupported one fails as one line
+    before any simulation.  A child reports its failure as ``{"_error": line, "cc": cc}``."""
+    jobs = [(what, c) for c in names] if jobs is None else jobs
     ctx = multiprocessing.get_context("spawn")
-    n = max(1, min(len(names), workers or os.cpu_count() or 1))
+    n = max(1, min(len(jobs), workers or os.cpu_count() or 1))
     with ProcessPoolExecutor(max_workers=n, mp_context=ctx, max_tasks_per_child=1) as pool:
         problems = pool.submit(_probe, (backend, network, names)).result()
         for c in names:
             if problems.get(c):
                 raise UserError(f"not supported by the {backend} backend: {problems[c]}", field="cc", value=c)
-        rows = list(pool.map(child, [(what, c, backend) for c in names]))
+        rows = list(pool.map(child, [(w, c, backend) for w, c in jobs]))
     errors = [r for r in rows if "_error" in r]
     if errors:
         raise UserError(errors[0]["_error"], field="cc", value=errors[0]["cc"])
@@ -261,49 +268,123 @@ def _parse_ccs(ccs) -> list[str]:
 
 
 def compare(scenario, ccs: list[str] | str, *, out: Path | str, overrides=None, backend: str = "ns3",
-            workers: int | None = None) -> list[dict[str, Any]]:
-    """Run ``scenario`` once per CC setting (child processes) and write compare.csv/.md/.json and plots."""
+            workers: int | None = None, draws: int = 1) -> list[dict[str, Any]]:
+    """Run ``scenario`` once per CC setting, or ``draws`` times each (``network.rng_run`` the scenario's, then
+    the next ones), in child processes, and write compare.csv/.md/.json and plots; one row per run, setting by
+    setting (:func:`over_draws` sums them up)."""
     from heterosim import api
     from heterosim.config.scenario import Scenario
 
     names = _parse_ccs(ccs)
+    if isinstance(draws, bool) or not isinstance(draws, int) or draws < 1:
+        raise UserError("must be a whole number >= 1", field="draws", value=draws)
     sc = scenario if isinstance(scenario, Scenario) else api.load(scenario, overrides)
     if isinstance(scenario, Scenario) and overrides:
         raise UserError("overrides apply to a scenario file; pass an edited Scenario instead", field="overrides")
     from netbackend.registry import backend_class
 
     backend_class(backend)  # unknown backend: one line now, not in a child
-    rows = run_per_cc(_child, sc, sc.network, names, backend, workers)
+    jobs = [(_with_run(sc, sc.network.rng_run + k), c) for c in names for k in range(draws)]
+    rows = run_per_cc(_child, sc, sc.network, names, backend, workers, jobs=jobs)
     write_outputs(Path(out), rows, scenario_name=sc.name, backend=backend)
     return [{k: v for k, v in r.items() if not k.startswith("_")} for r in rows]
+
+
+def _with_run(sc, run: int):
+    """``sc`` with ``network.rng_run = run`` (its source file kept, for error messages)."""
+    if run == sc.network.rng_run:
+        return sc
+    out = sc.model_copy(update={"network": sc.network.model_copy(update={"rng_run": run})})
+    if hasattr(sc, "_source_file"):
+        out._source_file = sc._source_file  # type: ignore[attr-defined]
+    return out
+
+
+def over_draws(rows: list[dict[str, Any]]) -> dict[str, dict[str, tuple[float, float, float]]]:
+    """cc -> metric -> (mean, min, max) over that setting's runs (its draws), for the numeric metrics
+    every one of them has."""
+    by_cc: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        by_cc.setdefault(r["cc"], []).append(r)
+    out: dict[str, dict[str, tuple[float, float, float]]] = {}
+    for cc, rs in by_cc.items():
+        out[cc] = {}
+        for c in SCALAR_COLUMNS[2:]:
+            vals = [r.get(c) for r in rs]
+            if vals and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals):
+                out[cc][c] = (sum(vals) / len(vals), min(vals), max(vals))
+    return out
+
+
+def overlapping(summary: dict[str, dict[str, tuple[float, float, float]]]) -> dict[str, list[tuple[str, str]]]:
+    """metric -> the pairs of settings whose ranges over their draws overlap on it (with distinct means): their
+    difference there is within what the draws alone move."""
+    out: dict[str, list[tuple[str, str]]] = {}
+    names = list(summary)
+    for c in SCALAR_COLUMNS[2:]:
+        if c == "wall_s":  # (the host's time, not the network's)
+            continue
+        for i, a in enumerate(names):
+            for b in names[i + 1:]:
+                x, y = summary[a].get(c), summary[b].get(c)
+                if x is None or y is None or x[0] == y[0]:
+                    continue
+                if x[1] <= y[2] and y[1] <= x[2]:
+                    out.setdefault(c, []).append((a, b))
+    return out
 
 
 # ------------------------------------------------------------------ outputs
 def write_outputs(out: Path, rows: list[dict[str, Any]], *, scenario_name: str = "", backend: str = "") -> None:
     from heterosim.results.writer import atomic_dir, write_json
 
+    names = list(dict.fromkeys(r["cc"] for r in rows))
+    draws = len(rows) // max(1, len(names))
     with atomic_dir(out) as tmp:
         cols = [c for c in SCALAR_COLUMNS if any(r.get(c) is not None for r in rows)]
+        if draws == 1:
+            cols = [c for c in cols if c != "rng_run"]  # (one run each: the column says nothing)
         with open(tmp / "compare.csv", "w", newline="") as fh:
             w = csv.writer(fh)
             w.writerow(cols)
             for r in rows:
                 w.writerow(["" if r.get(c) is None else r.get(c) for c in cols])
-        md = [f"# CC comparison: {scenario_name} ({backend} backend)", "",
-              "| metric | " + " | ".join(r["cc"] for r in rows) + " |",
-              "|---|" + "---|" * len(rows)]
-        for c in cols[1:]:
-            md.append(f"| {c} | " + " | ".join(format_cell(r.get(c)) for r in rows) + " |")
+        md = [f"# CC comparison: {scenario_name} ({backend} backend)", ""]
+        metrics = [c for c in cols if c not in ("cc", "rng_run")]
+        if draws == 1:
+            md += ["| metric | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+            for c in metrics:
+                md.append(f"| {c} | " + " | ".join(format_cell(r.get(c)) for r in rows) + " |")
+            plotted = rows
+        else:
+            summary = over_draws(rows)
+            md += [f"Each setting {draws} times (`network.rng_run` {rows[0]['rng_run']} to "
+                   f"{rows[0]['rng_run'] + draws - 1}): mean [min, max] over its draws; every run in compare.csv.", "",
+                   "| metric | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+            for c in metrics:
+                md.append(f"| {c} | " + " | ".join(
+                    f"{format_cell(summary[n][c][0])} [{format_cell(summary[n][c][1])}, {format_cell(summary[n][c][2])}]"
+                    if c in summary[n] else "" for n in names) + " |")
+            within = overlapping(summary)
+            if within:
+                md += ["", "Within the draws' spread (the settings' ranges overlap; compare more draws before "
+                       "reading a difference): " + "; ".join(
+                           f"{c} ({', '.join(f'{a} / {b}' for a, b in pairs)})" for c, pairs in within.items()) + "."]
+            plotted = [{**next(r for r in rows if r["cc"] == n), **{c: v[0] for c, v in summary[n].items()},
+                        "_range": {c: (v[1], v[2]) for c, v in summary[n].items()}} for n in names]
         md += ["", "FCT slowdown = FCT / ideal FCT (the message alone on its path: wire bytes at NIC line "
                "rate, propagation, store-and-forward); inter-node training messages only."]
         if backend == "flow":
-            md.append("The flow backend does not model congestion control: its settings differ only by name.")
+            md.append("The flow backend does not model congestion control: its settings differ only by name"
+                      + (", and it draws nothing at random: its draws are the same run." if draws > 1 else "."))
         (tmp / "compare.md").write_text("\n".join(md) + "\n")
         write_json(tmp / "compare.json", rows)
-        plot_compare(tmp, rows)
+        plot_compare(tmp, plotted)
 
 
 def plot_compare(out: Path, rows: list[dict[str, Any]]) -> None:
+    """Bars per metric, the FCT-slowdown CDF and the hottest queues; ``rows``: one per setting (over draws: the
+    means, ``_range`` their (min, max), and the first draw's series)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -318,7 +399,10 @@ def plot_compare(out: Path, rows: list[dict[str, Any]]) -> None:
     nrow = -(-len(metrics) // cols)
     fig, axes = plt.subplots(nrow, cols, figsize=(3.2 * cols, 3 * nrow), squeeze=False)
     for ax, (key, label) in zip(axes.flat, metrics):
-        ax.bar(names, [r.get(key) or 0 for r in rows], color=[f"C{i}" for i in range(len(rows))])
+        vals = [r.get(key) or 0 for r in rows]
+        spans = [r.get("_range", {}).get(key) or (v, v) for r, v in zip(rows, vals)]  # (min, max) over draws
+        err = [[v - lo for v, (lo, _) in zip(vals, spans)], [hi - v for v, (_, hi) in zip(vals, spans)]]
+        ax.bar(names, vals, yerr=err if any(e for side in err for e in side) else None, capsize=3, color=[f"C{i}" for i in range(len(rows))])
         ax.set_title(label, fontsize=9)
         ax.tick_params(labelsize=8)
     for ax in list(axes.flat)[len(metrics):]:

@@ -216,7 +216,7 @@ class Ns3Backend(NetworkBackend):
         }
         for name, value in defaults.items():
             sim_cls.SetDefault(name, value)
-        sim_cls.SetSeed((int(self.seed) & 0x7FFFFFFF) + 1, 1)
+        sim_cls.SetSeed((int(self.seed) & 0x7FFFFFFF) + 1, cfg.rng_run)
 
     def _build(self) -> None:
         topo, cfg = self.topology, self.config

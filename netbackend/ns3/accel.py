@@ -383,7 +383,9 @@ class AcceleratedNs3Backend(NetworkBackend):
         if acc.collisions == "fluid":
             from netbackend.ns3.fluid import FluidSide
 
-            self._fluid = FluidSide(self._router, config, seed, self._delay_ns, topology, self.inner._port_links)
+            # (another run number, another draw of the model's sampled CNPs: NetworkConfig.rng_run)
+            self._fluid = FluidSide(self._router, config, seed + config.rng_run - 1, self._delay_ns, topology,
+                                    self.inner._port_links)
         self._fluid_of: dict[int, tuple[int, list[int], Any, int]] = {}
         """Piece id (a message's bytes posted to the fluid model, like an inner id) -> (message id, ports,
         connection, payload bytes posted) while the fluid model carries it."""
@@ -1117,7 +1119,9 @@ class AcceleratedNs3Backend(NetworkBackend):
                     self.counts["bytes_closed_form"] += f.bytes
                     heapq.heappush(self._events, (t + f.tail_ns, next(self._seq), "done", f.msg.id))
                     continue
-                self._count_closed(f, max(0.0, f.wire_total - f.wire_left - f.lead_wire))
+                # the packets it started, whole (the rest goes on as a message of its own): counting the
+                # wire sent to the fraction dropped the started packet's unsent part from every link's bytes
+                self._count_closed(f, float(self._wire(sent, f.msg.step_bytes)[0]) if sent else 0.0)
                 self.counts["bytes_closed_form"] += sent
                 self.counts["messages_closed_form"] -= 1
                 self.counts[self._post_inner(f.msg.id, f.msg, f.bytes - sent, t, f.ports, handed_back=True)] += 1
@@ -1835,7 +1839,7 @@ class AcceleratedNs3Backend(NetworkBackend):
                          cnps_sent=extra["cnps_sent"] + int(round(rp.get("ecn_marks", 0.0) * cnp_per_mark)),
                          pfc_paused_ns_total=extra["pfc_paused_ns_total"] + int(round(rp.get("paused_ns", 0.0))))
         if self._fluid is not None:
-            _add_by_name(link_bytes, self._fluid.port_tx_bytes(), names)
+            _add_by_name(link_bytes, self._fluid.link_tx_bytes(), names)
             fc = self._fluid.counters()
             # per port too (network_stats.csv, the plots): each port's expected count rounded, the total their sum
             marks = dict(extra["ecn_marks_per_port"])

@@ -74,6 +74,8 @@ class FluidSide:
         self._ports: dict[int, int] = {}
         self._nics: dict[str, int] = {}
         self._flows: dict = {}
+        self._nic_link: dict[int, int] = {}
+        """QP -> the link its NIC sends on (the model has no port there: its bytes are the QP's sends)."""
         self._params: dict[float, tuple] = {}
         self._traj: dict[float, tuple] = {}
         self._buf: list[tuple[float, int]] = []
@@ -115,6 +117,7 @@ class FluidSide:
             lat = self.cfg.per_hop_latency_ns
             ack = sum(64 * 8 / r.link_rate_gbps[p] + r.link_delay_ns[p] for p in ports) + lat * (len(ports) - 1)
             fid = self._flows[key] = self.net.AddFlow(nic, hops, self.pkt, float(ack), params, cnp, t)
+            self._nic_link[fid] = ports[0]
             if credits:
                 self.net.SetStepCredits(fid, credits)
         return fid
@@ -170,8 +173,15 @@ class FluidSide:
         v = list(values)
         return {p: v[fp] for p, fp in self._ports.items() if v[fp] or not nonzero}
 
-    def port_tx_bytes(self) -> dict[int, float]:
-        return self._by_port(self.net.PortTxBytes())
+    def link_tx_bytes(self) -> dict[int, float]:
+        """Wire bytes the model sent per link (inner backend's port index): its switch ports' and, on each
+        NIC's own link, what its QPs sent (FlowProgress)."""
+        out = self._by_port(self.net.PortTxBytes())
+        for fid, p in self._nic_link.items():
+            sent = self.net.FlowProgress(fid)[1]
+            if sent:
+                out[p] = out.get(p, 0.0) + sent
+        return out
 
     def port_max_queue(self) -> dict[int, float]:
         """The deepest each port's queue got in the model, bytes; ports without none."""

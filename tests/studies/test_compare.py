@@ -9,8 +9,8 @@ import typer
 from typer.testing import CliRunner
 
 from heterosim.studies.cli import compare_command
-from heterosim.studies.compare import (IdealFct, _parse_ccs, _probe, compare, slowdown_metrics,
-                                      wire_bytes)
+from heterosim.studies.compare import (IdealFct, _parse_ccs, _probe, compare, over_draws, overlapping,
+                                      slowdown_metrics, wire_bytes)
 from netbackend.base import NetworkBackend
 from netbackend.config import NetworkConfig
 from netbackend.errors import UserError
@@ -86,6 +86,37 @@ def test_compare_flow_backend_writes_table_and_plots(tiny_yaml, tmp_path):
     assert (out / "fct_slowdown_cdf.png").stat().st_size > 0
 
 
+def test_compare_draws_run_each_setting_again(tiny_yaml, tmp_path):
+    """--draws 2: each setting twice (network.rng_run 1 and 2), every run in compare.csv, the mean and range in
+    compare.md; the flow backend draws nothing at random, so its two runs agree and the page says so."""
+    out = tmp_path / "cmp"
+    rows = compare(tiny_yaml, "dcqcn,none", out=out, backend="flow", workers=2, draws=2)
+    assert [(r["cc"], r["rng_run"]) for r in rows] == [("dcqcn", 1), ("dcqcn", 2), ("none", 1), ("none", 2)]
+    assert rows[0]["iteration_time_s"] == rows[1]["iteration_time_s"]
+    table = list(csv.DictReader(open(out / "compare.csv")))
+    assert [(t["cc"], t["rng_run"]) for t in table] == [("dcqcn", "1"), ("dcqcn", "2"), ("none", "1"), ("none", "2")]
+    md = (out / "compare.md").read_text()
+    assert "mean [min, max]" in md and "draws nothing at random" in md
+    assert "| metric | dcqcn | none |" in md
+    assert (out / "compare_bars.png").stat().st_size > 0
+    with pytest.raises(UserError, match=r"^draws = 0: must be a whole number >= 1"):
+        compare(tiny_yaml, "none", out=tmp_path / "x", backend="flow", draws=0)
+    assert not (tmp_path / "x").exists()
+
+
+def test_over_draws_and_overlapping_ranges():
+    rows = [{"cc": "a", "rng_run": 1, "ecn_marks": 10, "iteration_time_s": 1.0, "drops": None},
+            {"cc": "a", "rng_run": 2, "ecn_marks": 30, "iteration_time_s": 1.2, "drops": 0},
+            {"cc": "b", "rng_run": 1, "ecn_marks": 25, "iteration_time_s": 2.0, "drops": 0},
+            {"cc": "b", "rng_run": 2, "ecn_marks": 45, "iteration_time_s": 2.0, "drops": 0}]
+    s = over_draws(rows)
+    assert s["a"]["ecn_marks"] == (20, 10, 30) and s["b"]["ecn_marks"] == (35, 25, 45)
+    assert s["a"]["iteration_time_s"] == pytest.approx((1.1, 1.0, 1.2))
+    assert "drops" not in s["a"] and s["b"]["drops"] == (0, 0, 0)  # (a run without the figure: no mean)
+    # marks: [10, 30] and [25, 45] overlap; iteration times [1.0, 1.2] and [2.0, 2.0] do not
+    assert overlapping(s) == {"ecn_marks": [("a", "b")]}
+
+
 def test_cli_compare(tiny_yaml, tmp_path):
     app = typer.Typer()
     app.command()(compare_command)
@@ -99,6 +130,15 @@ def test_cli_compare(tiny_yaml, tmp_path):
     assert res.exit_code == 0, res.output
     assert "iteration time" in res.output
     assert json.loads((tmp_path / "o" / "compare.json").read_text())[0]["cc"] == "none"
+    res = runner.invoke(app, ["compare-command", str(tiny_yaml), "--cc", "none", "--backend", "flow",
+                              "--out", str(tmp_path / "d"), "--draws", "0"])
+    assert res.exit_code == 2 and "--draws = 0: must be >= 1" in res.output
+    assert not (tmp_path / "d").exists()
+    res = runner.invoke(app, ["compare-command", str(tiny_yaml), "--cc", "dcqcn,none", "--backend", "flow",
+                              "--out", str(tmp_path / "d2"), "--draws", "2"])
+    assert res.exit_code == 0, res.output
+    assert "over 2 draws" in res.output
+    assert len(json.loads((tmp_path / "d2" / "compare.json").read_text())) == 4
 
 
 @register_backend("test-dcqcn-only")
@@ -141,6 +181,16 @@ def test_compare_ns3_dcqcn_vs_pfc_only(tiny_yaml, tmp_path):
     for r in full:
         assert r["_slowdown_cdf"][0] >= 0.99  # the ideal FCT is a lower bound at packet level too
     assert (out / "queue_over_time.png").stat().st_size > 0
+
+
+@pytest.mark.ns3
+def test_compare_ns3_draws_move_the_marks(tiny_yaml, tmp_path):
+    """Each draw reaches the switches' RED draws (network.rng_run): DCQCN's marks differ between the two runs."""
+    pytest.importorskip("cppyy")
+    rows = compare(tiny_yaml, ["dcqcn"], out=tmp_path / "d", backend="ns3", workers=2, draws=2)
+    assert [r["rng_run"] for r in rows] == [1, 2]
+    assert rows[0]["ecn_marks"] > 0 and rows[1]["ecn_marks"] > 0
+    assert rows[0]["ecn_marks"] != rows[1]["ecn_marks"]
 
 
 def test_cli_compare_measurements_flag(tiny_yaml, tmp_path):
