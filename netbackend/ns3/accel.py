@@ -1085,8 +1085,12 @@ class AcceleratedNs3Backend(NetworkBackend):
                 del self._dst_groups[f.msg.dst]
 
     def _count_closed(self, f: _Flow, wire_sent: float) -> None:
-        for p in f.ports:
-            self._link_bytes[p] = self._link_bytes.get(p, 0.0) + wire_sent
+        self._count_links(f.ports, wire_sent)
+
+    def _count_links(self, ports: list[int], wire: float) -> None:
+        """``wire`` bytes that crossed ``ports`` outside ns-3 (closed form, fast-forwarded)."""
+        for p in ports:
+            self._link_bytes[p] = self._link_bytes.get(p, 0.0) + wire
 
     def _payload_sent(self, f: _Flow) -> int:
         """Payload bytes of the whole packets the NIC has started by now (fluid estimate)."""
@@ -1756,14 +1760,17 @@ class AcceleratedNs3Backend(NetworkBackend):
         for f in st.flows:
             self._release(("s", sid), f.ports)
             done_at = st.t0 + (f.lead + f.payload) / f.rate
+            m = self._msgs[f.orig]
             if done_at <= t + 1e-6:
                 self.counts["bytes_fast_forwarded"] += f.payload
+                self._count_links(f.ports, self._wire(f.payload, m.step_bytes)[0])
                 heapq.heappush(self._events, (done_at, next(self._seq), "done", f.orig))
                 continue
             sent = int(max(0.0, f.rate * dt - f.lead) // self._mtu) * self._mtu
             sent = min(sent, f.payload - 1)
             self.counts["bytes_fast_forwarded"] += sent
-            m = self._msgs[f.orig]
+            if sent > 0:  # (its link bytes: fast-forwarded bytes were on no link's count before)
+                self._count_links(f.ports, self._wire(sent, m.step_bytes)[0])
             self._post_inner(f.orig, m, f.payload - sent, t, f.ports, handed_back=True)
             if f.cc:
                 self._restore_cc(m, f.cc)
