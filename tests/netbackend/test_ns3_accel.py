@@ -187,11 +187,7 @@ def test_link_bytes_hold_every_byte_sent(acc):
     top at packet level), and every data byte that entered a switch left it (the last ACKs may still be on their
     way: less than a data packet).  Fast-forwarded bytes and the fluid model's on a NIC's own link were once on
     no link (a host's uplink read 8.4 of 22.7 MB), and a handed-back message dropped its started packet's rest."""
-    import sys
-    from collections import Counter
     from pathlib import Path
-
-    from netbackend.ns3.scenarios import wire_bytes
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
     from bench_ns3_accel import traffic_messages, traffic_topology
@@ -207,6 +203,15 @@ def test_link_bytes_hold_every_byte_sent(acc):
     if acc != {"mode": "off"}:
         a = st.extra["acceleration"]
         assert a["bytes_closed_form"] + a["bytes_fluid"] + a["bytes_fast_forwarded"] + a["bytes_replayed"] > 0
+    assert_links_hold(topo, msgs, st, c)
+
+
+def assert_links_hold(topo, msgs, st, c: NetworkConfig) -> None:
+    """Every host's links hold the wire bytes it sends and receives; every switch passes on what it takes in."""
+    from collections import Counter
+
+    from netbackend.ns3.scenarios import wire_bytes
+
     sent, received = Counter(), Counter()
     for m in msgs:
         w = sum(wire_bytes(m.size_bytes, c))
@@ -433,6 +438,7 @@ def test_memo_replays_a_repeating_incast_within_target():
     assert (a["memo_recorded"], a["memo_hits"], a["messages_replayed"]) == (2, 4, 8)
     assert a["bytes_packet_level"] + a["bytes_closed_form"] + a["bytes_replayed"] == sum(m.size_bytes for m in msgs)
     assert a["replay_state_mismatch"] == 0 and a["memo_interrupts"] == 0
+    assert_links_hold(star(4), msgs, st, cfg("auto"))  # (the replayed rounds' bytes too)
     # Rounds 1-2 run at packet level in both: each FCT within 5 %.  A replayed message (rounds 3-6)
     # repeats one realization of random marking, so it is held to packet level's expected FCT for
     # its sender, the mean over the settled rounds 2-6, not to one other draw (the rounds' own FCTs
