@@ -1139,7 +1139,7 @@ class AcceleratedNs3Backend(NetworkBackend):
             step = msg.step_bytes if 0 < msg.step_bytes < size else size
             self._fluid.post(key, piece, msg.src, ports, self._wire(size, msg.step_bytes)[0], t,
                              step_wire_bytes=self._wire(step, 0)[0],
-                             credits=self._max_steps if msg.connection >= 0 else 0)
+                             credits=self._max_steps if msg.connection >= 0 else 0, payload_bytes=size)
             self._fluid_of[piece] = (orig, ports, key, size)
             self._fluid_by_src.setdefault(msg.src, []).append(piece)
             for p in ports:
@@ -1285,7 +1285,7 @@ class AcceleratedNs3Backend(NetworkBackend):
             else:  # nothing of it was sent: it leaves the model whole
                 del self._fluid_of[piece]
                 self._fluid_by_src[src].remove(piece)
-                self._fluid.forget()
+                self._fluid.forget(piece)
             self.counts["bytes_fluid"] -= removed
             self.counts["bytes_migrated"] += removed
             lead = max(0.0, kept - sent)
@@ -1812,21 +1812,29 @@ class AcceleratedNs3Backend(NetworkBackend):
 
     def message_rx_bytes(self, msg: Message) -> int:
         """Bytes of an in-progress message delivered so far (packet level: from ns-3, which needs
-        track_message_bytes; closed form: the packets its NIC has sent, a pipeline early)."""
+        track_message_bytes; closed form: the packets its NIC has sent, a pipeline early; the fluid
+        model: its whole packets past the receiver)."""
         if msg.id in self._fct:
             return msg.size_bytes
         prefix = self._prefix.get(msg.id)
         if prefix is not None:
             return prefix[1] + self.inner.message_rx_bytes(
                 Message(prefix[0], msg.src, msg.dst, msg.size_bytes - prefix[1], 0))
+        rx, found = 0, False
+        if self._fluid is not None:
+            for piece in self._fluid_by_src.get(msg.src, ()):
+                orig, _, _, size = self._fluid_of[piece]
+                if orig == msg.id:  # (what came before the piece went closed form: sent, a pipeline early)
+                    rx, found = msg.size_bytes - size + self._fluid.delivered_payload(piece), True
+                    break
         g = self._groups.get(msg.src)
         if g is not None:
             g.advance_to(float(self._now))
             for q in g.qps.values():
                 for f in q:
-                    if f.msg.id == msg.id:
-                        return self._payload_sent(f)
-        return 0
+                    if f.msg.id == msg.id:  # (after a fluid piece: the tail it handed to closed form)
+                        return rx + self._payload_sent(f)
+        return rx if found else 0
 
     # ------------------------------------------------------------ statistics
     def stats(self) -> NetStats:

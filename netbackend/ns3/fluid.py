@@ -74,6 +74,10 @@ class FluidSide:
         self._ports: dict[int, int] = {}
         self._nics: dict[str, int] = {}
         self._flows: dict = {}
+        self._posted: dict[int, float] = {}
+        """QP -> wire bytes posted on it so far (where its next message starts in its byte stream)."""
+        self._piece: dict[int, tuple[int, float, float, int]] = {}
+        """Message (piece) id -> (QP, its first wire byte in the QP's stream, wire bytes, payload bytes)."""
         self._nic_link: dict[int, int] = {}
         """QP -> the link its NIC sends on (the model has no port there: its bytes are the QP's sends)."""
         self._params: dict[float, tuple] = {}
@@ -123,9 +127,22 @@ class FluidSide:
         return fid
 
     def post(self, key, mid: int, src: str, ports: list[int], wire_bytes: float, t: int,
-             step_wire_bytes: float = 0.0, credits: int = 0) -> None:
-        self.net.Post(self.flow(key, src, ports, t, credits), mid, t, float(wire_bytes), float(step_wire_bytes))
+             step_wire_bytes: float = 0.0, credits: int = 0, payload_bytes: int = 0) -> None:
+        fid = self.flow(key, src, ports, t, credits)
+        self.net.Post(fid, mid, t, float(wire_bytes), float(step_wire_bytes))
+        begin = self._posted.get(fid, 0.0)
+        self._posted[fid] = begin + float(wire_bytes)
+        self._piece[mid] = (fid, begin, float(wire_bytes), payload_bytes)
         self._pending += 1
+
+    def delivered_payload(self, mid: int) -> int:
+        """Payload of message ``mid`` past its receiver so far: its whole packets delivered (a message is
+        delivered in order on its QP, after the QP's earlier ones)."""
+        fid, begin, wire, payload = self._piece[mid]
+        got = min(max(0.0, self.net.FlowProgress(fid)[2] - begin), wire)
+        if got >= wire - 1e-6:
+            return payload
+        return min(payload, int(got // self.pkt) * (self.cfg.mtu_bytes))
 
     def pending(self) -> int:
         return self._pending
@@ -150,6 +167,7 @@ class FluidSide:
         while self._buf and self._buf[-1][0] <= first:
             fin, mid = self._buf.pop()
             out.append((mid, fin))
+            self._piece.pop(mid, None)
         self._pending -= len(out)
         return out
 
@@ -194,12 +212,19 @@ class FluidSide:
     def trim(self, key) -> list[tuple[int, float, float, float]]:
         """(message id, wire kept, wire removed, wire sent) of the connection's messages whose
         unsent bytes left the model (FluidNet::Trim)."""
-        d = list(self.net.Trim(self._flows[key]))
-        return [(int(d[j]), d[j + 1], d[j + 2], d[j + 3]) for j in range(0, len(d), 4)]
+        fid = self._flows[key]
+        d = list(self.net.Trim(fid))
+        out = [(int(d[j]), d[j + 1], d[j + 2], d[j + 3]) for j in range(0, len(d), 4)]
+        for mid, kept, _, _ in out:
+            q, begin, _, payload = self._piece[mid]
+            self._piece[mid] = (q, begin, kept, min(payload, round(kept / self.pkt) * self.cfg.mtu_bytes))
+        self._posted[fid] = self.net.FlowProgress(fid)[0]
+        return out
 
-    def forget(self) -> None:
-        """A posted message left the model whole (trimmed before its first byte)."""
+    def forget(self, mid: int) -> None:
+        """Posted message ``mid`` left the model whole (trimmed before its first byte)."""
         self._pending -= 1
+        self._piece.pop(mid, None)
 
     def quiet(self, key) -> bool:
         """No CNP, mark or cut check in flight for the connection: nothing will cut its rate."""
