@@ -453,6 +453,9 @@ class AcceleratedNs3Backend(NetworkBackend):
         self._marks_vec: Any = None
         self._prefix: dict[int, tuple[int, int]] = {}  # orig id -> (inner id, bytes done in closed form)
         self._link_bytes: dict[int, float] = {}
+        self._busy_ns = 0
+        """Time with a message in flight: what ns-3's sampled queue mean is over in ``off`` (its sampler runs
+        while it has traffic), here whatever carries the bytes (stats: mean_queue_bytes)."""
         self._bytes_delivered = 0
         self.counts = {"bytes_packet_level": 0, "bytes_closed_form": 0, "bytes_fast_forwarded": 0,
                        "bytes_replayed": 0, "messages_closed_form": 0, "messages_packet_level": 0,
@@ -520,10 +523,13 @@ class AcceleratedNs3Backend(NetworkBackend):
 
     def advance(self, until_ns: int | None = None) -> list[Completion]:
         t0 = time.perf_counter()
+        busy, now0 = bool(self._pending), self._now
         try:
             return self._advance(until_ns)
         finally:
             self._wall += time.perf_counter() - t0
+            if busy:
+                self._busy_ns += max(0, self._now - now0)
 
     def _advance(self, until_ns: int | None) -> list[Completion]:
         if until_ns is None and not self._pending:
@@ -1837,6 +1843,33 @@ class AcceleratedNs3Backend(NetworkBackend):
         return rx if found else 0
 
     # ------------------------------------------------------------ statistics
+    def _queue_means(self, names: list[str]) -> dict:
+        """mean_queue_bytes, hot_ports and queue_samples over the whole run, as ``off`` reports them: each port's
+        queue averaged over the time a message was in flight (ns-3's samples and the fluid model's integral; a
+        closed-form flow queues nothing), the hottest ports' samples from both.  (ns-3's own mean is over the
+        time it had packets, a part of the run here.)"""
+        from netbackend.ns3 import _HOT_PORTS
+
+        sim, interval = self.inner._sim, self.config.queue_sample_interval_ns
+        if self._busy_ns <= 0 or interval <= 0:
+            return {}
+        mean = [float(v) for v in sim.PortStat("mean_queue_bytes")]
+        count = [float(v) for v in sim.PortStat("queue_samples")]
+        integral = {names[i]: mean[i] * count[i] * interval for i in range(len(mean)) if mean[i]}
+        fluid_samples: list = []
+        if self._fluid is not None:
+            _add_by_name(integral, self._fluid.queue_integral(), names)
+            fluid_samples = self._fluid.queue_samples()
+        mean_q = {p: v / self._busy_ns for p, v in integral.items() if v > 0}
+        hot = sorted(mean_q, key=lambda p: (-mean_q[p], p))[:_HOT_PORTS]
+        keep = set(hot)
+        flat = list(sim.QueueSamples())
+        samples = [(int(flat[i]), names[int(flat[i + 1])], int(flat[i + 2])) for i in range(0, len(flat), 3)
+                   if names[int(flat[i + 1])] in keep]
+        samples += [(t, names[p], int(round(q))) for t, p, q in fluid_samples if names[p] in keep]
+        samples.sort()
+        return {"mean_queue_bytes": mean_q, "hot_ports": hot, "queue_samples": samples}
+
     def stats(self) -> NetStats:
         st = self.inner.stats()
         link_bytes = dict(st.link_bytes)
@@ -1859,14 +1892,14 @@ class AcceleratedNs3Backend(NetworkBackend):
             # per port too (network_stats.csv, the plots): each port's expected count rounded, the total their sum
             marks = dict(extra["ecn_marks_per_port"])
             _add_by_name(marks, self._fluid.port_marks(), port_names, skip_zero=True)
-            # the deepest queue per port, packet level's or the model's (mean_queue_bytes stays packet level's:
-            # the model keeps no time average)
+            # the deepest queue per port, packet level's or the model's
             max_q = dict(extra["max_queue_bytes"])
             for p, v in self._fluid.port_max_queue().items():
                 max_q[port_names[p]] = max(max_q.get(port_names[p], 0), int(round(v)))
             extra.update(ecn_marks_per_port=marks, ecn_marks=sum(marks.values()), max_queue_bytes=max_q,
                          cnps_sent=extra["cnps_sent"] + fc["cnps"],
                          cnps_received=extra["cnps_received"] + fc["cnps"])
+        extra.update(self._queue_means(port_names or [str(n) for n in self.inner._sim.PortNames()]))
         c = dict(self.counts)
         if self._fluid is not None:
             c["fluid_work"] = self._fluid.work()

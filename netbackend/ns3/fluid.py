@@ -55,6 +55,9 @@ def dcqcn_params(resolved: dict, line_bps: float):
     return p, cnp
 
 
+MAX_QUEUE_SAMPLES = 2_000_000
+"""As RdmaNetworkHelper's MaxQueueSamples default: the model's queue samples stop there."""
+
 class FluidSide:
     """The traffic the accelerated backend gives the fluid model (``collisions: fluid``).
 
@@ -67,6 +70,7 @@ class FluidSide:
         from netbackend.config import resolved_dcqcn
 
         self.net = episode_class()(config.acceleration.fluid_dt_ns, seed)
+        self.net.SetQueueSampling(config.queue_sample_interval_ns, MAX_QUEUE_SAMPLES)
         self.router = router
         self.cfg = config
         self._delay_ns = delay_ns
@@ -204,6 +208,17 @@ class FluidSide:
     def port_max_queue(self) -> dict[int, float]:
         """The deepest each port's queue got in the model, bytes; ports without none."""
         return self._by_port(self.net.PortMaxQueue(), nonzero=True)
+
+    def queue_integral(self) -> dict[int, float]:
+        """Per port (inner backend's index), its queue's integral over time in the model, bytes x ns; ports
+        without none."""
+        return self._by_port(self.net.PortQueueIntegral(), nonzero=True)
+
+    def queue_samples(self) -> list[tuple[int, int, float]]:
+        """(ns, inner backend's port index, bytes) of the model's queues every ``queue_sample_interval_ns``."""
+        back = {fp: p for p, fp in self._ports.items()}
+        v = list(self.net.QueueSamples())
+        return [(int(v[j]), back[int(v[j + 1])], v[j + 2]) for j in range(0, len(v), 3)]
 
     def port_marks(self) -> dict[int, float]:
         """Expected ECN marks per port (as :meth:`counters`); ports without none."""

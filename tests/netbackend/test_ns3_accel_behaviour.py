@@ -43,6 +43,9 @@ def test_incast_with_acceleration_is_the_packet_level_run(n):
     for k in ("fct_ns", "jain", "steady_queue_mean_bytes", "cnps", "ecn_marks", "pfc_paused_ns_total", "drops"):
         assert auto[k] == off[k], k
     assert off["jain"] >= JAIN
+    # the run's mean queue: ns-3's samples over its sampler's ticks in off, over the time a message was in
+    # flight with acceleration (the same span here, up to the sampler's last tick)
+    assert auto["mean_queue_bytes"] == pytest.approx(off["mean_queue_bytes"], rel=0.005)
 
 
 @pytest.mark.parametrize("n", [2, 4, 8, 16])

@@ -300,6 +300,8 @@ struct Port
     double depth{0};
     uint32_t sw{UINT32_MAX}; //!< the switch it is on (SetPortSwitch)
     double maxDepth{0};
+    double depthNs{0};     //!< PortQueueIntegral
+    double lastSampled{0}; //!< its depth at the previous sample tick
     double marks{0};
     double txBytes{0};
     // Arrivals per step: bins[k] holds step base + k, every step before base served.  Bytes
@@ -433,6 +435,10 @@ struct FluidNet::Impl
     std::vector<uint64_t> readyBits;  //!< per place: ready this step (all clear between steps)
     double steps{0};
     double flowSteps{0};
+    int64_t sampleEvery{0}; //!< SetQueueSampling (0: none)
+    int64_t nextSample{0};
+    uint64_t maxSamples{0};
+    std::vector<double> samples; //!< (ns, port, bytes) flattened
     uint64_t cnps{0};
     uint64_t cuts{0};
 
@@ -912,6 +918,7 @@ FluidNet::Impl::Step(int64_t step)
         }
         p.depth = left;
         p.maxDepth = std::max(p.maxDepth, p.depth);
+        p.depthNs += left * static_cast<double>(dt);
         for (uint32_t i : touched) // (empty unless prob > 0)
         {
             const double b = out[i];
@@ -972,6 +979,26 @@ FluidNet::Impl::Step(int64_t step)
             f.cnps.push_back(static_cast<int64_t>(tCe + f.ackNs));
         }
     }
+    // queue samples at the ticks in this step (before emptied ports leave the live list: their 0 is kept)
+    if (sampleEvery > 0 && nextSample < tEnd)
+    {
+        if (nextSample < t) // (idle time jumped over: no port was live then)
+        {
+            nextSample = (t + sampleEvery - 1) / sampleEvery * sampleEvery;
+        }
+        for (; nextSample < tEnd; nextSample += sampleEvery)
+        {
+            for (uint32_t pi : livePorts)
+            {
+                Port& p = ports[pi];
+                if ((p.depth > 0 || p.lastSampled > 0) && samples.size() / 3 < maxSamples)
+                {
+                    samples.insert(samples.end(), {static_cast<double>(nextSample), static_cast<double>(pi), p.depth});
+                }
+                p.lastSampled = p.depth;
+            }
+        }
+    }
     // the idle leave the live lists
     std::erase_if(liveFlows, [&](uint32_t i) {
         Flow& f = flows[i];
@@ -994,6 +1021,12 @@ FluidNet::Impl::Step(int64_t step)
             return false;
         }
         p.live = false;
+        if (p.lastSampled > 0 && sampleEvery > 0 && samples.size() / 3 < maxSamples)
+        {
+            // empty at the next tick (the switches' sampler would read 0 there)
+            samples.insert(samples.end(), {static_cast<double>(nextSample), static_cast<double>(pi), 0.0});
+        }
+        p.lastSampled = 0;
         return true;
     });
 }
@@ -1306,6 +1339,25 @@ std::vector<double>
 FluidNet::PortMaxQueue() const
 {
     return PerPort(m_impl->ports, &Port::maxDepth);
+}
+
+std::vector<double>
+FluidNet::PortQueueIntegral() const
+{
+    return PerPort(m_impl->ports, &Port::depthNs);
+}
+
+void
+FluidNet::SetQueueSampling(int64_t intervalNs, uint64_t maxSamples)
+{
+    m_impl->sampleEvery = std::max<int64_t>(0, intervalNs);
+    m_impl->maxSamples = maxSamples;
+}
+
+std::vector<double>
+FluidNet::QueueSamples() const
+{
+    return m_impl->samples;
 }
 
 std::vector<double>

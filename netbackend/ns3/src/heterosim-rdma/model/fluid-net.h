@@ -112,6 +112,14 @@ class FluidNet
     std::vector<double> PortMarks() const;
     /// Per port: the deepest its queue got, bytes.
     std::vector<double> PortMaxQueue() const;
+    /// Per port: its queue's integral over time, bytes x ns (the depth a step leaves, held for the step),
+    /// for a time average as the ns-3 switches' sampled mean.
+    std::vector<double> PortQueueIntegral() const;
+    /// Sample the ports' queues at the multiples of @p intervalNs, as RdmaNetworkHelper does its switches'
+    /// (a port whose depth or previous sample is above 0), keeping at most @p maxSamples.
+    void SetQueueSampling(int64_t intervalNs, uint64_t maxSamples);
+    /// Flattened (ns, port, bytes) of the samples taken.
+    std::vector<double> QueueSamples() const;
     /// Per switch ingress (the link a flow's bytes entered a switch by), flattened (switch id,
     /// the most bytes queued at that switch that came in by it): PFC's per-ingress count.
     std::vector<double> IngressMaxQueue() const;
