@@ -77,7 +77,8 @@ def run_training(scenario: str | dict, mode: str, seed: int | None = None, log_m
     coordinator handed the network backend, as posted, with the fabric, settings and seed (what
     :func:`replay` needs to run the same traffic open loop). ``hop_ns_extra``: that many ns more per
     switch hop (the sensitivity row: the reference itself, nudged). ``draw``: the random draws only
-    (``network.rng_run`` moved by ``draw``: RED's marks, the fluid model's sampled CNPs), the ECMP hash kept (--draws)."""
+    (``network.rng_run`` moved by ``draw``: RED's marks, the fluid model's sampled CNPs), the ECMP hash
+    kept (--draws)."""
     from heterosim import api
 
     sc, prep, log = prepare_training(scenario, mode, seed, log_messages, hop_ns_extra, draw)

@@ -362,9 +362,11 @@ def write_outputs(out: Path, rows: list[dict[str, Any]], *, scenario_name: str =
                    f"{rows[0]['rng_run'] + draws - 1}): mean [min, max] over its draws; every run in compare.csv.", "",
                    "| metric | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
             for c in metrics:
-                md.append(f"| {c} | " + " | ".join(
-                    f"{format_cell(summary[n][c][0])} [{format_cell(summary[n][c][1])}, {format_cell(summary[n][c][2])}]"
-                    if c in summary[n] else "" for n in names) + " |")
+                cells = []
+                for n in names:
+                    v = summary[n].get(c)
+                    cells.append("" if v is None else f"{format_cell(v[0])} [{format_cell(v[1])}, {format_cell(v[2])}]")
+                md.append(f"| {c} | " + " | ".join(cells) + " |")
             within = overlapping(summary)
             if within:
                 md += ["", "Within the draws' spread (the settings' ranges overlap; compare more draws before "
@@ -402,7 +404,8 @@ def plot_compare(out: Path, rows: list[dict[str, Any]]) -> None:
         vals = [r.get(key) or 0 for r in rows]
         spans = [r.get("_range", {}).get(key) or (v, v) for r, v in zip(rows, vals)]  # (min, max) over draws
         err = [[v - lo for v, (lo, _) in zip(vals, spans)], [hi - v for v, (_, hi) in zip(vals, spans)]]
-        ax.bar(names, vals, yerr=err if any(e for side in err for e in side) else None, capsize=3, color=[f"C{i}" for i in range(len(rows))])
+        ax.bar(names, vals, yerr=err if any(e for side in err for e in side) else None, capsize=3,
+               color=[f"C{i}" for i in range(len(rows))])
         ax.set_title(label, fontsize=9)
         ax.tick_params(labelsize=8)
     for ax in list(axes.flat)[len(metrics):]:

@@ -1856,17 +1856,17 @@ class AcceleratedNs3Backend(NetworkBackend):
         mean = [float(v) for v in sim.PortStat("mean_queue_bytes")]
         count = [float(v) for v in sim.PortStat("queue_samples")]
         integral = {names[i]: mean[i] * count[i] * interval for i in range(len(mean)) if mean[i]}
-        fluid_samples: list = []
         if self._fluid is not None:
             _add_by_name(integral, self._fluid.queue_integral(), names)
-            fluid_samples = self._fluid.queue_samples()
         mean_q = {p: v / self._busy_ns for p, v in integral.items() if v > 0}
         hot = sorted(mean_q, key=lambda p: (-mean_q[p], p))[:_HOT_PORTS]
         keep = set(hot)
         flat = list(sim.QueueSamples())
         samples = [(int(flat[i]), names[int(flat[i + 1])], int(flat[i + 2])) for i in range(0, len(flat), 3)
                    if names[int(flat[i + 1])] in keep]
-        samples += [(t, names[p], int(round(q))) for t, p, q in fluid_samples if names[p] in keep]
+        if self._fluid is not None:
+            index = {n: i for i, n in enumerate(names)}
+            samples += [(t, names[p], int(round(q))) for t, p, q in self._fluid.queue_samples([index[h] for h in hot])]
         samples.sort()
         return {"mean_queue_bytes": mean_q, "hot_ports": hot, "queue_samples": samples}
 

@@ -214,10 +214,16 @@ class FluidSide:
         without none."""
         return self._by_port(self.net.PortQueueIntegral(), nonzero=True)
 
-    def queue_samples(self) -> list[tuple[int, int, float]]:
-        """(ns, inner backend's port index, bytes) of the model's queues every ``queue_sample_interval_ns``."""
+    def queue_samples(self, ports) -> list[tuple[int, int, float]]:
+        """(ns, inner backend's port index, bytes) of the model's queues on ``ports`` (inner indices) every
+        ``queue_sample_interval_ns``."""
+        import cppyy
+
+        mine = [self._ports[p] for p in ports if p in self._ports]
+        if not mine:
+            return []
         back = {fp: p for p, fp in self._ports.items()}
-        v = list(self.net.QueueSamples())
+        v = list(self.net.QueueSamples(cppyy.gbl.std.vector["uint32_t"](mine)))
         return [(int(v[j]), back[int(v[j + 1])], v[j + 2]) for j in range(0, len(v), 3)]
 
     def port_marks(self) -> dict[int, float]:

@@ -980,7 +980,7 @@ FluidNet::Impl::Step(int64_t step)
         }
     }
     // queue samples at the ticks in this step (before emptied ports leave the live list: their 0 is kept)
-    if (sampleEvery > 0 && nextSample < tEnd)
+    if (sampleEvery > 0 && nextSample < tEnd && samples.size() / 3 < maxSamples)
     {
         if (nextSample < t) // (idle time jumped over: no port was live then)
         {
@@ -1355,9 +1355,18 @@ FluidNet::SetQueueSampling(int64_t intervalNs, uint64_t maxSamples)
 }
 
 std::vector<double>
-FluidNet::QueueSamples() const
+FluidNet::QueueSamples(const std::vector<uint32_t>& ports) const
 {
-    return m_impl->samples;
+    const std::vector<double>& v = m_impl->samples;
+    std::vector<double> out;
+    for (size_t j = 0; j + 2 < v.size(); j += 3)
+    {
+        if (std::find(ports.begin(), ports.end(), static_cast<uint32_t>(v[j + 1])) != ports.end())
+        {
+            out.insert(out.end(), {v[j], v[j + 1], v[j + 2]});
+        }
+    }
+    return out;
 }
 
 std::vector<double>

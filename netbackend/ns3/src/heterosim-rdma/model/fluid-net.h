@@ -118,8 +118,9 @@ class FluidNet
     /// Sample the ports' queues at the multiples of @p intervalNs, as RdmaNetworkHelper does its switches'
     /// (a port whose depth or previous sample is above 0), keeping at most @p maxSamples.
     void SetQueueSampling(int64_t intervalNs, uint64_t maxSamples);
-    /// Flattened (ns, port, bytes) of the samples taken.
-    std::vector<double> QueueSamples() const;
+    /// Flattened (ns, port, bytes) of the samples taken of @p ports (a run's few hottest: every port's
+    /// would be millions of values to hand over).
+    std::vector<double> QueueSamples(const std::vector<uint32_t>& ports) const;
     /// Per switch ingress (the link a flow's bytes entered a switch by), flattened (switch id,
     /// the most bytes queued at that switch that came in by it): PFC's per-ingress count.
     std::vector<double> IngressMaxQueue() const;
