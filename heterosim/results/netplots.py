@@ -77,9 +77,9 @@ def plot_queue_depth(path: Path, stats, extra: dict) -> bool:
         return False
     hot = [p for p in (extra.get("hot_ports") or []) if p in series] or sorted(series)
     fig, ax = plt.subplots(figsize=(10, 4.5))
-    step = _sample_step([series[p][0] for p in hot])
+    step = sample_step([series[p][0] for p in hot])
     for port in hot:
-        xs, ys = _with_empty_samples(*series[port], step)
+        xs, ys = with_empty_samples(*series[port], step)
         ax.plot(xs, ys, lw=0.8, label=port)
     ax.set_xlabel("time (ms)")
     ax.set_ylabel("egress queue (KB)")
@@ -89,13 +89,13 @@ def plot_queue_depth(path: Path, stats, extra: dict) -> bool:
     return True
 
 
-def _sample_step(all_xs: list[list[float]]) -> float:
+def sample_step(all_xs: list[list[float]]) -> float:
     """The sampling interval: the smallest gap between consecutive samples of a port."""
     gaps = [b - a for xs in all_xs for a, b in zip(xs, xs[1:]) if b > a]
     return min(gaps) if gaps else 0.0
 
 
-def _with_empty_samples(xs: list[float], ys: list[float], step: float) -> tuple[list[float], list[float]]:
+def with_empty_samples(xs: list[float], ys: list[float], step: float) -> tuple[list[float], list[float]]:
     """The backend stores only non-empty samples; put the empty queue back where samples are missing,
     so a line does not ramp across an idle gap."""
     if step <= 0:

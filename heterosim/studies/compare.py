@@ -392,6 +392,8 @@ def plot_compare(out: Path, rows: list[dict[str, Any]]) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from heterosim.results.netplots import sample_step, with_empty_samples
+
     metrics = [("iteration_time_s", "iteration time (s)"), ("exposed_comm_s", "exposed comm (s)"),
                ("slowdown_p99", "p99 FCT slowdown"), ("max_queue_bytes", "max queue (bytes)"),
                ("pfc_paused_ns_total", "PFC paused (ns)"), ("ecn_marks", "ECN marks"), ("cnps_sent", "CNPs")]
@@ -431,9 +433,10 @@ def plot_compare(out: Path, rows: list[dict[str, Any]]) -> None:
     if any(r.get("_queues") for r in rows):
         fig, axes = plt.subplots(len(rows), 1, figsize=(9, 2.4 * len(rows)), squeeze=False, sharex=True)
         for ax, r in zip(axes[:, 0], rows):
-            for port, pts in (r.get("_queues") or {}).items():
-                if pts:
-                    ax.plot([p[0] for p in pts], [p[1] for p in pts], lw=0.8, label=port)
+            queues = {port: pts for port, pts in (r.get("_queues") or {}).items() if pts}
+            step = sample_step([[p[0] for p in pts] for pts in queues.values()])
+            for port, pts in queues.items():  # (empty between bursts, not a ramp across the idle gap)
+                ax.plot(*with_empty_samples([p[0] for p in pts], [p[1] for p in pts], step), lw=0.8, label=port)
             ax.set_title(f"{r['cc']}: hottest egress queues", fontsize=9)
             ax.set_ylabel("KB")
             if r.get("_queues"):

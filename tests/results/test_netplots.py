@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import csv
 
-from heterosim.results.netplots import paused_ns_per_node, plot_network, port_rows
+import pytest
+
+from heterosim.results.netplots import paused_ns_per_node, plot_network, port_rows, sample_step, with_empty_samples
 from netbackend.base import NetStats
 
 
@@ -64,3 +66,16 @@ def test_empty_and_malformed_stats_write_nothing(tmp_path):
     assert plot_network(tmp_path, bad) == []
     assert port_rows(bad, bad.extra) == []
     assert list(tmp_path.iterdir()) == []
+
+
+def test_queue_samples_drop_to_empty_between_bursts():
+    """Backends keep a queue's samples while it is non-empty (and the first empty one); a plot must show it
+    empty across the gap, not a line ramping from one burst's end to the next burst's start (the CC
+    comparison's queue plot drew such ramps, 15 ms long on quickstart)."""
+    xs = [1.0, 1.01, 1.02, 5.0, 5.01]  # ms, 10 us apart within a burst
+    ys = [300.0, 200.0, 0.0, 400.0, 100.0]
+    step = sample_step([xs])
+    assert step == pytest.approx(0.01)
+    gx, gy = with_empty_samples(xs, ys, step)
+    assert gx == pytest.approx([1.0, 1.01, 1.02, 1.03, 4.99, 5.0, 5.01])
+    assert gy == [300.0, 200.0, 0.0, 0.0, 0.0, 400.0, 100.0]
