@@ -17,10 +17,9 @@ import pytest
 pytest.importorskip("cppyy", reason="ns-3 backend needs the ns3 wheel (pip install 'heterosim[ns3]')")
 
 from test_ns3_deadlock import N, deadlock_cfg, run as ring_run  # noqa: E402
+from test_ns3_switch import tiny_buffer_incast  # noqa: E402
 
-from netbackend import Link, Message, NetTopology  # noqa: E402
-from netbackend.config import BufferConfig, DcqcnConfig, NetworkConfig  # noqa: E402
-from netbackend.ns3 import Ns3Backend  # noqa: E402
+from netbackend.config import DcqcnConfig, NetworkConfig  # noqa: E402
 from netbackend.ns3 import scenarios as sc  # noqa: E402
 
 pytestmark = pytest.mark.ns3
@@ -74,17 +73,7 @@ def test_dcqcn_larger_rate_ai_holds_a_longer_queue_with_acceleration():
 def test_pfc_pauses_and_resumes_with_acceleration():
     """test_ns3_switch.py's tiny-buffer incast, accelerated: the ingress pauses, resumes once drained, and every
     message arrives, none dropped."""
-    hosts = ["r"] + [f"s{i}" for i in range(4)]
-    topo = NetTopology(hosts=hosts, switches=["sw"], links=[Link(h, "sw", 100, 100) for h in hosts])
-    cfg = NetworkConfig(backend="ns3", cc="none", stall_limit_ns=1_000_000, buffer=BufferConfig(shared_buffer_mb=0.2),
-                        acceleration=AUTO)
-    with Ns3Backend(topo, cfg) as b:
-        for i in range(4):
-            b.send(Message(i, f"s{i}", "r", 500_000, 0))
-        done = []
-        while b.pending():
-            done += b.advance()
-        st = b.stats()
+    done, st = tiny_buffer_incast(acceleration=AUTO)
     assert len(done) == 4
     assert st.extra["drops"] == 0 and st.extra["pfc_pause_frames_total"] > 0
 

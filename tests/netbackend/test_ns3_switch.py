@@ -201,21 +201,26 @@ def test_flow_and_ns3_agree_on_uncongested_transfers():
         assert abs(n - f) <= 0.02 * f, (m, f, n)
 
 
-def test_tiny_buffer_incast_resumes_and_finishes():
-    # Dynamic threshold on a tiny buffer: (200 KB - headroom - reserved) / 8
-    # sits below the 3 KB resume offset once a few KB are shared, so a drained
-    # ingress must resume because it holds nothing, not by the offset rule.
+def tiny_buffer_incast(**cfg):
+    """4 -> 1 at 100G on one switch with a 200 KB buffer, PFC only: (completions, stats)."""
     hosts = ["r"] + [f"s{i}" for i in range(4)]
     topo = NetTopology(hosts=hosts, switches=["sw"], links=[Link(h, "sw", 100, 100) for h in hosts])
-    cfg = NetworkConfig(backend="ns3", cc="none", stall_limit_ns=1_000_000,
-                        buffer=BufferConfig(shared_buffer_mb=0.2))
-    with Ns3Backend(topo, cfg) as b:
+    config = NetworkConfig(backend="ns3", cc="none", stall_limit_ns=1_000_000,
+                           buffer=BufferConfig(shared_buffer_mb=0.2), **cfg)
+    with Ns3Backend(topo, config) as b:
         for i in range(4):
             b.send(Message(i, f"s{i}", "r", 500_000, 0))
         done = []
         while b.pending():
             done += b.advance()
-        st = b.stats()
+        return done, b.stats()
+
+
+def test_tiny_buffer_incast_resumes_and_finishes():
+    # Dynamic threshold on a tiny buffer: (200 KB - headroom - reserved) / 8
+    # sits below the 3 KB resume offset once a few KB are shared, so a drained
+    # ingress must resume because it holds nothing, not by the offset rule.
+    done, st = tiny_buffer_incast()
     assert len(done) == 4
     assert st.extra["drops"] == 0
     assert st.extra["pfc_pause_frames_total"] > 0
