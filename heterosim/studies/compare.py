@@ -168,9 +168,7 @@ def run_setting(scenario, cc: str, backend: str) -> dict[str, Any]:
     from heterosim import api
 
     t0 = time.perf_counter()
-    sc = scenario.model_copy(update={"network": scenario.network.model_copy(update={"cc": cc})})
-    if hasattr(scenario, "_source_file"):
-        sc._source_file = scenario._source_file  # type: ignore[attr-defined]
+    sc = _with_network(scenario, cc=cc)
     prep = api.prepare(sc)
     res = api.simulate(prep, backend=backend, record_messages=True)
     s = res.summary
@@ -284,17 +282,16 @@ def compare(scenario, ccs: list[str] | str, *, out: Path | str, overrides=None, 
     from netbackend.registry import backend_class
 
     backend_class(backend)  # unknown backend: one line now, not in a child
-    jobs = [(_with_run(sc, sc.network.rng_run + k), c) for c in names for k in range(draws)]
+    runs = [sc] + [_with_network(sc, rng_run=sc.network.rng_run + k) for k in range(1, draws)]
+    jobs = [(run, c) for c in names for run in runs]
     rows = run_per_cc(_child, sc, sc.network, names, backend, workers, jobs=jobs)
     write_outputs(Path(out), rows, scenario_name=sc.name, backend=backend)
     return [{k: v for k, v in r.items() if not k.startswith("_")} for r in rows]
 
 
-def _with_run(sc, run: int):
-    """``sc`` with ``network.rng_run = run`` (its source file kept, for error messages)."""
-    if run == sc.network.rng_run:
-        return sc
-    out = sc.model_copy(update={"network": sc.network.model_copy(update={"rng_run": run})})
+def _with_network(sc, **fields):
+    """``sc`` with these ``network`` fields replaced (its source file kept, for error messages)."""
+    out = sc.model_copy(update={"network": sc.network.model_copy(update=fields)})
     if hasattr(sc, "_source_file"):
         out._source_file = sc._source_file  # type: ignore[attr-defined]
     return out

@@ -31,6 +31,17 @@ _HOT_PORTS = 8
 """Queue samples are returned for this many ports with the largest mean queue."""
 
 
+def hot_port_samples(mean_q: dict[str, float], names: list[str], flat) -> tuple[list[str], list[tuple]]:
+    """(the _HOT_PORTS ports with the largest mean queue, their (ns, port, bytes) samples) from a flattened
+    (ns, port index, bytes) sample vector (HeterosimRdmaSim::QueueSamples)."""
+    hot = sorted(mean_q, key=lambda p: (-mean_q[p], p))[:_HOT_PORTS]
+    keep = set(hot)
+    flat = list(flat)
+    samples = [(int(flat[i]), names[int(flat[i + 1])], int(flat[i + 2]))
+               for i in range(0, len(flat), 3) if names[int(flat[i + 1])] in keep]
+    return hot, samples
+
+
 def unit_test_command() -> list[str]:
     """argv that runs the module's ns-3 TestSuite (builds it first if needed)."""
     from netbackend.ns3.build import ensure_built
@@ -346,11 +357,7 @@ class Ns3Backend(NetworkBackend):
         drops = per_port("drops")
         mean_q = per_port("mean_queue_bytes", as_int=False)
         max_q = per_port("max_queue_bytes")
-        hot = sorted(mean_q, key=lambda p: (-mean_q[p], p))[:_HOT_PORTS]
-        hot_idx = {names.index(p) for p in hot}
-        flat = list(self._sim.QueueSamples())
-        samples = [(int(flat[i]), names[int(flat[i + 1])], int(flat[i + 2]))
-                   for i in range(0, len(flat), 3) if int(flat[i + 1]) in hot_idx]
+        hot, samples = hot_port_samples(mean_q, names, self._sim.QueueSamples())
         rflat = list(self._sim.RateSamples())
         rates = [(int(rflat[i]), self.topology.hosts[int(rflat[i + 1])], int(rflat[i + 2]),
                   rflat[i + 3] / 1e9) for i in range(0, len(rflat), 4)]

@@ -1072,7 +1072,7 @@ class AcceleratedNs3Backend(NetworkBackend):
             while q and q[0].wire_left <= eps:
                 f = q.popleft()
                 self._forget(f)
-                self._count_closed(f, f.wire_total - f.lead_wire)
+                self._count_links(f.ports, f.wire_total - f.lead_wire)
                 self.counts["bytes_closed_form"] += f.bytes
                 self._release(("g", g.src), f.ports)
                 heapq.heappush(self._events, (t + f.tail_ns, next(self._seq), "done", f.msg.id))
@@ -1089,9 +1089,6 @@ class AcceleratedNs3Backend(NetworkBackend):
             del by_src[f.msg.src]
             if not by_src:
                 del self._dst_groups[f.msg.dst]
-
-    def _count_closed(self, f: _Flow, wire_sent: float) -> None:
-        self._count_links(f.ports, wire_sent)
 
     def _count_links(self, ports: list[int], wire: float) -> None:
         """``wire`` bytes that crossed ``ports`` outside ns-3 (closed form, fast-forwarded)."""
@@ -1125,13 +1122,13 @@ class AcceleratedNs3Backend(NetworkBackend):
                 sent = self._payload_sent(f)
                 self.counts["flows_handed_back"] += 1
                 if sent >= f.bytes:  # everything on the wire: delivered in closed form
-                    self._count_closed(f, f.wire_total - f.lead_wire)
+                    self._count_links(f.ports, f.wire_total - f.lead_wire)
                     self.counts["bytes_closed_form"] += f.bytes
                     heapq.heappush(self._events, (t + f.tail_ns, next(self._seq), "done", f.msg.id))
                     continue
                 # the packets it started, whole (the rest goes on as a message of its own): counting the
                 # wire sent to the fraction dropped the started packet's unsent part from every link's bytes
-                self._count_closed(f, float(self._wire(sent, f.msg.step_bytes)[0]) if sent else 0.0)
+                self._count_links(f.ports, float(self._wire(sent, f.msg.step_bytes)[0]) if sent else 0.0)
                 self.counts["bytes_closed_form"] += sent
                 self.counts["messages_closed_form"] -= 1
                 self.counts[self._post_inner(f.msg.id, f.msg, f.bytes - sent, t, f.ports, handed_back=True)] += 1
@@ -1848,22 +1845,17 @@ class AcceleratedNs3Backend(NetworkBackend):
         queue averaged over the time a message was in flight (ns-3's samples and the fluid model's integral; a
         closed-form flow queues nothing), the hottest ports' samples from both.  (ns-3's own mean is over the
         time it had packets, a part of the run here.)"""
-        from netbackend.ns3 import _HOT_PORTS
+        from netbackend.ns3 import hot_port_samples
 
         sim, interval = self.inner._sim, self.config.queue_sample_interval_ns
         if self._busy_ns <= 0 or interval <= 0:
             return {}
-        mean = [float(v) for v in sim.PortStat("mean_queue_bytes")]
-        count = [float(v) for v in sim.PortStat("queue_samples")]
-        integral = {names[i]: mean[i] * count[i] * interval for i in range(len(mean)) if mean[i]}
+        # (a sample stands for its interval: the sum of ns-3's samples x interval is its queues' integral)
+        integral = {names[i]: v * interval for i, v in enumerate(sim.PortStat("queue_sample_sum")) if v}
         if self._fluid is not None:
             _add_by_name(integral, self._fluid.queue_integral(), names)
         mean_q = {p: v / self._busy_ns for p, v in integral.items() if v > 0}
-        hot = sorted(mean_q, key=lambda p: (-mean_q[p], p))[:_HOT_PORTS]
-        keep = set(hot)
-        flat = list(sim.QueueSamples())
-        samples = [(int(flat[i]), names[int(flat[i + 1])], int(flat[i + 2])) for i in range(0, len(flat), 3)
-                   if names[int(flat[i + 1])] in keep]
+        hot, samples = hot_port_samples(mean_q, names, sim.QueueSamples())
         if self._fluid is not None:
             index = {n: i for i, n in enumerate(names)}
             samples += [(t, names[p], int(round(q))) for t, p, q in self._fluid.queue_samples([index[h] for h in hot])]

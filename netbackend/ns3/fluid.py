@@ -58,6 +58,7 @@ def dcqcn_params(resolved: dict, line_bps: float):
 MAX_QUEUE_SAMPLES = 2_000_000
 """As RdmaNetworkHelper's MaxQueueSamples default: the model's queue samples stop there."""
 
+
 class FluidSide:
     """The traffic the accelerated backend gives the fluid model (``collisions: fluid``).
 
@@ -131,7 +132,7 @@ class FluidSide:
         return fid
 
     def post(self, key, mid: int, src: str, ports: list[int], wire_bytes: float, t: int,
-             step_wire_bytes: float = 0.0, credits: int = 0, payload_bytes: int = 0) -> None:
+             step_wire_bytes: float = 0.0, credits: int = 0, *, payload_bytes: int) -> None:
         fid = self.flow(key, src, ports, t, credits)
         self.net.Post(fid, mid, t, float(wire_bytes), float(step_wire_bytes))
         begin = self._posted.get(fid, 0.0)

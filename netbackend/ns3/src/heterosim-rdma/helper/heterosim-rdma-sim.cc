@@ -161,8 +161,8 @@ HeterosimRdmaSim::PortStat(const std::string& name) const
             v = s.maxQueueBytes;
         else if (name == "mean_queue_bytes")
             v = s.queueSamples ? s.queueSampleSum / s.queueSamples : 0.0;
-        else if (name == "queue_samples")
-            v = static_cast<double>(s.queueSamples);
+        else if (name == "queue_sample_sum")
+            v = s.queueSampleSum;
         else if (name == "queue_bytes")
             v = h.GetPortQueueBytes(i);
         else

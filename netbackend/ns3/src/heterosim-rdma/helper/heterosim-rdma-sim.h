@@ -42,7 +42,7 @@ class HeterosimRdmaSim
     std::vector<std::string> PortNames() const;
     /// One value per port for @p name: tx_bytes, tx_packets, pfc_pause_sent,
     /// pfc_resume_sent, pfc_pause_recv, pfc_resume_recv, paused_ns, ecn_marks,
-    /// drops, max_queue_bytes, mean_queue_bytes, queue_samples (how many the mean is over), queue_bytes.
+    /// drops, max_queue_bytes, mean_queue_bytes, queue_sample_sum (the samples the mean divides), queue_bytes.
     std::vector<double> PortStat(const std::string& name) const;
     std::vector<std::string> CounterNames() const;
     std::vector<double> CounterValues() const;
