@@ -65,7 +65,15 @@ def _line(name: str, args: tuple) -> str:
         flow, state, now = args
         state = list(state)
         return f"RestoreState {flow} {len(state)} {' '.join(map(_num, state))} {now}"
-    return " ".join([name] + [_num(a) for a in args])
+    return " ".join([name] + [_arg(a) for a in args])
+
+
+def _arg(a) -> str:
+    """A number, or a vector (QueueSamples' ports) as its length and items, as fluid_replay.cc's ReadVector reads."""
+    if isinstance(a, (int, float)):
+        return _num(a)
+    items = list(a)
+    return " ".join([str(len(items))] + [_num(x) for x in items])
 
 
 def record(name: str, cpu_s: float, log: Path) -> None:
@@ -81,6 +89,8 @@ def record(name: str, cpu_s: float, log: Path) -> None:
         def recording_init(self, router, config, seed, *rest):
             init(self, router, config, seed, *rest)
             self.net = _Recorder(self.net, out, config.acceleration.fluid_dt_ns, seed)
+            # (set in __init__, before the recorder: the samples are taken while stepping)
+            out.write(f"SetQueueSampling {config.queue_sample_interval_ns} {fluid.MAX_QUEUE_SAMPLES}\n")
 
         fluid.FluidSide.__init__ = recording_init
         try:

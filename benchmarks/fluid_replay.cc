@@ -194,6 +194,32 @@ main(int argc, char** argv)
         {
             hash.Add(net->PortQueue());
         }
+        else if (op == "SetQueueSampling") // (the samples are taken while stepping: their cost counts)
+        {
+            int64_t interval;
+            uint64_t most;
+            s >> interval >> most;
+            net->SetQueueSampling(interval, most);
+        }
+        else if (op == "PortQueueIntegral")
+        {
+            for (double v : net->PortQueueIntegral())
+            {
+                hash.Add(v);
+            }
+        }
+        else if (op == "QueueSamples")
+        {
+            std::vector<uint32_t> ports;
+            for (double p : ReadVector(s))
+            {
+                ports.push_back(static_cast<uint32_t>(p));
+            }
+            for (double v : net->QueueSamples(ports))
+            {
+                hash.Add(v);
+            }
+        }
         // other calls (the run's final statistics) only read: their values are printed below
         cpu += CpuSeconds() - c0;
     }
