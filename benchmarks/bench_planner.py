@@ -9,10 +9,16 @@ before that are not counted. The planner is single-threaded. Prints wall and CPU
 
     .venv/bin/python benchmarks/bench_planner.py [--scenario scenarios/suites/h-suite/h1-gpt3-175b.yaml]
     .venv/bin/python benchmarks/bench_planner.py --sim-rate 3 [--ecmp rail|hash] [--jobs 2]
+    .venv/bin/python benchmarks/bench_planner.py --sim-rate 2 --ecmp hash --jobs 2 --before 599bba1
 """
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -35,9 +41,12 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=1, metavar="N",
                     help="with --sim-rate: also the reduced candidates N at a time (Planner.simulate_all, forked "
                          "processes), first, in a fresh planner")
+    ap.add_argument("--before", metavar="REV",
+                    help="with --sim-rate: also the planner of git revision REV (in its own process, from `git "
+                         "archive`) simulating the same candidates, e.g. 599bba1, the planner as issue 15 found it")
     args = ap.parse_args()
     if args.sim_rate:
-        sim_rate(args.sim_rate, args.ecmp, args.jobs)
+        sim_rate(args.sim_rate, args.ecmp, args.jobs, args.before)
         return
     sc = api.load(args.scenario)
     t_wall, t_cpu = time.perf_counter(), time.process_time()
@@ -64,7 +73,45 @@ def main() -> None:
             print(f"  est {e:.2f} s  sim {s:.2f} s  ({(e / s - 1) * 100:+.1f}%)  {p}")
 
 
-def sim_rate(k: int, ecmp: str, jobs: int = 1) -> None:
+_OLD_PLANNER = r"""
+import json, sys, time
+from heterosim import api
+from heterosim.config.loader import scenario_from_dict
+from heterosim.planner.mapping import apply_overrides
+import heterosim.workload.memory as memory
+
+memory.check_plan = lambda *a, **k: None  # (its memory model rejected plans that fit: fixed since)
+spec = json.loads(sys.stdin.read())
+base = scenario_from_dict(spec["scenario"])
+out = []
+for overrides in spec["candidates"]:
+    t, p = time.perf_counter(), time.process_time()
+    sc = apply_overrides(apply_overrides(base, overrides), {"training.iterations": 1})
+    res = api.simulate(api.prepare(sc), backend="flow", record_messages=False)
+    out.append({"sim_time_s": res.summary["iteration_time_s"], "wall_s": time.perf_counter() - t,
+                "cpu_s": time.process_time() - p})
+print(json.dumps(out))
+"""
+"""Run inside revision REV's tree: each candidate's scenario (this tree's candidate overrides) simulated as
+that revision's ``Planner.simulate`` did. Its own search would not rank, or even admit, the same candidates
+(its memory model rejected plans that fit, e.g. TP4 PP16 without recomputation: 128 GiB where 74.5 GiB
+are there), so its memory check is skipped; the simulation is its own."""
+
+
+def old_planner(rev: str, scenario: dict, overrides: list[dict]) -> list[dict]:
+    """Revision ``rev``'s planner simulation of each candidate (its overrides of ``scenario``), one at a time,
+    in a fresh process of that revision's tree."""
+    import revisions
+
+    with tempfile.TemporaryDirectory(prefix="planner-before-") as d:
+        revisions.extract(rev, d)
+        env = dict(os.environ, PYTHONPATH=d, PYTHONDONTWRITEBYTECODE="1")
+        run = subprocess.run([sys.executable, "-c", _OLD_PLANNER], cwd=d, env=env, check=True, text=True,
+                             input=json.dumps({"scenario": scenario, "candidates": overrides}), stdout=subprocess.PIPE)
+    return json.loads(run.stdout)
+
+
+def sim_rate(k: int, ecmp: str, jobs: int = 1, before: str | None = None) -> None:
     """Issue 15 target: >= 10x more simulated (not closed-form) candidates per minute than before, GPT-3 175B
     on 1,024 GPUs. Both rates are measured here, one after the other in this process, on the planner's own
     path (``Planner.simulate``: systems and the compute model shared across candidates): the new one with
@@ -82,7 +129,8 @@ def sim_rate(k: int, ecmp: str, jobs: int = 1) -> None:
 
     from heterosim.config.loader import scenario_from_dict
 
-    sc = scenario_from_dict(run_scenario(128, 16, 1536, ecmp))
+    spec = run_scenario(128, 16, 1536, ecmp)
+    sc = scenario_from_dict(spec)
     rates, times = {}, {}
     if jobs > 1:
         planner = Planner(sc)
@@ -115,6 +163,26 @@ def sim_rate(k: int, ecmp: str, jobs: int = 1) -> None:
         rates[label] = (len(best) / wall * 60, len(best) / cpu * 60)
         print(f"  [{label}] {len(best)} candidates in {wall:.1f} s wall ({cpu:.1f} s CPU): "
               f"{rates[label][0]:.2f}/min wall, {rates[label][1]:.2f}/min CPU", flush=True)
+    if before:
+        got = old_planner(before, spec, [c.overrides for c in best])
+        for i, (cand, g) in enumerate(zip(best, got)):
+            times[i].append(g["sim_time_s"])
+            print(f"  [planner at {before}] {cand.short()} {cand.mapping.describe()}: simulated "
+                  f"{g['sim_time_s']:.9f} s/iter in {g['cpu_s']:.1f} s CPU ({g['wall_s']:.1f} s wall)", flush=True)
+        wall, cpu = sum(g["wall_s"] for g in got), sum(g["cpu_s"] for g in got)
+        rates[before] = (len(got) / wall * 60, len(got) / cpu * 60)
+        print(f"  [planner at {before}] {len(got)} candidates in {wall:.1f} s wall ({cpu:.1f} s CPU): "
+              f"{rates[before][0]:.2f}/min wall, {rates[before][1]:.2f}/min CPU", flush=True)
+        ref = rates[before]
+        for label, (w, c) in rates.items():
+            if label != before:
+                print(f"  {label} against the planner at {before} (target >= 10x): {w / ref[0]:.1f}x wall, "
+                      f"{c / ref[1]:.1f}x CPU")
+        for i, v in times.items():
+            print(f"  candidate {i}: simulated iteration at {before} {v[-1]:.9f} s, reduced {v[-3]:.9f} s "
+                  f"({(v[-3] / v[-1] - 1):+.1e})")
+        for v in times.values():
+            v.pop()  # (the checks below compare this tree's reduced and full runs)
     new, old = rates["new (reduced)"], rates["old (full)"]
     print(f"simulated candidates per minute, new/old (target >= 10x): {new[0] / old[0]:.1f}x wall, "
           f"{new[1] / old[1]:.1f}x CPU")
