@@ -252,15 +252,15 @@ class AccelerationConfig(_Strict):
     every flow of a partition delivers at a rate that stayed within ``theta`` over two windows,
     their unsent steps leave ns-3 and finish at those rates until a flow ends or another joins.
     Experimental and off: ECN marks outside issue 12's 10 % (a 3-flow incast: 176 vs 300, the
-    marks come in the transients it skips) and no CPU saved on GPT-3 175B b64 (README,
-    "Accelerated packet level")."""
+    marks come in the transients it skips) and no CPU saved on GPT-3 175B b64 (docs/packet-level-acceleration.md)."""
     memoize: bool = False
     """Replay congested partitions that repeat (accel.py, _memo_batch): messages that start together,
     share a port and find their ports idle, with every connection fresh or settled, take the
     completion offsets and port counters ns-3 gave the same set (hosts, ECMP keys, sizes, steps,
     connection states) the first time.  Training repeats such sets every micro-batch (the same
     pipeline sends).  Off by default: within issue 12's accuracy targets but little saved where
-    measured (GPT-3 175B b64 / 128 H100: packet hops -11 %; H4-LLaMA-65B: none; README)."""
+    measured (GPT-3 175B b64 / 128 H100: packet hops -11 %; H4-LLaMA-65B: none;
+    docs/packet-level-acceleration.md)."""
     collisions: Literal["packet", "fluid"] = "packet"
     """What computes the traffic closed form cannot (flows that share a port with another NIC's, or
     whose connection DCQCN slowed): ``packet``, ns-3 packet by packet (the reference); ``fluid``,
@@ -343,7 +343,8 @@ class NetworkConfig(_Strict):
     "Random Variables": same seed, another run number, independent streams): the switches' RED marks
     and the fluid model's sampled CNPs move; the scenario seed's ECMP hash and background flows stay.
     On a hashed fabric counters can hang on these draws (GPT-3 175B b64 on 128 H100: 10,034 to
-    31,800 ECN marks over four runs; README, "regime"), so compare settings over several
+    31,800 ECN marks over four runs;
+    docs/packet-level-acceleration.md, "regime"), so compare settings over several
     (``heterosim compare --draws``)."""
     per_hop_latency_ns: int = Field(500, ge=0)
     """Switch pipeline latency, added per switch traversed by both backends."""

@@ -40,8 +40,8 @@ its QPs.  With a byte counter (the paper preset) only a connection back at line 
 Packet-level tails migrate back (_migrate): once a NIC's packet-level messages have their ports to
 themselves, ns-3 keeps the work request each is sending and the remaining steps continue in closed
 form.  Steady-state fast-forward of congested partitions (``fast_forward``, off: _ff_check) is
-experimental: measured outside issue 12's targets (README), because the rates of a short window
-are not DCQCN's long-run ones and ns-3's idle QPs recover their rate while fast-forwarded.
+experimental: measured outside issue 12's targets (docs/packet-level-acceleration.md), because the rates
+of a short window are not DCQCN's long-run ones and ns-3's idle QPs recover their rate while fast-forwarded.
 
 Memoization (``memoize``, _memo_batch): training repeats congested episodes (the same pipeline
 sends collide on the same hashed ports every micro-batch).  An episode starts when messages of

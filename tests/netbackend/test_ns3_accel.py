@@ -381,7 +381,8 @@ def test_fast_forward_skips_packets_and_delivers_every_byte():
         m.size_bytes for m in INCAST_FF)
     assert st.extra["packet_hops"] < st_off.extra["packet_hops"] / 2
     assert a["extrapolated_counters"]["ecn_marks"] >= 0 and "how" in a["extrapolated_counters"]
-    # no accuracy claim here (opt-in until it meets issue 12's targets; README has the figures),
+    # no accuracy claim here (opt-in until it meets issue 12's targets;
+    # docs/packet-level-acceleration.md has the figures),
     # but physics holds: h3's port cannot deliver the incast faster than its line rate
     from conformance import RATE_GBPS
     assert max(got.values()) >= sum(m.size_bytes for m in INCAST_FF) * 8 / RATE_GBPS

@@ -1,5 +1,6 @@
 """benchmarks/bench_ns3_accel.replica_offsets: how far apart data-parallel replicas' pipeline sends start
-(the quantity the GPT-3 b64 regime table in the README is read by), on a hand-made message log."""
+(the quantity the GPT-3 b64 regime table in docs/packet-level-acceleration.md is read by), on a hand-made
+message log."""
 from __future__ import annotations
 
 import sys
