@@ -11,8 +11,8 @@ latency where the backend models one).
 
 With ``draws`` > 1 each setting runs that many times, ``network.rng_run`` 1, 2, ... (the same
 scenario, another draw of the switches' RED marks and the fluid model's sampled CNPs): on a
-hashed fabric one run's ECN marks can be a third of the next one's (docs/packet-level-acceleration.md, "regime"), so a
-difference between settings is read against the spread of each setting's own draws.
+hashed fabric one run's ECN marks can be a third of the next one's (docs/packet-level-acceleration.md,
+"regime"), so a difference between settings is read against the spread of each setting's own draws.
 """
 from __future__ import annotations
 
