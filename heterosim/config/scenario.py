@@ -60,7 +60,7 @@ class SimulationConfig(Strict):
     collisions; a collective across replicas starts when the latest copy would post it (its lag: the
     offsets, its own collective ends). Each class simulates its earliest replica. All are approximate;
     where paths are not hashed nothing changes. Measured against the full run
-    (benchmarks/bench_hash_agreement.py, README "Hashed ECMP"): ops within 4e-5 of the iteration time and
+    (benchmarks/bench_hash_agreement.py, docs/symmetry-reduction.md): ops within 4e-5 of the iteration time and
     every stage's categories within 0.11% of the iteration (GPT-3 175B TP8 PP16 at 256 to 4,096 A100s, 32
     DGX H100 + 32 DGX A100, a short GPT-3 1.7B iteration); ops_and_replicas moves a stage's exposed pipeline
     time by 0.35-0.54% of the iteration at DP4-DP32 and a short iteration's bubble by 1.1% (its replicas
