@@ -58,18 +58,14 @@ def _num(x) -> str:
 def _line(name: str, args: tuple) -> str:
     if name == "AddFlow":
         nic, hops, pkt, ack, p, cnp, now = args
-        hops = list(hops)
         par = " ".join(_num(float(getattr(p, k)) if k in _FLOAT_PARAMS else int(getattr(p, k))) for k in PARAMS)
-        return f"AddFlow {nic} {len(hops)} {' '.join(map(_num, hops))} {_num(pkt)} {_num(ack)} {par} {cnp} {now}"
-    if name == "RestoreState":
-        flow, state, now = args
-        state = list(state)
-        return f"RestoreState {flow} {len(state)} {' '.join(map(_num, state))} {now}"
+        return f"AddFlow {nic} {_arg(hops)} {_num(pkt)} {_num(ack)} {par} {cnp} {now}"
     return " ".join([name] + [_arg(a) for a in args])
 
 
 def _arg(a) -> str:
-    """A number, or a vector (QueueSamples' ports) as its length and items, as fluid_replay.cc's ReadVector reads."""
+    """A number, or a vector (AddFlow's hops, RestoreState's state, QueueSamples' ports) as its length and
+    items, as fluid_replay.cc's ReadVector reads."""
     if isinstance(a, (int, float)):
         return _num(a)
     items = list(a)

@@ -165,24 +165,19 @@ def sim_rate(k: int, ecmp: str, jobs: int = 1, before: str | None = None) -> Non
               f"{rates[label][0]:.2f}/min wall, {rates[label][1]:.2f}/min CPU", flush=True)
     if before:
         got = old_planner(before, spec, [c.overrides for c in best])
-        for i, (cand, g) in enumerate(zip(best, got)):
-            times[i].append(g["sim_time_s"])
+        for cand, g in zip(best, got):
             print(f"  [planner at {before}] {cand.short()} {cand.mapping.describe()}: simulated "
                   f"{g['sim_time_s']:.9f} s/iter in {g['cpu_s']:.1f} s CPU ({g['wall_s']:.1f} s wall)", flush=True)
         wall, cpu = sum(g["wall_s"] for g in got), sum(g["cpu_s"] for g in got)
-        rates[before] = (len(got) / wall * 60, len(got) / cpu * 60)
+        ref = (len(got) / wall * 60, len(got) / cpu * 60)
         print(f"  [planner at {before}] {len(got)} candidates in {wall:.1f} s wall ({cpu:.1f} s CPU): "
-              f"{rates[before][0]:.2f}/min wall, {rates[before][1]:.2f}/min CPU", flush=True)
-        ref = rates[before]
+              f"{ref[0]:.2f}/min wall, {ref[1]:.2f}/min CPU", flush=True)
         for label, (w, c) in rates.items():
-            if label != before:
-                print(f"  {label} against the planner at {before} (target >= 10x): {w / ref[0]:.1f}x wall, "
-                      f"{c / ref[1]:.1f}x CPU")
-        for i, v in times.items():
-            print(f"  candidate {i}: simulated iteration at {before} {v[-1]:.9f} s, reduced {v[-3]:.9f} s "
-                  f"({(v[-3] / v[-1] - 1):+.1e})")
-        for v in times.values():
-            v.pop()  # (the checks below compare this tree's reduced and full runs)
+            print(f"  {label} against the planner at {before} (target >= 10x): {w / ref[0]:.1f}x wall, "
+                  f"{c / ref[1]:.1f}x CPU")
+        for i, g in enumerate(got):
+            print(f"  candidate {i}: simulated iteration at {before} {g['sim_time_s']:.9f} s, reduced "
+                  f"{times[i][-2]:.9f} s ({times[i][-2] / g['sim_time_s'] - 1:+.1e})")
     new, old = rates["new (reduced)"], rates["old (full)"]
     print(f"simulated candidates per minute, new/old (target >= 10x): {new[0] / old[0]:.1f}x wall, "
           f"{new[1] / old[1]:.1f}x CPU")

@@ -2,12 +2,11 @@
 
 On a hashed fabric the pipeline fill's collisions leave the two replicas either in lockstep (their
 pipeline sends keep meeting on the same uplinks all iteration: many ECN marks, FCT p99 ~190-208 us) or
-most of a send apart (few marks, p99 ~173 us), at random (docs/packet-level-acceleration.md, "regime" table).
-The regime is mostly
-set by the end of the fill, so a run can stop there (600 ms, about a fifth of an iteration): over 16
-model draws (seeds 1 and 4, eight each) the regime at 600 ms was the whole iteration's in 15; in the
-other, lockstep broke later (seed 4 draw 6: -14.4 us at 600 ms, -175 us over the iteration), so the
-lockstep count at 600 ms is an upper bound.
+most of a send apart (few marks, p99 ~173 us), at random (docs/packet-level-acceleration.md, "regime"
+table). The regime is mostly set by the end of the fill, so a run can stop there (600 ms, about a fifth
+of an iteration): over 16 model draws (seeds 1 and 4, eight each) the regime at 600 ms was the whole
+iteration's in 15; in the other, lockstep broke later (seed 4 draw 6: -14.4 us at 600 ms, -175 us over
+the iteration), so the lockstep count at 600 ms is an upper bound.
 This runs each mode ``--draws`` times with only its random draws moved (``bench_ns3_accel --draws``:
 ns-3's run number for RED, the fluid model's seed; ECMP kept) to ``--until-ms`` of simulated time and
 prints each draw's median replica offset (``bench_ns3_accel.replica_offsets``) and how many landed within
