@@ -60,6 +60,15 @@ _IDLE_PATHS = 4096
 """Paths without flows kept registered (the least recently used is dropped first). Measured on the
 1,024-GPU benchmark (514 distinct paths): at 64, 92k registrations of 120k flows and 22 s CPU; with
 every path kept, 514 registrations and 17 s. Each kept path can split link classes, so not unbounded."""
+_RENT_CLASSES = 32
+"""A path crossing more classes than this charges rent to the idle paths that split them."""
+_RENT_SAMPLE = 8
+"""It charges on one refill in this many, for all of them (the charge costs a walk of its classes)."""
+_RENT_PER_LINK = 1.4
+"""An idle path is dropped once its rent (class visits) reaches this many per link: a class visit with
+the loops that follow it costs ~1.4 us, re-registering a link ~1.0 us, and a drop followed by a
+re-registration two of those (fit to the planner's hash-ECMP candidate and bench_run.py, 2026-11-24;
+docs/symmetry-reduction.md). Ski rental: the registrations paid never exceed about the visits saved."""
 
 
 class _Flow:
@@ -97,7 +106,7 @@ class _Path:
 
     While registered, its links' classes know it; a path stays registered a while after its last
     flow (``_IDLE_PATHS``), so the next chunk of a collective on the same links costs no per-link work."""
-    __slots__ = ("pid", "links", "w", "classes", "flows", "registered", "wire_sum", "cw")
+    __slots__ = ("pid", "links", "w", "classes", "flows", "registered", "wire_sum", "cw", "rent", "tick")
 
     def __init__(self, pid: int, links: tuple[int, ...], w: tuple[int, ...]):
         self.pid = pid
@@ -114,6 +123,10 @@ class _Path:
         self.cw: list[tuple[_LinkClass, int]] | None = None
         """(class, copies on each of its links) for each of ``classes``, in that order; None when stale.
         A class's paths never change (it is interned by them), so this changes only with ``classes``."""
+        self.rent = 0.0
+        """While idle: the class visits its registration has cost refills of busy paths (``_RENT_PER_LINK``)."""
+        self.tick = 0
+        """Refills since this path last charged rent (one in ``_RENT_SAMPLE``)."""
 
     def class_copies(self) -> list[tuple[_LinkClass, int]]:
         cw = self.cw
@@ -607,6 +620,7 @@ class FlowBackend(NetworkBackend):
             p.wire_sum += f.wire
             if last:
                 self._idle[p] = None
+                p.rent = 0.0
             msg = f.msg
             drain_ns = math.ceil(f.drain_t - 1e-6)
             self._finish(msg, drain_ns, f.lat_ns, f.copies)
@@ -990,3 +1004,33 @@ class FlowBackend(NetworkBackend):
             # superseded predictions outnumber live ones: rebuild in place (callers hold this list)
             drains[:] = [(f.drain_t, f.seq, f.ver, f) for f in self._live.values() if f.drain_t != math.inf]
             heapq.heapify(drains)
+        # --- rent: an idle path that shares links with a busy path of many classes splits them, so every
+        # refill of that path visits more classes; it pays for them until they add up to re-registering it
+        drop = None
+        for f in S.values():
+            p = f.path
+            cw = p.cw or p.class_copies()
+            if len(cw) <= _RENT_CLASSES:
+                continue
+            p.tick += 1
+            if p.tick < _RENT_SAMPLE:
+                continue
+            p.tick = 0
+            for l, _ in cw:
+                n = len(l.paths) - len(l.active)
+                if not n:
+                    continue
+                share = _RENT_SAMPLE / n
+                for q in l.paths:
+                    if not q.flows:
+                        q.rent += share
+                        if q.rent >= _RENT_PER_LINK * len(q.links):
+                            if drop is None:
+                                drop = {}
+                            drop[q] = None
+        if drop:
+            idle = self._idle
+            for q in drop:
+                if q in idle:
+                    del idle[q]
+                    self._reclass(q, False)

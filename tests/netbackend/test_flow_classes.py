@@ -42,16 +42,22 @@ def _check_classes(b: FlowBackend) -> int:
 
 
 @pytest.mark.parametrize("hashed_alike", [False, True])
-@pytest.mark.parametrize("idle_paths", [1, flow_mod._IDLE_PATHS])
+@pytest.mark.parametrize("idle_paths", [1, flow_mod._IDLE_PATHS, "rent"])
 @pytest.mark.parametrize("seed", range(5))
 def test_classes_and_rates_match_brute_force(seed, idle_paths, hashed_alike, monkeypatch):
     """Random singles and symmetric groups (some sharing links): after every update, every link's class
     has exactly the flows on it and the rates are the reference max-min rates (copies counted per link).
     ``idle_paths=1`` drops every flowless path as soon as another registers (the un-registering path).
-    ``hashed_alike``: groups whose copies the hash put on other spines ride together too, so a group
-    crosses many classes it has alone (of unlike copies and capacities), which the filling prunes to
-    the tightest (FlowBackend._refill)."""
-    monkeypatch.setattr(flow_mod, "_IDLE_PATHS", idle_paths)
+    ``"rent"``: every path charges rent on every refill and an idle path goes at 0.2 visits a link, so
+    idle paths are dropped in the middle of runs, right after a filling. ``hashed_alike``: groups whose
+    copies the hash put on other spines ride together too, so a group crosses many classes it has alone
+    (of unlike copies and capacities), which the filling prunes to the tightest (FlowBackend._refill)."""
+    if idle_paths == "rent":
+        monkeypatch.setattr(flow_mod, "_RENT_CLASSES", 0)
+        monkeypatch.setattr(flow_mod, "_RENT_SAMPLE", 1)
+        monkeypatch.setattr(flow_mod, "_RENT_PER_LINK", 0.2)
+    else:
+        monkeypatch.setattr(flow_mod, "_IDLE_PATHS", idle_paths)
     rng = random.Random(seed)
     topo = _fabric(rng)
     b = FlowBackend(topo, NetworkConfig(), seed=seed)
@@ -84,9 +90,20 @@ def test_classes_and_rates_match_brute_force(seed, idle_paths, hashed_alike, mon
                 b.send(Message(mid, s, d, size, start, flow_key=mid))
         else:
             b.send(Message(mid, s, d, size, start, flow_key=mid))
+    dropped = []
+    reclass = b._reclass
+
+    def counted(p, add):
+        if not add:
+            dropped.append(p)
+        reclass(p, add)
+
+    b._reclass = counted
     done = run_all(b)
     assert len(done) == mid
     assert len(seen) > 30 and max(seen) >= 8
+    if idle_paths == "rent":
+        assert len(dropped) >= 5
     assert not b._live and all(c.nflows == 0 and c.load == 0.0 for c in b._classes.values())
 
 
@@ -111,3 +128,48 @@ def test_a_group_over_many_links_is_a_few_constraints():
     assert b.rates_gbps() == pytest.approx({1: 50.0, 2: 50.0})
     _check_classes(b)
     run_all(b)
+
+
+def test_an_idle_path_pays_rent_for_the_classes_it_splits(monkeypatch):
+    """A long group (8 copies, rail-pinned, leaf 0 -> leaf 1) and a short flow h0_3 -> h0_5 that shares
+    one link with it (h0_3's uplink). Once the short flow drains, its path stays registered, idle, and
+    keeps that link in a class of its own: every refill of the group visits it. Each refill (charging
+    on every one here) adds 1 / (idle paths in the class) = 1 to the idle path's rent; at 1.4 visits a
+    link its 2 links make 2.8, so it is dropped at the third refill, not before, and h0_3's uplink
+    merges back into the class of the group's other host links."""
+    monkeypatch.setattr(flow_mod, "_RENT_CLASSES", 0)
+    monkeypatch.setattr(flow_mod, "_RENT_SAMPLE", 1)
+    topo = leaf_spine(leaves=2, spines=2, hosts_per_leaf=8, rate_gbps=100.0, uplink_gbps=400.0)
+    b = FlowBackend(topo, NetworkConfig(ecmp="rail"))
+    imgs = tuple((f"h0_{i}", f"h1_{i}") for i in range(1, 8))
+    assert b.send_group(Message(1, "h0_0", "h1_0", 100_000_000, 0), imgs)
+    b.advance(1)
+    (g,) = b._live.values()
+    alone = len(g.path.classes)
+    b.send(Message(2, "h0_3", "h0_5", 10_000, 2))
+    b.advance(3)
+    (q,) = [f.path for f in b._live.values() if f.msg.id == 2]
+    assert len(q.links) == 2 and len(g.path.classes) == alone + 1
+    refills = []
+    refill = b._refill
+
+    def counted(seeds, t):
+        refill(seeds, t)
+        if g.seq in b._live and g.fm == b._pass:  # the group was filled in this call's last pass
+            refills.append((q.registered, q.rent))
+
+    b._refill = counted
+    while any(f.msg.id == 2 for f in b._live.values()):
+        b.advance()
+    assert refills == [(True, 1.0)]  # its drain gave the group its share back
+    # a flow into h1_6 (the group's copy 6 arrives there) pulls the group into two more fillings, at its
+    # start and its drain; its own path splits no class of q's link
+    b.send(Message(3, "h1_2", "h1_6", 10_000, b.now_ns + 10))
+    while b.pending() > 1:
+        b.advance()
+    assert refills == [(True, 1.0), (True, 2.0), (False, 3.0)]
+    # h0_3's uplink is back in the class of the group's other links; the new idle path splits h1_6's
+    # downlink now, with the one refill since its drain as its rent
+    (r,) = [p for p in b._idle if p is not g.path]
+    assert r.rent == 1.0 and len(g.path.classes) == alone + 1
+    assert b.rates_gbps() == pytest.approx({1: 100.0})
