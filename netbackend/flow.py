@@ -23,7 +23,10 @@ Constraints are *link classes*: links of one capacity crossed by the same regist
 (a route, or the union of a symmetric group's routes) with the same copies carry the same flows,
 so they are one max-min constraint. A path is registered at its first flow and stays registered
 while recently used, so a flow costs work per class it crosses, not per link (a collective's
-group flow crosses hundreds of links but a few classes).
+group flow crosses hundreds of links but a few classes). An idle path still splits the classes of
+the links it crosses; where a busy path crosses many classes, the idle ones on them pay rent for the
+visits they add to its refills and are dropped once the rent would have paid for registering them
+again (``_RENT_PER_LINK``).
 
 Rate updates are incremental and exact. After a change only a seed set of flows
 (the new ones, and those bottlenecked on the links that changed) is re-filled by
