@@ -71,7 +71,8 @@ _RENT_PER_LINK = 1.4
 """An idle path is dropped once its rent (class visits) reaches this many per link: a class visit with
 the loops that follow it costs ~1.4 us, re-registering a link ~1.0 us, and a drop followed by a
 re-registration two of those (fit to the planner's hash-ECMP candidate and bench_run.py, 2026-11-24;
-docs/symmetry-reduction.md). Ski rental: the registrations paid never exceed about the visits saved."""
+docs/symmetry-reduction.md). Ski rental: a drop and re-registration cost about what the dropped path had
+cost in visits already, so the engine pays at most about twice the better of keeping or dropping."""
 
 
 class _Flow:
