@@ -64,7 +64,8 @@ _IDLE_PATHS = 4096
 1,024-GPU benchmark (514 distinct paths): at 64, 92k registrations of 120k flows and 22 s CPU; with
 every path kept, 514 registrations and 17 s. Each kept path can split link classes, so not unbounded."""
 _RENT_CLASSES = 32
-"""A path crossing more classes than this charges rent to the idle paths that split them."""
+"""A path crossing more classes than this charges rent to the idle paths that split them (a route crosses a few;
+the hashed orbit flows of data-parallel rings 50-140, and those are refilled most)."""
 _RENT_SAMPLE = 8
 """It charges on one refill in this many, for all of them (the charge costs a walk of its classes)."""
 _RENT_PER_LINK = 1.4
