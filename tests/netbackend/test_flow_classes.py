@@ -107,17 +107,23 @@ def test_classes_and_rates_match_brute_force(seed, idle_paths, hashed_alike, mon
     assert not b._live and all(c.nflows == 0 and c.load == 0.0 for c in b._classes.values())
 
 
+def _rail_group(size_bytes: int):
+    """A backend with one group flow of 8 copies h0_i -> h1_i (leaf 0 -> leaf 1, rails pinned), started."""
+    topo = leaf_spine(leaves=2, spines=2, hosts_per_leaf=8, rate_gbps=100.0, uplink_gbps=400.0)
+    b = FlowBackend(topo, NetworkConfig(ecmp="rail"))
+    imgs = tuple((f"h0_{i}", f"h1_{i}") for i in range(1, 8))
+    assert b.send_group(Message(1, "h0_0", "h1_0", size_bytes, 0), imgs)
+    b.advance(1)
+    (f,) = b._live.values()
+    return b, f
+
+
 def test_a_group_over_many_links_is_a_few_constraints():
     """8 copies leaf0 -> leaf1 over rail-pinned paths: 8 uplinks, 8 downlinks, leaf-spine links with the
     copies that share them. Alone, its links of one capacity and one copy count are one class each, so
     it is as many constraints as distinct (capacity, copies) pairs on its path (counted here by hand
     from the links), not one per link; a second flow on one host uplink splits off just that link."""
-    topo = leaf_spine(leaves=2, spines=2, hosts_per_leaf=8, rate_gbps=100.0, uplink_gbps=400.0)
-    b = FlowBackend(topo, NetworkConfig(ecmp="rail"))
-    imgs = tuple((f"h0_{i}", f"h1_{i}") for i in range(1, 8))
-    assert b.send_group(Message(1, "h0_0", "h1_0", 10_000_000, 0), imgs)
-    b.advance(1)
-    (f,) = b._live.values()
+    b, f = _rail_group(10_000_000)
     pairs = {(b._cap[l], w) for l, w in zip(f.path.links, f.path.w)}
     assert len(f.path.links) >= 18
     assert len(f.path.classes) == len(pairs) <= 4
@@ -139,12 +145,7 @@ def test_an_idle_path_pays_rent_for_the_classes_it_splits(monkeypatch):
     merges back into the class of the group's other host links."""
     monkeypatch.setattr(flow_mod, "_RENT_CLASSES", 0)
     monkeypatch.setattr(flow_mod, "_RENT_SAMPLE", 1)
-    topo = leaf_spine(leaves=2, spines=2, hosts_per_leaf=8, rate_gbps=100.0, uplink_gbps=400.0)
-    b = FlowBackend(topo, NetworkConfig(ecmp="rail"))
-    imgs = tuple((f"h0_{i}", f"h1_{i}") for i in range(1, 8))
-    assert b.send_group(Message(1, "h0_0", "h1_0", 100_000_000, 0), imgs)
-    b.advance(1)
-    (g,) = b._live.values()
+    b, g = _rail_group(100_000_000)
     alone = len(g.path.classes)
     b.send(Message(2, "h0_3", "h0_5", 10_000, 2))
     b.advance(3)
