@@ -129,7 +129,8 @@ class _Path:
         """(class, copies on each of its links) for each of ``classes``, in that order; None when stale.
         A class's paths never change (it is interned by them), so this changes only with ``classes``."""
         self.rent = 0.0
-        """While idle: the class visits its registration has cost refills of busy paths (``_RENT_PER_LINK``)."""
+        """While idle: the class visits charged to it by refills of busy paths whose classes it splits
+        (``_RENT_PER_LINK``)."""
         self.tick = 0
         """Refills since this path last charged rent (one in ``_RENT_SAMPLE``)."""
 
