@@ -654,10 +654,13 @@ class FlowBackend(NetworkBackend):
         """Move every link of ``p`` to the class that also has ``p`` (no flows yet: constraints unchanged)."""
         idle = self._idle
         while len(idle) >= _IDLE_PATHS:
-            q = next(iter(idle))
-            del idle[q]
-            self._reclass(q, False)
+            self._unregister(next(iter(idle)))
         self._reclass(p, True)
+
+    def _unregister(self, q: _Path) -> None:
+        """Drop the idle path ``q`` (the least recently used, or one whose rent is paid)."""
+        del self._idle[q]
+        self._reclass(q, False)
 
     def _reclass(self, p: _Path, add: bool) -> None:
         """Register (``add``) or drop the flowless path ``p``: its links change class, no rate changes."""
@@ -1035,8 +1038,5 @@ class FlowBackend(NetworkBackend):
                                 drop = {}
                             drop[q] = None
         if drop:
-            idle = self._idle
             for q in drop:
-                if q in idle:
-                    del idle[q]
-                    self._reclass(q, False)
+                self._unregister(q)

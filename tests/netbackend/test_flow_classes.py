@@ -171,6 +171,6 @@ def test_an_idle_path_pays_rent_for_the_classes_it_splits(monkeypatch):
     assert refills == [(True, 1.0), (True, 2.0), (False, 3.0)]
     # h0_3's uplink is back in the class of the group's other links; the new idle path splits h1_6's
     # downlink now, with the one refill since its drain as its rent
-    (r,) = [p for p in b._idle if p is not g.path]
+    (r,) = b._idle
     assert r.rent == 1.0 and len(g.path.classes) == alone + 1
     assert b.rates_gbps() == pytest.approx({1: 100.0})
