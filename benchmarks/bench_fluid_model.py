@@ -10,6 +10,11 @@ is the same (a hash) are printed side by side.
 
     .venv/bin/python benchmarks/bench_fluid_model.py --record h0-gpt3-175b --cpu-s 60 --log /tmp/h0.log
     .venv/bin/python benchmarks/bench_fluid_model.py --replay /tmp/h0.log --against ba697b7 --runs 3
+    .venv/bin/python benchmarks/bench_fluid_model.py --replay /tmp/h0.log --threads 1,2
+
+``--threads 1,2`` replays the working tree's build with ``FluidNet::SetThreads`` at each count and
+prints wall and CPU time side by side (a thread's spinning counts as CPU), the wall-time speed-up
+over the first count and whether every returned value is the same at every count (it must be).
 """
 from __future__ import annotations
 
@@ -105,7 +110,9 @@ def _build(model_dir: Path, out: Path) -> None:
     for h in ("fluid-net.h", "dcqcn.h"):
         shutil.copy(model_dir / h, inc / h)
     cxx = os.environ.get("CXX") or "g++"
-    cmd = [cxx, *CXXFLAGS, f"-I{inc.parent}", f"-I{model_dir}", "-o", str(out),
+    # (a revision before FluidNet::SetThreads: the replay leaves it out)
+    old = "SetThreads" not in (model_dir / "fluid-net.h").read_text()
+    cmd = [cxx, *CXXFLAGS, *(["-DFLUID_REPLAY_NO_THREADS"] if old else []), f"-I{inc.parent}", f"-I{model_dir}", "-o", str(out),
            str(ROOT / "benchmarks" / "fluid_replay.cc"), str(model_dir / "fluid-net.cc"), str(model_dir / "dcqcn.cc")]
     subprocess.run(cmd, check=True)
 
@@ -119,9 +126,28 @@ def _sources_at(rev: str, into: Path) -> Path:
     return into
 
 
-def _run(binary: Path, log: Path) -> dict:
-    out = subprocess.run([str(binary), str(log)], check=True, capture_output=True, text=True).stdout.split()
+def _run(binary: Path, log: Path, threads: int = 1) -> dict:
+    args = [str(binary), str(log)] + ([str(threads)] if threads != 1 else [])
+    out = subprocess.run(args, check=True, capture_output=True, text=True).stdout.split()
     return {out[i]: out[i + 1] for i in range(0, len(out), 2)}
+
+
+def replay_threads(log: Path, threads: list[int], runs: int) -> None:
+    """The working tree's model at each thread count, alternated ``runs`` times; best wall and CPU."""
+    with tempfile.TemporaryDirectory(prefix="fluid-replay-") as d:
+        binary = Path(d) / "now"
+        _build(ROOT / MODEL, binary)
+        res: dict[int, list[dict]] = {n: [] for n in threads}
+        for _ in range(runs):
+            for n in threads:
+                res[n].append(_run(binary, log, n))
+        base = min(float(r["wall_s"]) for r in res[threads[0]])
+        for n, rs in res.items():
+            wall, cpu = min(float(r["wall_s"]) for r in rs), min(float(r["cpu_s"]) for r in rs)
+            print(f"threads {n}: best wall {wall:7.2f} s, CPU {cpu:7.2f} s (of {[float(r['wall_s']) for r in rs]})  "
+                  f"wall speed-up {base / wall:.2f}x  hash {rs[0]['hash']}  {int(float(rs[0]['qp_steps'])):,} QP-steps")
+        same = len({r["hash"] for rs in res.values() for r in rs}) == 1
+        print(f"results {'identical at every thread count' if same else 'DIFFER between thread counts'}")
 
 
 def replay(log: Path, against: str | None, runs: int) -> None:
@@ -154,11 +180,14 @@ def main() -> None:
     ap.add_argument("--replay", type=Path, metavar="LOG", help="replay a call log")
     ap.add_argument("--against", metavar="REV", help="also replay with fluid-net.cc of git revision REV")
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--threads", help="replay at these thread counts (e.g. 1,2) instead of --against")
     args = ap.parse_args()
     if args.record:
         if args.log is None:
             ap.error("--record needs --log PATH")
         record(args.record, args.cpu_s, args.log)
+    elif args.replay and args.threads:
+        replay_threads(args.replay, [int(x) for x in args.threads.split(",")], args.runs)
     elif args.replay:
         replay(args.replay, args.against, args.runs)
     else:

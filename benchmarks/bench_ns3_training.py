@@ -117,7 +117,8 @@ def h_suite_rows(names: list[str], budget_s: float, budget_cpu_s: float | None =
               f"{a.get('not_qualified')}", flush=True)
         if a.get("fluid_work"):
             w, pfc = a["fluid_work"], (a.get("fluid_pfc") or {}).get("possible_at", [])
-            print(f"{'':<22} fluid model: {w['steps']:,} steps of {w['dt_ns']} ns, {w['flow_steps']:,} QP-steps; "
+            print(f"{'':<22} fluid model: {w['steps']:,} steps of {w['dt_ns']} ns, {w['flow_steps']:,} QP-steps, "
+                  f"{w.get('parallel_steps', 0):,} split among {w.get('threads', 1)} threads; "
                   f"PFC could have paused at {len(pfc)} switches", flush=True)
 
 

@@ -3,9 +3,13 @@
 // everything it returned, so two builds of fluid-net.cc can be compared for speed and for
 // identical results.  Built by bench_fluid_model.py with the module's compiler flags.
 //
-//   fluid_replay LOG   ->   "cpu_s <s> hash <16 hex> steps <n> qp_steps <n> marks <x> cnps <n>"
+//   fluid_replay LOG [THREADS]   ->   "cpu_s <s> wall_s <s> hash <16 hex> steps <n> qp_steps <n> marks <x> cnps <n>"
+//
+// THREADS: FluidNet::SetThreads (default 1); cpu_s counts every thread, wall_s is the time in the
+// model's calls.
 #include "ns3/fluid-net.h"
 
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -65,9 +69,9 @@ CpuSeconds()
 int
 main(int argc, char** argv)
 {
-    if (argc != 2)
+    if (argc != 2 && argc != 3)
     {
-        std::cerr << "usage: fluid_replay LOG\n";
+        std::cerr << "usage: fluid_replay LOG [THREADS]\n";
         return 2;
     }
     std::ifstream in(argv[1]);
@@ -79,6 +83,7 @@ main(int argc, char** argv)
     std::unique_ptr<FluidNet> net;
     Hash hash;
     double cpu = 0;
+    double wall = 0;
     std::string line;
     std::string op;
     while (std::getline(in, line))
@@ -86,12 +91,16 @@ main(int argc, char** argv)
         std::istringstream s(line);
         s >> op;
         const double c0 = CpuSeconds();
+        const auto w0 = std::chrono::steady_clock::now();
         if (op == "Init")
         {
             int64_t dt = 0;
             uint64_t seed = 0;
             s >> dt >> seed;
             net = std::make_unique<FluidNet>(dt, seed);
+#ifndef FLUID_REPLAY_NO_THREADS
+            net->SetThreads(argc == 3 ? static_cast<uint32_t>(std::stoul(argv[2])) : 1);
+#endif
         }
         else if (!net)
         {
@@ -222,6 +231,7 @@ main(int argc, char** argv)
         }
         // other calls (the run's final statistics) only read: their values are printed below
         cpu += CpuSeconds() - c0;
+        wall += std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
     }
     if (!net)
     {
@@ -234,7 +244,7 @@ main(int argc, char** argv)
         marks += m;
     }
     const std::vector<double> work = net->Work();
-    std::printf("cpu_s %.3f hash %016llx steps %.0f qp_steps %.0f marks %.3f cnps %llu\n", cpu,
+    std::printf("cpu_s %.3f wall_s %.3f hash %016llx steps %.0f qp_steps %.0f marks %.3f cnps %llu\n", cpu, wall,
                 static_cast<unsigned long long>(hash.h), work[0], work[1], marks,
                 static_cast<unsigned long long>(net->Cnps()));
     return 0;

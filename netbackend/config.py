@@ -271,6 +271,13 @@ class AccelerationConfig(_Strict):
     """The fluid model's time step.  250 ns (3 packets of 4 KB at 400 Gb/s): per-episode FCTs within
     0.5 % of packet level where no mark decides the outcome; 1 us and 2 us moved them by 4-8 %
     (bench_fluid_collisions.py, --dt-ns)."""
+    fluid_threads: int | None = Field(None, ge=1, le=64)
+    """Threads the fluid model steps its islands on (flows that share no port or NIC: a step of one
+    touches nothing of another's).  Speed only: every result is identical for any count (each QP
+    draws its marks from its own stream; tests/netbackend/test_fluid.py).  None: 2 where this
+    process may run on 2 CPUs or more, else 1 (more than the CPUs spins against itself).  Two
+    threads stepped H0-GPT-3 175B's fluid model 1.86x faster in wall time for +6 % CPU
+    (benchmarks/bench_fluid_model.py --replay --threads 1,2)."""
     theta: float = Field(0.05, gt=0, lt=1)
     """Steady-state band: |r1 - r2| / mean of a flow's delivery rates over two consecutive windows."""
     window_packets: int = Field(64, gt=0)

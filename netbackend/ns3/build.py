@@ -28,7 +28,7 @@ LIB_NAME = "libheterosim-rdma.so"
 TEST_BIN = "heterosim-rdma-test"
 FACADE_HEADER = "heterosim-rdma-sim.h"
 BUILD_INFO = "build-info.json"
-CXXFLAGS = ["-O2", "-std=c++20", "-fPIC", "-Wall", "-Wno-unused-variable"]
+CXXFLAGS = ["-O2", "-std=c++20", "-fPIC", "-pthread", "-Wall", "-Wno-unused-variable"]
 NS3_MODULES = ("core", "network", "point-to-point")
 _INSTALL_HINT = "install with pip install 'heterosim[ns3]'"
 
@@ -213,7 +213,7 @@ def _compile(tc: _Toolchain, out: Path, lib_src: list[Path], test_src: list[Path
     n_lib, n_test = len(lib_src), len(test_src)
     lib_objs = [str(o) for o in objs[:n_lib]]
     test_objs = [str(o) for o in objs[n_lib:n_lib + n_test]]
-    _run([tc.cxx, "-shared", "-o", str(out / LIB_NAME), *lib_objs, *libs])
+    _run([tc.cxx, "-shared", "-pthread", "-o", str(out / LIB_NAME), *lib_objs, *libs])
     program = [f"-L{out}", "-lheterosim-rdma", f"-Wl,-rpath,{out}", f"-Wl,-rpath,$ORIGIN", *libs]
     _run([tc.cxx, "-o", str(out / TEST_BIN), *test_objs, *program])
     for src, obj in zip(ex_src, objs[n_lib + n_test:]):  # each example is its own program

@@ -55,6 +55,17 @@ def dcqcn_params(resolved: dict, line_bps: float):
     return p, cnp
 
 
+def fluid_threads(configured: int | None) -> int:
+    """``acceleration.fluid_threads``, None resolved: 2 where this process may run on 2 CPUs or more
+    (its affinity, as a container or ``taskset`` sets it), else 1."""
+    if configured is not None:
+        return configured
+    import os
+
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return 2 if cpus >= 2 else 1
+
+
 MAX_QUEUE_SAMPLES = 2_000_000
 """As RdmaNetworkHelper's MaxQueueSamples default: the model's queue samples stop there."""
 
@@ -71,6 +82,7 @@ class FluidSide:
         from netbackend.config import resolved_dcqcn
 
         self.net = episode_class()(config.acceleration.fluid_dt_ns, seed)
+        self.net.SetThreads(fluid_threads(config.acceleration.fluid_threads))
         self.net.SetQueueSampling(config.queue_sample_interval_ns, MAX_QUEUE_SAMPLES)
         self.router = router
         self.cfg = config
@@ -273,8 +285,10 @@ class FluidSide:
         return self.state(key, t)
 
     def work(self) -> dict:
-        steps, flow_steps = (float(x) for x in self.net.Work())
-        return {"steps": int(steps), "flow_steps": int(flow_steps), "dt_ns": self.cfg.acceleration.fluid_dt_ns}
+        steps, flow_steps, parallel = (float(x) for x in self.net.Work())
+        return {"steps": int(steps), "flow_steps": int(flow_steps), "parallel_steps": int(parallel),
+                "threads": fluid_threads(self.cfg.acceleration.fluid_threads),
+                "dt_ns": self.cfg.acceleration.fluid_dt_ns}
 
     def pfc_check(self) -> dict:
         """Whether a PAUSE could have fired where the fluid model queued bytes (it models no PFC).

@@ -267,6 +267,20 @@ def test_fluid_collisions_deterministic():
     assert a == b and sa.extra["ecn_marks"] == sb.extra["ecn_marks"]
 
 
+def test_fluid_threads_give_identical_results():
+    """``acceleration.fluid_threads`` sets speed only: the model steps islands (flows sharing no port or
+    NIC) on one thread or two with the same FCTs, marks, queues and samples, and two did split steps."""
+    a, sa = _traffic("auto", seed=2, **FLUID_ACC, fluid_threads=1)
+    b, sb = _traffic("auto", seed=2, **FLUID_ACC, fluid_threads=2)
+    assert a == b
+    for k in ("ecn_marks", "ecn_marks_per_port", "max_queue_bytes", "mean_queue_bytes", "queue_samples"):
+        assert sa.extra[k] == sb.extra[k], k
+    wa, wb = sa.extra["acceleration"]["fluid_work"], sb.extra["acceleration"]["fluid_work"]
+    assert wa["parallel_steps"] == 0 and wb["parallel_steps"] > 0
+    assert wa["flow_steps"] == wb["flow_steps"]
+    assert sa.extra["acceleration"]["fluid_pfc"] == sb.extra["acceleration"]["fluid_pfc"]
+
+
 @pytest.mark.parametrize("bad,field", [
     ({"cc": "none"}, "network.acceleration.collisions"),
     ({"acc": {"memoize": True}}, "network.acceleration.collisions"),

@@ -1,11 +1,13 @@
 #include "fluid-net.h"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <deque>
 #include <limits>
-#include <random>
+#include <thread>
+#include <unistd.h>
 #include <unordered_map>
 #include <utility>
 
@@ -27,6 +29,14 @@ struct Part
 };
 
 using Comp = std::vector<Part>;
+
+/// Islands are split among lanes (threads) only where a step has at least this many flows and
+/// ports to step: below it, handing half a step to another core (~0.3 us each way) costs more than
+/// it saves.  Speed only: every result is the same however the islands are split.
+constexpr size_t kMinWeightParallel = 24;
+
+/// Spins (a pause each, ~10-40 ns) a thread waits for the other before it sleeps or yields.
+constexpr uint32_t kWorkerSpins = 1u << 12;
 
 struct Hop
 {
@@ -244,6 +254,7 @@ struct Flow
     Ring<double> stepEnds;           //!< ends of the steps posted and not yet acknowledged
     Ring<std::pair<double, double>> rxLog; //!< (ns, step end) received, ACKs on their way
     double acked{0};                 //!< bytes whose ACK is back at the sender
+    uint64_t rng{0};                 //!< its mark draws' counter (Impl::Uniform)
     bool live{false};
 };
 
@@ -399,18 +410,79 @@ FloorToInt(double x)
     const auto k = static_cast<int64_t>(x); // toward zero
     return static_cast<double>(k) > x ? k - 1 : k;
 }
+/// splitmix64's output function (Steele, Lea and Flood, "Fast splittable pseudorandom number
+/// generators", OOPSLA 2014; constants from Vigna's public-domain reference code): a 64-bit
+/// mix good enough to drive a generator by a counter.
+uint64_t
+Mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+/// Flows that share a port or a NIC, with the ports holding their bytes.  A step of one island
+/// reads and writes nothing of another's (a flow's bytes stay on its path, a port's parts are its
+/// island's flows', an ingress is a port or NIC of the flows entering by it), so islands are stepped
+/// in any order, or at once, with the same results.
+struct Island
+{
+    std::vector<uint32_t> flows; //!< live, by flow index
+    std::vector<uint32_t> ports; //!< live, in the order they woke (FIFO serving reads them so)
+    size_t weight{0};            //!< flows + ports at the last regrouping (the lanes' balance)
+};
+
+/// One thread's share of a step: its islands, its scratch lists and what it hands back.
+/// (Aligned: two lanes' counters on one cache line would bounce between the cores.)
+struct alignas(64) Lane
+{
+    std::vector<uint32_t> islands;
+    std::vector<uint32_t> ready;
+    std::vector<uint32_t> touched;
+    std::vector<std::pair<double, int64_t>> done;
+    std::vector<std::pair<uint32_t, int64_t>> swAdd; //!< (switch, a port's peak bytes x 1024)
+    std::vector<double> samples;                     //!< (ns, port, bytes) flattened
+    uint64_t cnps{0};
+    uint64_t cuts{0};
+};
+
+/// A worker thread that steps one lane when told.  The caller spins while a step runs (a step is
+/// ~10-25 us, a futex wake-up costs about as much); between runs of the model the worker spins a
+/// while, then sleeps on a futex.
+struct Worker
+{
+    std::atomic<uint32_t> go{0};   //!< bumped for each step to run (the futex word)
+    std::atomic<uint32_t> ack{0};  //!< the last step done
+    std::atomic<uint32_t> sleeping{0};
+    std::atomic<bool> stop{false};
+    int64_t step{0};
+    std::thread thread;
+};
+
+inline void
+CpuRelax()
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
 } // namespace
 
 struct FluidNet::Impl
 {
     int64_t dt;
-    std::mt19937_64 rng;
-    std::uniform_real_distribution<double> u{0.0, 1.0};
+    uint64_t seed{0};
     std::vector<Port> ports;
     std::vector<double> nicBps;
     FlowTable flows;
-    std::vector<uint32_t> liveFlows;
-    std::vector<uint32_t> livePorts;
+    std::vector<Island> islands;
+    std::vector<uint32_t> woken; //!< flows Post woke since the last regrouping (in no island yet)
+    bool regroup{false};
+    std::vector<Lane> lanes{1};
+    std::vector<std::unique_ptr<Worker>> workers; //!< lanes[k + 1]'s thread
+    pid_t workerPid{0};                           //!< the process that started them (not a fork's child)
+    uint32_t threads{1};                          //!< SetThreads
+    bool parallel{false};                         //!< this grouping uses more than one lane
     std::vector<std::pair<double, int64_t>> done; //!< (finish ns, message id), known ahead
     int64_t now{0};
     int64_t curStep{0}; //!< the step Step is computing
@@ -419,48 +491,155 @@ struct FluidNet::Impl
     std::vector<uint32_t> ingressSw;
     std::vector<double> ingBytes;
     std::vector<double> ingMax;
-    std::vector<double> swBytes;
+    std::vector<int64_t> swAcc; //!< per switch: this step's peak bytes x 1024 (integers: any order sums the same)
+    std::vector<uint32_t> swTouched;
     std::vector<double> swMax;
     std::vector<HopOut> hopOut;  //!< per flow, its hops from Flow::hop0
     std::vector<uint32_t> hopAt; //!< per flow: the hop (in hopOut) of the port being served
     std::vector<double> wantOf;  //!< per flow: bytes it would send this step
     std::vector<double> limitOf; //!< per flow: how far its step credits let it send this step
     std::vector<double> outOf;   //!< per flow: bytes it sent from the port being served (0 between ports)
-    std::vector<uint32_t> ready;
-    std::vector<uint32_t> touched;
     std::vector<int64_t> startOf; //!< per ready flow: NextStart, found once per step
     std::vector<uint32_t> nicOf;  //!< per flow: its NIC (the ready list's sort key)
-    // The ready list in (NIC, flow) order without a sort: a flow's place in that order is fixed,
-    // so a step marks the places of the ready flows and reads them in order.
-    std::vector<uint32_t> rankOf;     //!< per flow: its place in (NIC, flow) order
-    std::vector<uint32_t> byRank;     //!< the flow at each place
-    std::vector<uint64_t> readyBits;  //!< per place: ready this step (all clear between steps)
+    std::vector<uint32_t> rankOf; //!< per flow: its place in (NIC, flow) order
+    // regrouping's scratch: per port and NIC, the flow that last claimed it (by generation)
+    std::vector<uint32_t> keyFlow;
+    std::vector<uint64_t> keyGen;
+    uint64_t gen{0};
+    std::vector<uint32_t> parent; //!< union-find over flows
     double steps{0};
     double flowSteps{0};
+    double parallelSteps{0}; //!< steps split among lanes
     int64_t sampleEvery{0}; //!< SetQueueSampling (0: none)
     int64_t nextSample{0};
     uint64_t maxSamples{0};
+    std::vector<int64_t> ticks; //!< the sample ticks in the step being computed
     std::vector<double> samples; //!< (ns, port, bytes) flattened
+    std::vector<double> stepSamples;
     uint64_t cnps{0};
     uint64_t cuts{0};
+
+    ~Impl()
+    {
+        if (workerPid != getpid())
+        {
+            for (auto& w : workers)
+            {
+                w->thread.detach(); // a fork's child: the threads are its parent's
+                w.release();
+            }
+            return;
+        }
+        for (auto& w : workers)
+        {
+            w->stop.store(true, std::memory_order_release);
+            w->go.fetch_add(1, std::memory_order_seq_cst);
+            w->go.notify_one();
+            w->thread.join();
+        }
+    }
+
+    // A uniform draw in [0, 1) from the flow's own counter-driven stream: a flow's draws do not
+    // depend on which other flows drew before it, so islands step in any order.
+    double Uniform(Flow& f)
+    {
+        f.rng += 0x9e3779b97f4a7c15ULL;
+        return static_cast<double>(Mix64(f.rng) >> 11) * 0x1.0p-53;
+    }
 
     void Wake(uint32_t i)
     {
         if (!flows[i].live)
         {
             flows[i].live = true;
-            liveFlows.push_back(i);
+            woken.push_back(i);
+            regroup = true;
         }
     }
 
-    void WakePort(uint32_t p)
+    void WakePort(Island& is, uint32_t p)
     {
         if (!ports[p].live)
         {
             ports[p].live = true;
-            livePorts.push_back(p);
+            is.ports.push_back(p);
         }
     }
+
+    bool AnyLive() const
+    {
+        if (!woken.empty())
+        {
+            return true;
+        }
+        for (const Island& is : islands)
+        {
+            if (!is.flows.empty() || !is.ports.empty())
+            {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    bool AnyPortLive() const
+    {
+        for (const Island& is : islands)
+        {
+            if (!is.ports.empty())
+            {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    size_t LiveFlows() const
+    {
+        size_t n = woken.size();
+        for (const Island& is : islands)
+        {
+            n += is.flows.size();
+        }
+        return n;
+    }
+
+    // With no port holding bytes: the earliest next message start of the live flows, or -1 if a
+    // flow has bytes or reaction-point work in flight (or none has a start).
+    int64_t NextStartIfQuiet() const
+    {
+        int64_t next = -1;
+        for (const Island& is : islands)
+        {
+            for (uint32_t i : is.flows)
+            {
+                const Flow& f = flows[i];
+                if (f.rxPos < f.sent - Slack(f.posted) || Pending(f))
+                {
+                    return -1;
+                }
+                const int64_t s = NextStart(f);
+                if (s >= 0 && (next < 0 || s < next))
+                {
+                    next = s;
+                }
+            }
+        }
+        return next;
+    }
+
+    uint32_t Find(uint32_t x)
+    {
+        while (parent[x] != x)
+        {
+            parent[x] = parent[parent[x]];
+            x = parent[x];
+        }
+        return x;
+    }
+
+    void Regroup();
+    bool StartWorkers();
 
     // Bytes that cross a point uniformly over [t0, t1) land in the steps they overlap.
     // (Inlined, as its caller's @p put: ~10 M calls a replay.)
@@ -499,12 +678,13 @@ struct FluidNet::Impl
 
     // @p bytes of flow @p i leave its hop @p gh (an index into hopOut) uniformly over [t0, t1).
     // (Inlined: ~9 M calls a replay, from two loops.)
-    [[gnu::always_inline]] void Forward(uint32_t i, uint32_t gh, double t0, double t1, double bytes)
+    [[gnu::always_inline]] void Forward(Island& is, Lane& L, uint32_t i, uint32_t gh, double t0, double t1,
+                                        double bytes)
     {
         HopOut& h = hopOut[gh];
         if (h.next == HopOut::kReceiver)
         {
-            Deliver(flows[i], h.shiftNs, t0, t1, bytes);
+            Deliver(L, flows[i], h.shiftNs, t0, t1, bytes);
             return;
         }
         Port& p = ports[h.next];
@@ -515,7 +695,7 @@ struct FluidNet::Impl
             {
                 cp = &p.Bin(k, cur);
                 // a port not live has no arrivals, so its first bytes always come this way
-                WakePort(h.next);
+                WakePort(is, h.next);
             }
             Comp& c = *cp;
             // a flow's parts arrive in about the same order every step: try where it was
@@ -533,7 +713,7 @@ struct FluidNet::Impl
 
     // The last hop: @p bytes of @p f leave it uniformly over [t0, t1), at the receiver @p shift later.
     // (Out of line: Forward, inlined where ports serve, stays small.)
-    [[gnu::noinline]] void Deliver(Flow& f, double shift, double t0, double t1, double bytes)
+    [[gnu::noinline]] void Deliver(Lane& L, Flow& f, double shift, double t0, double t1, double bytes)
     {
         // at the receiver: each message whose last byte is in [rxPos, rxPos + bytes) is delivered
         const double p0 = f.rxPos;
@@ -560,13 +740,13 @@ struct FluidNet::Impl
         while (!f.msgs.empty() && f.msgs.front().end <= f.rxPos + Slack(f.posted))
         {
             const double x = std::clamp((f.msgs.front().end - p0) / bytes, 0.0, 1.0);
-            done.emplace_back(t0 + shift + x * (t1 - t0), f.msgs.front().id);
+            L.done.emplace_back(t0 + shift + x * (t1 - t0), f.msgs.front().id);
             f.msgs.pop_front();
         }
     }
 
-    // RdmaNic::OnDecreaseCheck / OnIncreaseTimer for the timers due by @p until.
-    void Timers(Flow& f, int64_t until)
+    // RdmaNic::OnDecreaseCheck / OnIncreaseTimer for the timers due by @p until; rate cuts counted in @p cutCount.
+    static void Timers(Flow& f, int64_t until, uint64_t& cutCount)
     {
         for (;;)
         {
@@ -587,7 +767,7 @@ struct FluidNet::Impl
                 f.decAt = -1;
                 if (f.rp.OnDecreaseCheck(next))
                 {
-                    cuts++;
+                    cutCount++;
                     f.incAt = next + f.params.rateIncreaseIntervalNs;
                 }
             }
@@ -600,12 +780,12 @@ struct FluidNet::Impl
     }
 
     // RdmaNic::OnCnp.
-    void Cnp(Flow& f, int64_t t)
+    static void Cnp(Lane& L, Flow& f, int64_t t)
     {
-        cnps++;
+        L.cnps++;
         if (f.rp.OnCnp(t))
         {
-            cuts++;
+            L.cuts++;
             f.incAt = t + f.params.rateIncreaseIntervalNs;
         }
         else if (f.params.vendor && f.decAt < 0)
@@ -620,11 +800,11 @@ struct FluidNet::Impl
     // the flow counted as idle and left the live list, and the message waited for the
     // connection's next one (H1-LLaMA-65B: 10.7 B of 10.7 GB short, the iteration never ended).
     // (@p f's bytes are done: BytesDone, which this leaves as it is.)
-    void Settle(Flow& f)
+    static void Settle(Lane& L, Flow& f)
     {
         for (const Msg& m : f.msgs)
         {
-            done.emplace_back(f.rxLastNs, m.id);
+            L.done.emplace_back(f.rxLastNs, m.id);
         }
         f.msgs.clear();
         if (f.maxSteps > 0 && !f.stepEnds.empty() && (f.rxLog.empty() || f.rxLog.back().second < f.stepEnds.back()))
@@ -686,12 +866,223 @@ struct FluidNet::Impl
     }
 
     void Step(int64_t step);
+    void StepLane(Lane& L, int64_t step);
+    void StepIsland(Island& is, Lane& L, int64_t step);
 };
+
+void
+FluidNet::Impl::Regroup()
+{
+    regroup = false;
+    // the live flows: the islands' in their order, then the woken
+    std::vector<uint32_t> live;
+    for (const Island& is : islands)
+    {
+        live.insert(live.end(), is.flows.begin(), is.flows.end());
+    }
+    live.insert(live.end(), woken.begin(), woken.end());
+    woken.clear();
+    // union-find over the live flows (indices into `live`) by the NIC and switch ports each uses
+    const size_t nKeys = ports.size() + nicBps.size();
+    if (keyFlow.size() < nKeys)
+    {
+        keyFlow.resize(nKeys);
+        keyGen.resize(nKeys, 0);
+    }
+    gen++;
+    parent.resize(live.size());
+    for (uint32_t a = 0; a < live.size(); a++)
+    {
+        parent[a] = a;
+    }
+    auto claim = [&](size_t key, uint32_t a) {
+        if (keyGen[key] != gen)
+        {
+            keyGen[key] = gen;
+            keyFlow[key] = a;
+            return;
+        }
+        const uint32_t x = Find(a);
+        const uint32_t y = Find(keyFlow[key]);
+        if (x != y)
+        {
+            parent[std::max(x, y)] = std::min(x, y);
+        }
+    };
+    for (uint32_t a = 0; a < live.size(); a++)
+    {
+        const Flow& f = flows[live[a]];
+        claim(ports.size() + nicOf[live[a]], a);
+        for (size_t j = 1; j < f.hops.size(); j++)
+        {
+            claim(static_cast<size_t>(f.hops[j].port), a);
+        }
+    }
+    // new islands, one per root, ordered by their smallest flow index (a canonical order: the same
+    // however earlier steps were split among lanes)
+    std::vector<uint32_t> rootOf(live.size());
+    std::vector<std::pair<uint32_t, uint32_t>> firsts; // (smallest flow, root)
+    std::vector<uint32_t> minFlow(live.size(), UINT32_MAX);
+    for (uint32_t a = 0; a < live.size(); a++)
+    {
+        rootOf[a] = Find(a);
+        minFlow[rootOf[a]] = std::min(minFlow[rootOf[a]], live[a]);
+    }
+    for (uint32_t a = 0; a < live.size(); a++)
+    {
+        if (rootOf[a] == a)
+        {
+            firsts.emplace_back(minFlow[a], a);
+        }
+    }
+    std::sort(firsts.begin(), firsts.end());
+    std::vector<uint32_t> islandOfRoot(live.size(), UINT32_MAX);
+    std::vector<Island> next(firsts.size());
+    for (uint32_t k = 0; k < firsts.size(); k++)
+    {
+        islandOfRoot[firsts[k].second] = k;
+    }
+    for (uint32_t a = 0; a < live.size(); a++)
+    {
+        next[islandOfRoot[rootOf[a]]].flows.push_back(live[a]);
+    }
+    for (Island& is : next)
+    {
+        std::sort(is.flows.begin(), is.flows.end());
+    }
+    // live ports: each old island's in its order, old islands in their order (two islands that
+    // merge had never shared a port: either order of their ports serves the same)
+    std::vector<uint32_t> orphans;
+    for (const Island& is : islands)
+    {
+        for (uint32_t p : is.ports)
+        {
+            if (keyGen[p] == gen)
+            {
+                next[islandOfRoot[Find(keyFlow[p])]].ports.push_back(p);
+            }
+            else
+            {
+                orphans.push_back(p); // (never expected: a live port holds a live flow's bytes)
+            }
+        }
+    }
+    if (!orphans.empty())
+    {
+        next.emplace_back();
+        next.back().ports = std::move(orphans);
+    }
+    islands = std::move(next);
+    // lanes: the heaviest island first, each to the lightest lane (the split only sets speed)
+    size_t total = 0;
+    for (Island& is : islands)
+    {
+        is.weight = is.flows.size() + is.ports.size();
+        total += is.weight;
+    }
+    const uint32_t n = std::max<uint32_t>(1, threads);
+    for (Lane& L : lanes)
+    {
+        L.islands.clear();
+    }
+    // Parallel only where a step is long enough to pay for handing half of it over (kMinWeightParallel).
+    parallel = n > 1 && total >= kMinWeightParallel && islands.size() > 1;
+    if (!parallel)
+    {
+        for (uint32_t k = 0; k < islands.size(); k++)
+        {
+            lanes[0].islands.push_back(k);
+        }
+        return;
+    }
+    if (lanes.size() < n)
+    {
+        lanes.resize(n);
+    }
+    std::vector<uint32_t> order(islands.size());
+    for (uint32_t k = 0; k < order.size(); k++)
+    {
+        order[k] = k;
+    }
+    std::stable_sort(order.begin(), order.end(),
+                     [&](uint32_t a, uint32_t b) { return islands[a].weight > islands[b].weight; });
+    std::vector<size_t> load(n, 0);
+    for (uint32_t k : order)
+    {
+        const auto lightest = static_cast<size_t>(std::min_element(load.begin(), load.end()) - load.begin());
+        lanes[lightest].islands.push_back(k);
+        load[lightest] += islands[k].weight;
+    }
+    // one lane with (nearly) everything: not worth a hand-over
+    if (*std::max_element(load.begin(), load.end()) * 8 > total * 7)
+    {
+        parallel = false;
+        for (Lane& L : lanes)
+        {
+            L.islands.clear();
+        }
+        for (uint32_t k = 0; k < islands.size(); k++)
+        {
+            lanes[0].islands.push_back(k);
+        }
+        return;
+    }
+    if (!StartWorkers())
+    {
+        parallel = false; // (a fork's child: its parent's threads are not here; run the lanes in turn)
+    }
+}
+
+bool
+FluidNet::Impl::StartWorkers()
+{
+    if (!workers.empty() && workerPid != getpid())
+    {
+        return false;
+    }
+    workerPid = getpid();
+    while (workers.size() + 1 < threads)
+    {
+        auto w = std::make_unique<Worker>();
+        Worker* wp = w.get();
+        const size_t laneIndex = workers.size() + 1;
+        w->thread = std::thread([this, wp, laneIndex]() {
+            uint32_t seen = 0;
+            for (;;)
+            {
+                uint32_t g = 0;
+                for (uint32_t spins = 0; (g = wp->go.load(std::memory_order_acquire)) == seen;)
+                {
+                    if (++spins < kWorkerSpins)
+                    {
+                        CpuRelax();
+                        continue;
+                    }
+                    wp->sleeping.store(1, std::memory_order_seq_cst);
+                    if (wp->go.load(std::memory_order_seq_cst) == seen)
+                    {
+                        wp->go.wait(seen, std::memory_order_seq_cst);
+                    }
+                    wp->sleeping.store(0, std::memory_order_relaxed);
+                    spins = 0;
+                }
+                seen = g;
+                if (wp->stop.load(std::memory_order_acquire))
+                {
+                    return;
+                }
+                StepLane(lanes[laneIndex], wp->step);
+                wp->ack.store(seen, std::memory_order_release);
+            }
+        });
+        workers.push_back(std::move(w));
+    }
+    return true;
+}
 
 void
 FluidNet::Impl::Step(int64_t step)
 {
-    std::vector<double>& out = outOf;
     const int64_t t = step * dt;
     const int64_t tEnd = t + dt;
     curStep = step;
@@ -702,7 +1093,7 @@ FluidNet::Impl::Step(int64_t step)
         limitOf.resize(flows.size());
         outOf.resize(flows.size(), 0.0);
         startOf.resize(flows.size());
-        byRank.resize(flows.size());
+        std::vector<uint32_t> byRank(flows.size());
         for (uint32_t i = 0; i < flows.size(); i++)
         {
             byRank[i] = i;
@@ -715,24 +1106,145 @@ FluidNet::Impl::Step(int64_t step)
         {
             rankOf[byRank[r]] = r;
         }
-        readyBits.assign((flows.size() + 63) / 64, 0);
     }
+    // queue samples at the ticks in this step
+    ticks.clear();
+    if (sampleEvery > 0 && nextSample < tEnd && samples.size() / 3 < maxSamples)
+    {
+        if (nextSample < t) // (idle time jumped over: no port was live then)
+        {
+            nextSample = (t + sampleEvery - 1) / sampleEvery * sampleEvery;
+        }
+        for (; nextSample < tEnd; nextSample += sampleEvery)
+        {
+            ticks.push_back(nextSample);
+        }
+    }
+    if (parallel)
+    {
+        parallelSteps += 1;
+        for (size_t k = 0; k < workers.size(); k++)
+        {
+            Worker& w = *workers[k];
+            w.step = step;
+            w.go.fetch_add(1, std::memory_order_seq_cst);
+            if (w.sleeping.load(std::memory_order_seq_cst) != 0)
+            {
+                w.go.notify_one();
+            }
+        }
+        StepLane(lanes[0], step);
+        for (auto& w : workers)
+        {
+            const uint32_t want = w->go.load(std::memory_order_relaxed);
+            for (uint32_t spins = 0; w->ack.load(std::memory_order_acquire) != want;)
+            {
+                if (++spins < kWorkerSpins)
+                {
+                    CpuRelax();
+                }
+                else
+                {
+                    std::this_thread::yield(); // (the worker was descheduled)
+                }
+            }
+        }
+    }
+    else
+    {
+        for (Lane& L : lanes)
+        {
+            StepLane(L, step);
+        }
+    }
+    // what the lanes hand back, summed and ordered so that no result depends on the split
+    stepSamples.clear();
+    for (Lane& L : lanes)
+    {
+        done.insert(done.end(), L.done.begin(), L.done.end());
+        L.done.clear();
+        cnps += L.cnps;
+        cuts += L.cuts;
+        L.cnps = 0;
+        L.cuts = 0;
+        for (const auto& [sw, v] : L.swAdd)
+        {
+            if (swAcc[sw] == 0)
+            {
+                swTouched.push_back(sw);
+            }
+            swAcc[sw] += v;
+        }
+        L.swAdd.clear();
+        stepSamples.insert(stepSamples.end(), L.samples.begin(), L.samples.end());
+        L.samples.clear();
+    }
+    for (uint32_t sw : swTouched)
+    {
+        swMax[sw] = std::max(swMax[sw], static_cast<double>(swAcc[sw]) / 1024.0);
+        swAcc[sw] = 0;
+    }
+    swTouched.clear();
+    if (!stepSamples.empty())
+    {
+        const size_t n = stepSamples.size() / 3;
+        std::vector<uint32_t> order(n);
+        for (uint32_t k = 0; k < n; k++)
+        {
+            order[k] = k;
+        }
+        std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+            return stepSamples[3 * a] != stepSamples[3 * b] ? stepSamples[3 * a] < stepSamples[3 * b]
+                                                            : stepSamples[3 * a + 1] < stepSamples[3 * b + 1];
+        });
+        for (uint32_t k : order)
+        {
+            if (samples.size() / 3 >= maxSamples)
+            {
+                break;
+            }
+            samples.insert(samples.end(), stepSamples.begin() + 3 * k, stepSamples.begin() + 3 * k + 3);
+        }
+    }
+}
+
+void
+FluidNet::Impl::StepLane(Lane& L, int64_t step)
+{
+    for (uint32_t k : L.islands)
+    {
+        Island& is = islands[k];
+        if (!is.flows.empty() || !is.ports.empty())
+        {
+            StepIsland(is, L, step);
+        }
+    }
+}
+
+void
+FluidNet::Impl::StepIsland(Island& is, Lane& L, int64_t step)
+{
+    std::vector<double>& out = outOf;
+    std::vector<uint32_t>& ready = L.ready;
+    std::vector<uint32_t>& touched = L.touched;
+    const int64_t t = step * dt;
+    const int64_t tEnd = t + dt;
     // 1. reaction points: CNPs that arrive in this step, then timers
-    for (uint32_t i : liveFlows)
+    for (uint32_t i : is.flows)
     {
         Flow& f = flows[i];
         while (!f.cnps.empty() && f.cnps.front() < tEnd)
         {
             const int64_t tc = f.cnps.front();
             f.cnps.pop_front();
-            Timers(f, tc);
-            Cnp(f, tc);
+            Timers(f, tc, L.cuts);
+            Cnp(L, f, tc);
         }
-        Timers(f, tEnd - 1);
+        Timers(f, tEnd - 1, L.cuts);
     }
     // 2. each NIC: round robin among its ready flows, each at most at its rate
     ready.clear();
-    for (uint32_t i : liveFlows)
+    for (uint32_t i : is.flows)
     {
         Flow& f = flows[i];
         const int64_t s = NextStart(f);
@@ -742,18 +1254,12 @@ FluidNet::Impl::Step(int64_t step)
             limitOf[i] = CreditLimit(f, t);
             if (f.sent < limitOf[i] - Slack(f.posted))
             {
-                readyBits[rankOf[i] / 64] |= uint64_t{1} << (rankOf[i] % 64);
+                ready.push_back(i);
             }
         }
     }
-    for (size_t w = 0; w < readyBits.size(); w++)
-    {
-        for (uint64_t bits = readyBits[w]; bits != 0; bits &= bits - 1)
-        {
-            ready.push_back(byRank[64 * w + static_cast<size_t>(std::countr_zero(bits))]);
-        }
-        readyBits[w] = 0;
-    }
+    // in (NIC, flow) order: an island's ready flows are few (a dozen), a sort is cheap
+    std::sort(ready.begin(), ready.end(), [&](uint32_t a, uint32_t b) { return rankOf[a] < rankOf[b]; });
     for (size_t lo = 0; lo < ready.size();)
     {
         size_t hi = lo;
@@ -804,14 +1310,14 @@ FluidNet::Impl::Step(int64_t step)
             // sent at its own rate or its share of the NIC, whichever is lower
             const double avail = static_cast<double>(tEnd) - t0;
             const double speed = std::min(f.rp.rate / 8e9, share / avail);
-            Forward(i, f.hop0, t0, t0 + std::min(avail, give / speed), give);
+            Forward(is, L, i, f.hop0, t0, t0 + std::min(avail, give / speed), give);
         }
         lo = hi;
     }
     // 3. ports serve their FIFOs in order; marks on the depth left
-    for (size_t n = 0; n < livePorts.size(); n++)
+    for (size_t n = 0; n < is.ports.size(); n++)
     {
-        const uint32_t pi = livePorts[n];
+        const uint32_t pi = is.ports[n];
         Port& p = ports[pi];
         // @p c joins the FIFO (its list swapped with the empty one of the slot it takes)
         auto enqueue = [&](Comp& c) {
@@ -825,11 +1331,6 @@ FluidNet::Impl::Step(int64_t step)
                     ingBytes[g] += x.bytes;
                     ingMax[g] = std::max(ingMax[g], ingBytes[g]);
                 }
-            }
-            if (p.sw != UINT32_MAX)
-            {
-                swBytes[p.sw] += tot;
-                swMax[p.sw] = std::max(swMax[p.sw], swBytes[p.sw]);
             }
             Chunk& ch = p.q.push_back();
             ch.comp.swap(c);
@@ -850,6 +1351,11 @@ FluidNet::Impl::Step(int64_t step)
             p.base++;
         }
         p.base = std::max(p.base, step + 1);
+        if (p.sw != UINT32_MAX && p.depth > 0)
+        {
+            // the switch's bytes this step: its ports' queues with this step's arrivals, before serving
+            L.swAdd.emplace_back(p.sw, std::llround(p.depth * 1024.0));
+        }
         const double cap0 = p.bytesPerNs * static_cast<double>(dt);
         // The depth this step leaves, by the subtractions the serving below makes, in its order:
         // marks are on it, and a port that marks nothing (most) skips the per-flow tally.  It is
@@ -899,7 +1405,7 @@ FluidNet::Impl::Step(int64_t step)
                 {
                     ingBytes[g] -= x.bytes * frac;
                 }
-                Forward(i, x.hop, t0, t1, x.bytes * frac);
+                Forward(is, L, i, x.hop, t0, t1, x.bytes * frac);
                 if (rest > 1e-9)
                 {
                     x.bytes *= 1.0 - frac; // (a chunk served whole leaves its parts behind)
@@ -914,10 +1420,6 @@ FluidNet::Impl::Step(int64_t step)
             }
         }
         p.txBytes += served;
-        if (p.sw != UINT32_MAX)
-        {
-            swBytes[p.sw] -= served;
-        }
         p.depth = left;
         p.maxDepth = std::max(p.maxDepth, p.depth);
         p.depthNs += left * static_cast<double>(dt);
@@ -938,7 +1440,7 @@ FluidNet::Impl::Step(int64_t step)
         }
     }
     // 4. receivers: CE -> CNP back to the sender
-    for (uint32_t i : liveFlows)
+    for (uint32_t i : is.flows)
     {
         Flow& f = flows[i];
         double h = 0;
@@ -967,9 +1469,9 @@ FluidNet::Impl::Step(int64_t step)
         f.markPackets = 0;
         // (pow's exact result at n = 1 and 2, where nearly all boundaries are, without the call)
         const double clear = n == 1 ? 1.0 - q : n == 2 ? (1.0 - q) * (1.0 - q) : std::pow(1.0 - q, n);
-        if (u(rng) < 1.0 - clear)
+        if (Uniform(f) < 1.0 - clear)
         {
-            const double tCe = static_cast<double>(t) + u(rng) * static_cast<double>(dt);
+            const double tCe = static_cast<double>(t) + Uniform(f) * static_cast<double>(dt);
             if (f.cnpInterval > 0)
             {
                 if (tCe - f.lastCnp < static_cast<double>(f.cnpInterval))
@@ -982,32 +1484,25 @@ FluidNet::Impl::Step(int64_t step)
         }
     }
     // queue samples at the ticks in this step (before emptied ports leave the live list: their 0 is kept)
-    if (sampleEvery > 0 && nextSample < tEnd && samples.size() / 3 < maxSamples)
+    for (int64_t tick : ticks)
     {
-        if (nextSample < t) // (idle time jumped over: no port was live then)
+        for (uint32_t pi : is.ports)
         {
-            nextSample = (t + sampleEvery - 1) / sampleEvery * sampleEvery;
-        }
-        for (; nextSample < tEnd; nextSample += sampleEvery)
-        {
-            for (uint32_t pi : livePorts)
+            Port& p = ports[pi];
+            if (p.depth > 0 || p.lastSampled > 0)
             {
-                Port& p = ports[pi];
-                if ((p.depth > 0 || p.lastSampled > 0) && samples.size() / 3 < maxSamples)
-                {
-                    samples.insert(samples.end(), {static_cast<double>(nextSample), static_cast<double>(pi), p.depth});
-                }
-                p.lastSampled = p.depth;
+                L.samples.insert(L.samples.end(), {static_cast<double>(tick), static_cast<double>(pi), p.depth});
             }
+            p.lastSampled = p.depth;
         }
     }
     // the idle leave the live lists
-    std::erase_if(liveFlows, [&](uint32_t i) {
+    std::erase_if(is.flows, [&](uint32_t i) {
         Flow& f = flows[i];
         const bool done = BytesDone(f);
         if (done && !f.msgs.empty())
         {
-            Settle(f);
+            Settle(L, f);
         }
         if (!done || Pending(f))
         {
@@ -1016,7 +1511,7 @@ FluidNet::Impl::Step(int64_t step)
         f.live = false;
         return true;
     });
-    std::erase_if(livePorts, [&](uint32_t pi) {
+    std::erase_if(is.ports, [&](uint32_t pi) {
         Port& p = ports[pi];
         if (!p.q.empty() || p.Arriving())
         {
@@ -1026,7 +1521,7 @@ FluidNet::Impl::Step(int64_t step)
         if (p.lastSampled > 0 && sampleEvery > 0 && samples.size() / 3 < maxSamples)
         {
             // empty at the next tick (the switches' sampler would read 0 there)
-            samples.insert(samples.end(), {static_cast<double>(nextSample), static_cast<double>(pi), 0.0});
+            L.samples.insert(L.samples.end(), {static_cast<double>(nextSample), static_cast<double>(pi), 0.0});
         }
         p.lastSampled = 0;
         return true;
@@ -1037,7 +1532,7 @@ FluidNet::FluidNet(int64_t dtNs, uint64_t seed)
     : m_impl(std::make_unique<Impl>())
 {
     m_impl->dt = std::max<int64_t>(1, dtNs);
-    m_impl->rng.seed(seed);
+    m_impl->seed = seed;
 }
 
 FluidNet::~FluidNet() = default;
@@ -1054,9 +1549,9 @@ FluidNet::SetPortSwitch(uint32_t port, uint32_t switchId)
 {
     Impl& m = *m_impl;
     m.ports.at(port).sw = switchId;
-    if (m.swBytes.size() <= switchId)
+    if (m.swAcc.size() <= switchId)
     {
-        m.swBytes.resize(switchId + 1, 0.0);
+        m.swAcc.resize(switchId + 1, 0);
         m.swMax.resize(switchId + 1, 0.0);
     }
 }
@@ -1116,7 +1611,16 @@ FluidNet::AddFlow(uint32_t nic, const std::vector<double>& hops, double pktWireB
     f.cnpInterval = cnpIntervalNs;
     f.params = params;
     f.rp.Init(&f.params, nowNs);
-    return static_cast<uint32_t>(m.flows.size() - 1);
+    const auto id = static_cast<uint32_t>(m.flows.size() - 1);
+    f.rng = Mix64(m.seed ^ Mix64(id + 1)); // its own stream: the model's seed and its index
+    return id;
+}
+
+void
+FluidNet::SetThreads(uint32_t threads)
+{
+    m_impl->threads = std::max<uint32_t>(1, threads);
+    m_impl->regroup = true;
 }
 
 void
@@ -1152,6 +1656,10 @@ int64_t
 FluidNet::Run(int64_t untilNs)
 {
     Impl& m = *m_impl;
+    if (m.regroup)
+    {
+        m.Regroup(); // flows Post woke join their islands (one per run: Post comes between runs)
+    }
     const int64_t dt = m.dt;
     int64_t step = m.now / dt;
     for (;;)
@@ -1169,7 +1677,7 @@ FluidNet::Run(int64_t untilNs)
         {
             break;
         }
-        if (m.liveFlows.empty() && m.livePorts.empty())
+        if (!m.AnyLive())
         {
             if (!std::isinf(first))
             {
@@ -1180,25 +1688,10 @@ FluidNet::Run(int64_t untilNs)
             break;
         }
         // jump to the next start when nothing is in flight
-        if (m.livePorts.empty())
+        if (!m.AnyPortLive())
         {
-            int64_t next = -1;
-            bool inflight = false;
-            for (uint32_t i : m.liveFlows)
-            {
-                const Flow& f = m.flows[i];
-                if (f.rxPos < f.sent - Slack(f.posted) || !f.cnps.empty() || !f.haz.Empty() || f.decAt >= 0)
-                {
-                    inflight = true;
-                    break;
-                }
-                const int64_t s = Impl::NextStart(f);
-                if (s >= 0 && (next < 0 || s < next))
-                {
-                    next = s;
-                }
-            }
-            if (!inflight && next >= 0 && next / dt > step)
+            const int64_t next = m.NextStartIfQuiet();
+            if (next >= 0 && next / dt > step)
             {
                 step = next / dt;
                 if (untilNs >= 0 && step * dt >= untilNs)
@@ -1209,7 +1702,7 @@ FluidNet::Run(int64_t untilNs)
         }
         m.Step(step);
         m.steps += 1;
-        m.flowSteps += static_cast<double>(m.liveFlows.size());
+        m.flowSteps += static_cast<double>(m.LiveFlows());
         step++;
     }
     m.now = std::max(m.now, step * dt);
@@ -1241,7 +1734,7 @@ FluidNet::DrainCompletions()
 uint32_t
 FluidNet::Active() const
 {
-    return static_cast<uint32_t>(m_impl->liveFlows.size());
+    return static_cast<uint32_t>(m_impl->LiveFlows());
 }
 
 bool
@@ -1262,7 +1755,7 @@ std::vector<double>
 FluidNet::SaveState(uint32_t flow, int64_t nowNs) const
 {
     Flow& f = m_impl->flows.at(flow);
-    m_impl->Timers(f, nowNs); // lazily: timers of an idle flow fire when next looked at
+    Impl::Timers(f, nowNs, m_impl->cuts); // lazily: timers of an idle flow fire when next looked at
     auto left = [nowNs](int64_t at) { return at >= 0 ? static_cast<double>(at - nowNs) : -1.0; };
     return f.rp.Save(nowNs, left(f.incAt), left(f.decAt));
 }
@@ -1328,7 +1821,7 @@ FluidNet::PortQueue() const
 std::vector<double>
 FluidNet::Work() const
 {
-    return {m_impl->steps, m_impl->flowSteps};
+    return {m_impl->steps, m_impl->flowSteps, m_impl->parallelSteps};
 }
 
 std::vector<double>

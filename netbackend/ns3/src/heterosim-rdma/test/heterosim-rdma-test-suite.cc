@@ -4,6 +4,7 @@
 #include "ns3/dcqcn.h"
 #include "ns3/dctcp.h"
 #include "ns3/error-model.h"
+#include "ns3/fluid-net.h"
 #include "ns3/hpcc.h"
 #include "ns3/pointer.h"
 #include "ns3/rdma-net-device.h"
@@ -15,6 +16,7 @@
 #include "ns3/test.h"
 #include "ns3/uinteger.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -742,6 +744,109 @@ class FabricSpecAddersTestCase : public TestCase
     }
 };
 
+// FluidNet islands: flows that share no port or NIC are stepped apart, on one thread or two, with
+// the same results; a flow's results do not depend on traffic it shares nothing with.
+class FluidNetIslandsTestCase : public TestCase
+{
+  public:
+    FluidNetIslandsTestCase()
+        : TestCase("FluidNet islands: the same results on one thread or two, and alone")
+    {
+    }
+
+  private:
+    struct Outcome
+    {
+        std::vector<std::pair<int64_t, double>> done; //!< (message id, finish ns), by id
+        std::vector<double> marks;
+        std::vector<double> switchMax;
+        std::vector<double> samples;
+        uint64_t cnps{0};
+        uint64_t cuts{0};
+        double parallelSteps{0};
+    };
+
+    // @p islands incasts of 10 NICs into one 400 G port each (every port on switch 0), 1 MB from
+    // each NIC 1 us apart, ECN on: enough flows and ports (33) that two threads split the islands.
+    static Outcome Run(uint32_t islands, uint32_t threads)
+    {
+        DcqcnParams p = Params100G();
+        p.lineRateBps = 400e9;
+        p.rateAiBps = 80e6;
+        p.rateHaiBps = 800e6;
+        FluidNet net(250, 7);
+        net.SetThreads(threads);
+        net.SetQueueSampling(1000, 100000);
+        int64_t id = 0;
+        for (uint32_t k = 0; k < islands; k++)
+        {
+            const uint32_t port = net.AddPort(400e9, 20e3, 200e3, 0.2);
+            net.SetPortSwitch(port, 0);
+            for (int j = 0; j < 10; j++)
+            {
+                const uint32_t nic = net.AddNic(400e9);
+                const uint32_t f =
+                    net.AddFlow(nic, {-1.0, 400e9, 500.0, static_cast<double>(port), 400e9, 1000.0}, 4160.0, 3000.0, p, 0, 0);
+                net.Post(f, id++, 1000 * j, 1e6);
+            }
+        }
+        Outcome o;
+        for (int guard = 0; guard < 100000; guard++)
+        {
+            net.Run(-1);
+            const std::vector<double> d = net.DrainCompletions();
+            if (d.empty())
+            {
+                break;
+            }
+            for (size_t j = 0; j + 1 < d.size(); j += 2)
+            {
+                o.done.emplace_back(static_cast<int64_t>(d[j]), d[j + 1]);
+            }
+        }
+        std::sort(o.done.begin(), o.done.end());
+        o.marks = net.PortMarks();
+        o.switchMax = net.SwitchMaxQueue();
+        std::vector<uint32_t> all;
+        for (uint32_t k = 0; k < islands; k++)
+        {
+            all.push_back(k);
+        }
+        o.samples = net.QueueSamples(all);
+        o.cnps = net.Cnps();
+        o.cuts = net.Cuts();
+        o.parallelSteps = net.Work()[2];
+        return o;
+    }
+
+    void DoRun() override
+    {
+        const Outcome one = Run(3, 1);
+        const Outcome two = Run(3, 2);
+        NS_TEST_ASSERT_MSG_EQ(one.done.size(), 30u, "every message delivered");
+        NS_TEST_ASSERT_MSG_EQ(one.parallelSteps, 0.0, "one thread: no step split");
+        NS_TEST_ASSERT_MSG_GT(two.parallelSteps, 100.0, "two threads: the islands' steps split");
+        NS_TEST_ASSERT_MSG_GT(one.cnps, 30u, "the incasts marked and cut");
+        NS_TEST_ASSERT_MSG_EQ((one.done == two.done), true, "finish times, one thread or two");
+        NS_TEST_ASSERT_MSG_EQ((one.marks == two.marks), true, "marks per port");
+        NS_TEST_ASSERT_MSG_EQ((one.switchMax == two.switchMax), true, "the switch's most bytes at once");
+        NS_TEST_ASSERT_MSG_EQ((one.samples == two.samples), true, "queue samples");
+        NS_TEST_ASSERT_MSG_EQ(one.cnps, two.cnps, "CNPs");
+        NS_TEST_ASSERT_MSG_EQ(one.cuts, two.cuts, "cuts");
+        // the first island alone: its messages finish as beside the others (its flows draw from
+        // their own streams), and the switch held less at once
+        const Outcome alone = Run(1, 1);
+        NS_TEST_ASSERT_MSG_EQ(alone.done.size(), 10u, "the island's messages");
+        for (size_t j = 0; j < alone.done.size(); j++)
+        {
+            NS_TEST_ASSERT_MSG_EQ(alone.done[j].first, one.done[j].first, "message id");
+            NS_TEST_ASSERT_MSG_EQ(alone.done[j].second, one.done[j].second, "finish ns, alone or beside others");
+        }
+        NS_TEST_ASSERT_MSG_EQ(alone.marks[0], one.marks[0], "its port's marks");
+        NS_TEST_ASSERT_MSG_GT(one.switchMax[0], alone.switchMax[0] * 2, "three incasts' bytes on one switch");
+    }
+};
+
 class HeterosimRdmaTestSuite : public TestSuite
 {
   public:
@@ -761,6 +866,7 @@ class HeterosimRdmaTestSuite : public TestSuite
         AddTestCase(new HpccWindowTestCase, Duration::QUICK);
         AddTestCase(new TimelyRateTestCase, Duration::QUICK);
         AddTestCase(new EcnProbabilityTestCase, Duration::QUICK);
+        AddTestCase(new FluidNetIslandsTestCase, Duration::QUICK);
         AddTestCase(new DeviceDataRateTestCase, Duration::QUICK);
         AddTestCase(new SwitchThresholdAndEcmpTestCase, Duration::QUICK);
     }
