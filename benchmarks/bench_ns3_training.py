@@ -88,7 +88,7 @@ H_TARGET_S = 10 * 60.0  # issue 12: every H-suite scenario (128 GPUs, full batch
 
 
 def h_suite_rows(names: list[str], budget_s: float, budget_cpu_s: float | None = None,
-                 collisions: str = "packet") -> None:
+                 collisions: str = "packet", fluid_threads: int | None = None) -> None:
     """Full-batch H-suite scenarios at accelerated packet level (acceleration auto), one row each.
 
     A run that passes ``budget_s`` of wall time is stopped and its row says how far it got (ops
@@ -102,7 +102,7 @@ def h_suite_rows(names: list[str], budget_s: float, budget_cpu_s: float | None =
     for name in names:
         sc = api.load(str(root / H_SUITE / f"{name}.yaml"))
         net = sc.network.model_copy(update={"backend": "ns3", "acceleration": sc.network.acceleration.model_copy(
-            update={"mode": "auto", "collisions": collisions})})
+            update={"mode": "auto", "collisions": collisions, "fluid_threads": fluid_threads})})
         prep = api.prepare(sc.model_copy(update={"network": net}))
         t0, c0 = time.perf_counter(), time.process_time()
         sim, st, _, prog, stopped = _run(prep, "ns3", budget_s, budget_cpu_s)
@@ -141,6 +141,8 @@ def h_suite_against(names: list[str], rev: str, extra: list[str]) -> None:
             for label, tree in ((rev, old), ("this tree", str(here))):
                 cmd = [sys.executable, str(Path(tree) / "benchmarks" / "bench_ns3_training.py"), "--h-suite", name,
                        *extra]
+                if tree == str(here):  # one process per core: the model's second thread would take the other's
+                    cmd += ["--fluid-threads", "1"]
                 runs[label] = subprocess.Popen(cmd, env={**os.environ, "PYTHONPATH": tree}, cwd=tree,
                                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             cpu = {}
@@ -163,6 +165,8 @@ def main() -> None:
     ap.add_argument("--budget-s", type=float, default=25 * 60.0, help="stop the packet-level run after this wall time")
     ap.add_argument("--budget-cpu-s", type=float, help="H-suite rows: stop after this CPU time instead (a shared "
                     "machine's wall time counts the other jobs)")
+    ap.add_argument("--fluid-threads", type=int, help="acceleration.fluid_threads (default: the config's, 2 "
+                    "where 2 CPUs); results are the same at any count, wall time is not")
     ap.add_argument("--collisions", choices=["packet", "fluid"], default="packet",
                     help="H-suite rows: acceleration.collisions (fluid: the fluid DCQCN model instead of ns-3)")
     ap.add_argument("--against", metavar="REV", help="H-suite rows: run each also with git revision REV, at the "
@@ -178,7 +182,8 @@ def main() -> None:
                 extra += ["--budget-cpu-s", str(args.budget_cpu_s)]
             h_suite_against(names, args.against, extra)
             return
-        h_suite_rows(names, args.budget_s if args.budget_cpu_s is None else 1e9, args.budget_cpu_s, args.collisions)
+        h_suite_rows(names, args.budget_s if args.budget_cpu_s is None else 1e9, args.budget_cpu_s, args.collisions,
+                     args.fluid_threads)
         return
     batch = 16 if args.quick else args.batch
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <bit>
 #include <cmath>
 #include <deque>
@@ -35,8 +36,17 @@ using Comp = std::vector<Part>;
 /// it saves.  Speed only: every result is the same however the islands are split.
 constexpr size_t kMinWeightParallel = 24;
 
-/// Spins (a pause each, ~10-40 ns) a thread waits for the other before it sleeps or yields.
-constexpr uint32_t kWorkerSpins = 1u << 12;
+/// Spins (a pause each: 28.5 ns on this project's 2-core machine, ~30 us in all) a worker waits for
+/// the next step before it yields its core between looks, and the caller waits for a lane the worker
+/// took before it yields.
+constexpr uint32_t kIdleSpins = 1u << 10;
+
+/// How long a worker keeps looking for the next step (yielding its core to any other thread between
+/// looks) before it sleeps on a futex.  The Python work between two runs of the model is ~50 us on
+/// average with a long tail (H0-GPT-3: 1.13 M of 1.83 M gaps over 30 us); a worker asleep at a run's
+/// start woke too late to take half of the split steps (4.4 M of 9.4 M), and a wake-up in a virtual
+/// machine costs tens of us.
+constexpr auto kIdleLook = std::chrono::microseconds(500);
 
 struct Hop
 {
@@ -446,16 +456,19 @@ struct alignas(64) Lane
     uint64_t cuts{0};
 };
 
-/// A worker thread that steps one lane when told.  The caller spins while a step runs (a step is
-/// ~10-25 us, a futex wake-up costs about as much); between runs of the model the worker spins a
-/// while, then sleeps on a futex.
+/// A worker thread that offers to step one lane.  Each step's lane goes to whichever of the worker
+/// and the caller claims it first (the caller once its own lane is done): a worker that is asleep
+/// or descheduled costs the step nothing but its lane run in turn, where waiting for it to wake
+/// (tens of us in a virtual machine) cost more than the lane.  Between steps the worker spins a
+/// while (kIdleSpins), then sleeps on a futex.
 struct Worker
 {
-    std::atomic<uint32_t> go{0};   //!< bumped for each step to run (the futex word)
-    std::atomic<uint32_t> ack{0};  //!< the last step done
+    std::atomic<uint32_t> go{0};      //!< bumped for each step to run (the futex word)
+    std::atomic<uint32_t> claimed{0}; //!< the last step whose lane someone took
+    std::atomic<uint32_t> ack{0};     //!< the last step the worker finished
     std::atomic<uint32_t> sleeping{0};
     std::atomic<bool> stop{false};
-    int64_t step{0};
+    std::atomic<int64_t> step{0};
     std::thread thread;
 };
 
@@ -1051,11 +1064,21 @@ FluidNet::Impl::StartWorkers()
             for (;;)
             {
                 uint32_t g = 0;
+                std::chrono::steady_clock::time_point since{};
                 for (uint32_t spins = 0; (g = wp->go.load(std::memory_order_acquire)) == seen;)
                 {
-                    if (++spins < kWorkerSpins)
+                    if (++spins < kIdleSpins)
                     {
                         CpuRelax();
+                        continue;
+                    }
+                    if (spins == kIdleSpins)
+                    {
+                        since = std::chrono::steady_clock::now();
+                    }
+                    if (std::chrono::steady_clock::now() - since < kIdleLook)
+                    {
+                        std::this_thread::yield();
                         continue;
                     }
                     wp->sleeping.store(1, std::memory_order_seq_cst);
@@ -1071,8 +1094,12 @@ FluidNet::Impl::StartWorkers()
                 {
                     return;
                 }
-                StepLane(lanes[laneIndex], wp->step);
-                wp->ack.store(seen, std::memory_order_release);
+                uint32_t free = g - 1; // unclaimed: the caller has not taken it
+                if (wp->claimed.compare_exchange_strong(free, g, std::memory_order_acq_rel))
+                {
+                    StepLane(lanes[laneIndex], wp->step.load(std::memory_order_relaxed));
+                    wp->ack.store(g, std::memory_order_release);
+                }
             }
         });
         workers.push_back(std::move(w));
@@ -1126,26 +1153,34 @@ FluidNet::Impl::Step(int64_t step)
         for (size_t k = 0; k < workers.size(); k++)
         {
             Worker& w = *workers[k];
-            w.step = step;
+            w.step.store(step, std::memory_order_relaxed);
             w.go.fetch_add(1, std::memory_order_seq_cst);
-            if (w.sleeping.load(std::memory_order_seq_cst) != 0)
+            // (one wake-up per sleep: the flag is cleared by whoever wakes the worker first)
+            if (w.sleeping.load(std::memory_order_seq_cst) != 0 && w.sleeping.exchange(0) != 0)
             {
                 w.go.notify_one();
             }
         }
         StepLane(lanes[0], step);
-        for (auto& w : workers)
+        for (size_t k = 0; k < workers.size(); k++)
         {
-            const uint32_t want = w->go.load(std::memory_order_relaxed);
-            for (uint32_t spins = 0; w->ack.load(std::memory_order_acquire) != want;)
+            Worker& w = *workers[k];
+            const uint32_t g = w.go.load(std::memory_order_relaxed);
+            uint32_t free = g - 1;
+            if (w.claimed.compare_exchange_strong(free, g, std::memory_order_acq_rel))
             {
-                if (++spins < kWorkerSpins)
+                StepLane(lanes[k + 1], step); // the worker had not started it: run it here
+                continue;
+            }
+            for (uint32_t spins = 0; w.ack.load(std::memory_order_acquire) != g;)
+            {
+                if (++spins < kIdleSpins)
                 {
                     CpuRelax();
                 }
                 else
                 {
-                    std::this_thread::yield(); // (the worker was descheduled)
+                    std::this_thread::yield(); // (the worker was descheduled mid-lane)
                 }
             }
         }
