@@ -109,8 +109,12 @@ def h_suite_rows(names: list[str], budget_s: float, budget_cpu_s: float | None =
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         a = st.extra.get("acceleration") or {}
         it = f"{sim.iteration_time_ns / 1e9:.4f}" if not stopped else "stopped"
-        verdict = ("met" if cpu <= H_TARGET_S else "NOT met") if not stopped else (
-            f"NOT met: stopped at {prog['now_ns'] / 1e9:.3f} s simulated")
+        # The time a user waits: CPU on one thread (steadier on a shared machine), wall where the fluid
+        # model's second thread ran (its CPU counts the time it looked for work while Python ran).
+        threads = (a.get("fluid_work") or {}).get("threads", 1)
+        spent = cpu if threads <= 1 else wall
+        verdict = (f"NOT met: stopped at {prog['now_ns'] / 1e9:.3f} s simulated" if stopped else
+                   ("met" if spent <= H_TARGET_S else "NOT met") + ("" if threads <= 1 else " (wall)"))
         print(f"{name:<22} {cpu:>7.0f} {wall:>7.0f} {it:>12} {st.extra['packet_hops'] / 1e6:>6.0f}M "
               f"{a.get('closed_form_share', 0):>7.1%} {a.get('replayed_share', 0):>8.1%} "
               f"{a.get('fluid_share', 0):>6.1%}  {verdict}   "

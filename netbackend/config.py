@@ -275,9 +275,10 @@ class AccelerationConfig(_Strict):
     """Threads the fluid model steps its islands on (flows that share no port or NIC: a step of one
     touches nothing of another's).  Speed only: every result is identical for any count (each QP
     draws its marks from its own stream; tests/netbackend/test_fluid.py).  None: 2 where this
-    process may run on 2 CPUs or more, else 1 (more than the CPUs spins against itself).  Two
-    threads stepped H0-GPT-3 175B's fluid model 1.86x faster in wall time for +6 % CPU
-    (benchmarks/bench_fluid_model.py --replay --threads 1,2)."""
+    process may run on 2 CPUs or more, else 1 (more threads than CPUs spin against each other).
+    H0-GPT-3 175B: 301 -> 243 s wall, 470 s CPU, with 2 (the model alone 1.86x:
+    benchmarks/bench_fluid_model.py --replay LOG --threads 1,2); set 1 to run one simulation per
+    core side by side (the second thread looks for work while Python runs)."""
     theta: float = Field(0.05, gt=0, lt=1)
     """Steady-state band: |r1 - r2| / mean of a flow's delivery rates over two consecutive windows."""
     window_packets: int = Field(64, gt=0)
