@@ -460,7 +460,8 @@ struct alignas(64) Lane
 /// and the caller claims it first (the caller once its own lane is done): a worker that is asleep
 /// or descheduled costs the step nothing but its lane run in turn, where waiting for it to wake
 /// (tens of us in a virtual machine) cost more than the lane.  Between steps the worker spins a
-/// while (kIdleSpins), then sleeps on a futex.
+/// while (kIdleSpins), keeps looking, yielding its core between looks (kIdleLook), then sleeps on a
+/// futex.
 struct Worker
 {
     std::atomic<uint32_t> go{0};      //!< bumped for each step to run (the futex word)
@@ -538,7 +539,8 @@ struct FluidNet::Impl
         {
             for (auto& w : workers)
             {
-                w->thread.detach(); // a fork's child: the threads are its parent's
+                // a fork's child: the threads are its parent's (not joinable here, and a joinable
+                // std::thread may not be destroyed): left as they are
                 w.release();
             }
             return;
