@@ -301,6 +301,12 @@ def test_fluid_dt_must_be_positive():
         NetworkConfig(backend="ns3", acceleration={**FLUID, "fluid_dt_ns": 0})
 
 
+@pytest.mark.parametrize("threads", [0, 65])
+def test_fluid_threads_out_of_range_is_a_field_error(threads):
+    with pytest.raises(ValueError, match="fluid_threads"):
+        NetworkConfig(backend="ns3", acceleration={**FLUID, "fluid_threads": threads})
+
+
 @pytest.mark.parametrize("pfc", [{"threshold": "static", "static_threshold_kb": 16.0},
                                  {"threshold": "static", "static_threshold_kb": 64.0},
                                  {"threshold": "dynamic", "dynamic_shift": 8},
