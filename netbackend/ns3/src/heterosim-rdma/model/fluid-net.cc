@@ -521,6 +521,15 @@ struct FluidNet::Impl
     std::vector<uint64_t> keyGen;
     uint64_t gen{0};
     std::vector<uint32_t> parent; //!< union-find over flows
+    // (and its lists, kept with their capacity: a regrouping follows most posts)
+    std::vector<uint32_t> rgLive;
+    std::vector<uint32_t> rgRootOf;
+    std::vector<uint32_t> rgMinFlow;
+    std::vector<uint32_t> rgIslandOfRoot;
+    std::vector<uint32_t> rgOrphans;
+    std::vector<std::pair<uint32_t, uint32_t>> rgFirsts;
+    std::vector<Island> rgNext;
+    std::vector<Island> spareIslands; //!< emptied islands, their lists' capacity kept
     double steps{0};
     double flowSteps{0};
     double parallelSteps{0}; //!< steps split among lanes
@@ -641,6 +650,21 @@ struct FluidNet::Impl
             }
         }
         return next;
+    }
+
+    // An empty island, from the spares where one is left.
+    Island FreshIsland()
+    {
+        if (spareIslands.empty())
+        {
+            return Island{};
+        }
+        Island is = std::move(spareIslands.back());
+        spareIslands.pop_back();
+        is.flows.clear();
+        is.ports.clear();
+        is.weight = 0;
+        return is;
     }
 
     uint32_t Find(uint32_t x)
@@ -890,7 +914,8 @@ FluidNet::Impl::Regroup()
 {
     regroup = false;
     // the live flows: the islands' in their order, then the woken
-    std::vector<uint32_t> live;
+    std::vector<uint32_t>& live = rgLive;
+    live.clear();
     for (const Island& is : islands)
     {
         live.insert(live.end(), is.flows.begin(), is.flows.end());
@@ -935,9 +960,12 @@ FluidNet::Impl::Regroup()
     }
     // new islands, one per root, ordered by their smallest flow index (a canonical order: the same
     // however earlier steps were split among lanes)
-    std::vector<uint32_t> rootOf(live.size());
-    std::vector<std::pair<uint32_t, uint32_t>> firsts; // (smallest flow, root)
-    std::vector<uint32_t> minFlow(live.size(), UINT32_MAX);
+    std::vector<uint32_t>& rootOf = rgRootOf;
+    rootOf.assign(live.size(), 0);
+    std::vector<std::pair<uint32_t, uint32_t>>& firsts = rgFirsts; // (smallest flow, root)
+    firsts.clear();
+    std::vector<uint32_t>& minFlow = rgMinFlow;
+    minFlow.assign(live.size(), UINT32_MAX);
     for (uint32_t a = 0; a < live.size(); a++)
     {
         rootOf[a] = Find(a);
@@ -951,8 +979,14 @@ FluidNet::Impl::Regroup()
         }
     }
     std::sort(firsts.begin(), firsts.end());
-    std::vector<uint32_t> islandOfRoot(live.size(), UINT32_MAX);
-    std::vector<Island> next(firsts.size());
+    std::vector<uint32_t>& islandOfRoot = rgIslandOfRoot;
+    islandOfRoot.assign(live.size(), UINT32_MAX);
+    std::vector<Island>& next = rgNext;
+    next.clear();
+    for (size_t k = 0; k < firsts.size(); k++)
+    {
+        next.push_back(FreshIsland());
+    }
     for (uint32_t k = 0; k < firsts.size(); k++)
     {
         islandOfRoot[firsts[k].second] = k;
@@ -967,7 +1001,8 @@ FluidNet::Impl::Regroup()
     }
     // live ports: each old island's in its order, old islands in their order (two islands that
     // merge had never shared a port: either order of their ports serves the same)
-    std::vector<uint32_t> orphans;
+    std::vector<uint32_t>& orphans = rgOrphans;
+    orphans.clear();
     for (const Island& is : islands)
     {
         for (uint32_t p : is.ports)
@@ -984,10 +1019,15 @@ FluidNet::Impl::Regroup()
     }
     if (!orphans.empty())
     {
-        next.emplace_back();
-        next.back().ports = std::move(orphans);
+        next.push_back(FreshIsland());
+        next.back().ports = orphans;
     }
-    islands = std::move(next);
+    islands.swap(next);
+    for (Island& is : next) // the old islands, kept for their lists' capacity
+    {
+        spareIslands.push_back(std::move(is));
+    }
+    next.clear();
     // lanes: the heaviest island first, each to the lightest lane (the split only sets speed)
     size_t total = 0;
     for (Island& is : islands)
