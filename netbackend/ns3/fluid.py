@@ -82,7 +82,8 @@ class FluidSide:
         from netbackend.config import resolved_dcqcn
 
         self.net = episode_class()(config.acceleration.fluid_dt_ns, seed)
-        self.net.SetThreads(fluid_threads(config.acceleration.fluid_threads))
+        self.threads = fluid_threads(config.acceleration.fluid_threads)
+        self.net.SetThreads(self.threads)
         self.net.SetQueueSampling(config.queue_sample_interval_ns, MAX_QUEUE_SAMPLES)
         self.router = router
         self.cfg = config
@@ -287,7 +288,7 @@ class FluidSide:
     def work(self) -> dict:
         steps, flow_steps, parallel = (float(x) for x in self.net.Work())
         return {"steps": int(steps), "flow_steps": int(flow_steps), "parallel_steps": int(parallel),
-                "threads": fluid_threads(self.cfg.acceleration.fluid_threads),
+                "threads": self.threads,
                 "dt_ns": self.cfg.acceleration.fluid_dt_ns}
 
     def pfc_check(self) -> dict:

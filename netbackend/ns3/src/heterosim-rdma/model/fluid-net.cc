@@ -1036,19 +1036,27 @@ FluidNet::Impl::Regroup()
         total += is.weight;
     }
     const uint32_t n = std::max<uint32_t>(1, threads);
-    for (Lane& L : lanes)
-    {
-        L.islands.clear();
-    }
-    // Parallel only where a step is long enough to pay for handing half of it over (kMinWeightParallel).
-    parallel = n > 1 && total >= kMinWeightParallel && islands.size() > 1;
-    if (!parallel)
-    {
+    // every island on the caller's lane
+    auto serial = [&]() {
+        parallel = false;
+        for (Lane& L : lanes)
+        {
+            L.islands.clear();
+        }
         for (uint32_t k = 0; k < islands.size(); k++)
         {
             lanes[0].islands.push_back(k);
         }
+    };
+    // Parallel only where a step is long enough to pay for handing half of it over (kMinWeightParallel).
+    if (n == 1 || total < kMinWeightParallel || islands.size() < 2)
+    {
+        serial();
         return;
+    }
+    for (Lane& L : lanes)
+    {
+        L.islands.clear();
     }
     if (lanes.size() < n)
     {
@@ -1071,21 +1079,11 @@ FluidNet::Impl::Regroup()
     // one lane with (nearly) everything: not worth a hand-over
     if (*std::max_element(load.begin(), load.end()) * 8 > total * 7)
     {
-        parallel = false;
-        for (Lane& L : lanes)
-        {
-            L.islands.clear();
-        }
-        for (uint32_t k = 0; k < islands.size(); k++)
-        {
-            lanes[0].islands.push_back(k);
-        }
+        serial();
         return;
     }
-    if (!StartWorkers())
-    {
-        parallel = false; // (a fork's child: its parent's threads are not here; run the lanes in turn)
-    }
+    // (a fork's child: its parent's threads are not here; the lanes run in turn)
+    parallel = StartWorkers();
 }
 
 bool
