@@ -205,11 +205,12 @@ def traffic_messages(topo: NetTopology, seed: int, n: int = 200, incast: int = 8
     return msgs
 
 
-def run_traffic(mode: str, seed: int = 1, nudge: tuple[int, int] | None = None) -> dict:
-    """``nudge`` (message id, ns): start that message later (the sensitivity row)."""
+def run_traffic(mode: str, seed: int = 1, nudge: tuple[int, int] | None = None, draw: int = 0) -> dict:
+    """``nudge`` (message id, ns): start that message later (the sensitivity row); ``draw``: another draw of
+    RED's marks and the fluid model's (``network.rng_run``; traffic and ECMP kept)."""
     topo = traffic_topology()
     cfg = NetworkConfig(backend="ns3", cc="dcqcn", acceleration={"mode": mode, **(ACC if mode == "auto" else {})},
-                        ecmp=ECMP or "hash")
+                        ecmp=ECMP or "hash", rng_run=1 + draw)
     msgs = traffic_messages(topo, seed)
     if nudge:
         msgs = [Message(m.id, m.src, m.dst, m.size_bytes, m.start_ns + (nudge[1] if m.id == nudge[0] else 0),

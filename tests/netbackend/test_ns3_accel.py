@@ -331,15 +331,31 @@ def test_partitions_of_two_nics_share_a_port_that_fits_both():
 
 def test_a_partition_whose_rate_rises_past_a_shared_port_goes_back_to_packet_level():
     """When h1's short flow ends, its other QP doubles its rate on the port it shares with h2:
-    the port no longer fits both, so both partitions are handed back to packet level."""
+    the port no longer fits both, so both partitions are handed back to packet level.  From there
+    both modes run the same 2-to-1 DCQCN incast at packet level, whose FCTs move with the RED draws
+    (packet level alone, draws 1-6: message 2 in 1.25-1.57 ms), so each mode's mean over six draws
+    (network.rng_run) is compared, per message."""
     msgs = [Message(1, "h1", "h3", 1_000_000, 0, connection=1), Message(2, "h1", "h0", 8_000_000, 0, connection=0),
             Message(3, "h2", "h0", 8_000_000, 0, connection=0), Message(4, "h2", "h3", 8_000_000, 0, connection=1)]
-    off, _ = run(star(4), msgs, "off")
-    auto, st = run(star(4), msgs, "auto", share_ports=True)
-    acc = st.extra["acceleration"]
-    assert acc["handbacks_over_capacity"] >= 1 and acc["bytes_packet_level"] > 0, acc
-    for k, m in zip(sorted(off), msgs):
-        assert abs(auto[k] - off[k]) / (off[k] - m.start_ns) <= 0.05, (off, auto)
+
+    def mean_fct(mode: str, **acc) -> dict[int, float]:
+        tot = dict.fromkeys((m.id for m in msgs), 0.0)
+        for k in range(1, 7):
+            with Ns3Backend(star(4), NetworkConfig(backend="ns3", cc="dcqcn", rng_run=k,
+                                                   acceleration={"mode": mode, **acc}), 0) as b:
+                for m in msgs:
+                    b.send(m)
+                done = run_all(b)
+                if mode == "auto":
+                    acc_st = b.stats().extra["acceleration"]
+                    assert acc_st["handbacks_over_capacity"] >= 1 and acc_st["bytes_packet_level"] > 0, acc_st
+            for m in msgs:
+                tot[m.id] += (done[m.id] - m.start_ns) / 6
+        return tot
+
+    off, auto = mean_fct("off"), mean_fct("auto", share_ports=True)
+    for m in msgs:
+        assert abs(auto[m.id] - off[m.id]) / off[m.id] <= 0.05, (off, auto)
 
 
 def test_packet_level_tails_migrate_to_closed_form_once_their_ports_are_free():
@@ -465,11 +481,13 @@ def round_ends(off: dict, got: dict) -> dict[str, list[int]]:
             (("off", off), ("memo", got))}
 
 
-@pytest.mark.xfail(strict=True, reason="memo replays one packet-level draw of random marking: round "
-                   "2's is 2% above packet level's mean round here, so the four replayed rounds put "
-                   "the total 1.7% over (issue 12's 1%); averaging several recordings is not built")
 def test_memo_round_total_is_one_draw():
-    """Rounds run one after another like the steps of an iteration: their total within 1 %."""
+    """Rounds run one after another like the steps of an iteration: their total within 1 %.
+
+    The memo replays one packet-level draw of random marking, so the total is as near as its
+    recorded round is to packet level's mean round: 0.5 % above here (+0.4 % in all).  Before
+    pacing followed DCQCN's rate changes (rdma-nic.cc, Repace) round 2 was 2 % above and the
+    total 1.7 % over; averaging several recordings is not built."""
     msgs = incast_rounds()
     off, _ = run(star(4), msgs, "off")
     got, _ = run(star(4), msgs, "auto", memoize=True)

@@ -61,9 +61,10 @@ def test_incast_in_the_fluid_model_is_fair_lossless_and_as_long_as_packet_level(
 
 
 def test_dcqcn_larger_rate_ai_holds_a_longer_queue_with_acceleration():
-    """test_ns3_cc.py's parameter direction, accelerated: a larger additive increase holds a longer queue."""
+    """test_ns3_cc.py's parameter direction, accelerated: a larger additive increase holds a longer queue
+    (the paper's preset, where additive increase acts: that test says why)."""
     def q(rai):  # (its scenario: 4 -> 1, 20 MB each)
-        cfg = NetworkConfig(backend="ns3", dcqcn=DcqcnConfig(rate_ai_mbps=rai), acceleration=AUTO)
+        cfg = NetworkConfig(backend="ns3", cc="dcqcn_paper", dcqcn=DcqcnConfig(rate_ai_mbps=rai), acceleration=AUTO)
         return sc.incast(4, size_bytes=20_000_000, cfg=cfg)["steady_queue_mean_bytes"]
 
     low, high = q(20), q(2000)

@@ -206,6 +206,10 @@ class RdmaNic : public Object, public RdmaPortOwner
         /// data, window closed, go-back).  Pacing credits a ready QP the time it then waited
         /// for the NIC (another QP's packet on the wire), so QPs sharing a NIC keep their rates.
         double readySinceNs{0};
+        /// The rate and packet size nextSendNs was timed with: a rate change re-times the pending
+        /// send to the new rate's gap after the last packet (Repace).
+        double pacedRateBps{0};
+        double pacedWireBytes{0};
         EventId incTimer;
         EventId decTimer;          //!< DCQCN vendor: pending cut check
         EventId rtoTimer;
@@ -252,6 +256,7 @@ class RdmaNic : public Object, public RdmaPortOwner
     void Wake();
     void RetireQp(uint32_t qpId);
     void RecordRate(const SendQp& qp);
+    void Repace(SendQp& qp, bool kick);
 
     Ptr<RdmaNetDevice> m_dev;
     uint32_t m_host{0};

@@ -847,6 +847,72 @@ class FluidNetIslandsTestCase : public TestCase
     }
 };
 
+// Pacing follows a rate change at once: a QP restored at DCQCN's 1 Gbit/s floor (one 4,174-byte
+// packet per 33.4 us) whose increase timer raises it 10 us later to (RC + RT) / 2 = 50.5 Gbit/s
+// (fast recovery, F = 1) sends its next packet then, the new gap after its last one being past,
+// not 33.4 us after the last (the old gap).  Expected times by hand from the wire size and rates.
+class PacingFollowsRateTestCase : public TestCase
+{
+  public:
+    PacingFollowsRateTestCase()
+        : TestCase("pacing: a rate raised by the increase timer applies to the next packet")
+    {
+    }
+
+  private:
+    void DoRun() override
+    {
+        FabricSpec f;
+        f.hosts = {"h0", "h1"};
+        f.switches = {"s0"};
+        f.linkA = {0, 2};
+        f.linkB = {2, 1};
+        f.rateBps = {100e9, 100e9};
+        f.delayNs = {1000, 1000};
+        f.kminBytes = {400e3, 400e3};
+        f.kmaxBytes = {1600e3, 1600e3};
+        f.pmax = {0.2, 0.2};
+        f.headroomBytes = {200000, 200000};
+        f.switchBufferBytes = {32000000};
+        Ptr<RdmaNetworkHelper> net = CreateObject<RdmaNetworkHelper>();
+        net->Build(f);
+        const uint64_t pkt = 4096; // Payload; 78 header bytes make 4,174 on the wire
+        const double wire = 4174.0 * 8; // bits
+        auto runOne = [&]() {
+            int64_t fin = -1;
+            while (fin < 0 && net->Pending() > 0 && net->Run(-1) == RdmaNetworkHelper::OK)
+            {
+                for (const auto& c : net->DrainCompletions())
+                {
+                    fin = c.second;
+                }
+            }
+            return fin;
+        };
+        // one packet at line rate: the path's latency for a lone packet
+        net->AddMessage(1, 0, 1, pkt, 0, 7, 3, 0);
+        const int64_t t1 = runOne();
+        const int64_t lone = t1; // sent at 0 on an idle path
+        // the connection's QP at 1 Gbit/s, target line rate, its increase timer due in 10 us
+        const std::vector<double> state = {1e9, 100e9, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 10000, -1};
+        NS_TEST_ASSERT_MSG_EQ(net->GetNic(0)->RestoreConnectionCc(1, 3, state), true, "state restored");
+        net->AddMessage(2, 0, 1, 3 * pkt, t1, 7, 3, 0);
+        const int64_t t2 = runOne();
+        // At the restore the gap after message 1's packet (sent at 0) becomes 1 Gbit/s's, 33.4 us:
+        // message 2 waits.  At t1 + 10 us the rate is 50.5 Gbit/s, whose gap from 0 is long past, so
+        // its first packet goes then and the other two follow back to back (each credited at most
+        // one gap of waiting, and the line is the slower): the last leaves 2 x 333.92 ns later.
+        const double firstNs = static_cast<double>(t1) + 10000;
+        const double expect = firstNs + 2 * wire / 100.0 + static_cast<double>(lone);
+        NS_TEST_ASSERT_MSG_EQ_TOL(static_cast<double>(t2), expect, 3.0, "delivered as re-paced");
+        // (with the old gap kept the first packet would go at t1 and the second 33.4 us later)
+        NS_TEST_ASSERT_MSG_LT(static_cast<double>(t2), static_cast<double>(t1) + wire / 1.0 - 1000,
+                              "not held to the 1 Gbit/s gap");
+        net->Dispose();
+        Simulator::Destroy();
+    }
+};
+
 class HeterosimRdmaTestSuite : public TestSuite
 {
   public:
@@ -862,6 +928,7 @@ class HeterosimRdmaTestSuite : public TestSuite
         AddTestCase(new DcqcnSaveRestoreTestCase, Duration::QUICK);
         AddTestCase(new DctcpWindowTestCase, Duration::QUICK);
         AddTestCase(new GoBackNTestCase, Duration::QUICK);
+        AddTestCase(new PacingFollowsRateTestCase, Duration::QUICK);
         AddTestCase(new FabricSpecAddersTestCase, Duration::QUICK);
         AddTestCase(new HpccWindowTestCase, Duration::QUICK);
         AddTestCase(new TimelyRateTestCase, Duration::QUICK);
