@@ -652,6 +652,27 @@ class SeqDropModel : public ErrorModel
     }
 };
 
+/// Two hosts through one switch, 100 Gb/s links of 1 us, the dcqcn preset's ECN band at 100G.
+Ptr<RdmaNetworkHelper>
+TwoHostFabric()
+{
+    FabricSpec f;
+    f.hosts = {"h0", "h1"};
+    f.switches = {"s0"};
+    f.linkA = {0, 2};
+    f.linkB = {2, 1};
+    f.rateBps = {100e9, 100e9};
+    f.delayNs = {1000, 1000};
+    f.kminBytes = {400e3, 400e3};
+    f.kmaxBytes = {1600e3, 1600e3};
+    f.pmax = {0.2, 0.2};
+    f.headroomBytes = {200000, 200000};
+    f.switchBufferBytes = {32000000};
+    Ptr<RdmaNetworkHelper> net = CreateObject<RdmaNetworkHelper>();
+    net->Build(f);
+    return net;
+}
+
 // Go-back-N on a lossless fabric with a lost packet whose retransmission is
 // lost too: the first NACK recovers the first loss; the second needs the
 // receiver's NACK repeated after NackInterval (500 us).  Without the repeat
@@ -667,20 +688,7 @@ class GoBackNTestCase : public TestCase
   private:
     void DoRun() override
     {
-        FabricSpec f;
-        f.hosts = {"h0", "h1"};
-        f.switches = {"s0"};
-        f.linkA = {0, 2};
-        f.linkB = {2, 1};
-        f.rateBps = {100e9, 100e9};
-        f.delayNs = {1000, 1000};
-        f.kminBytes = {400e3, 400e3};
-        f.kmaxBytes = {1600e3, 1600e3};
-        f.pmax = {0.2, 0.2};
-        f.headroomBytes = {200000, 200000};
-        f.switchBufferBytes = {32000000};
-        Ptr<RdmaNetworkHelper> net = CreateObject<RdmaNetworkHelper>();
-        net->Build(f);
+        Ptr<RdmaNetworkHelper> net = TwoHostFabric();
         Ptr<SeqDropModel> em = CreateObject<SeqDropModel>();
         em->m_seq = 10 * 4096;
         em->m_times = 2;
@@ -862,20 +870,7 @@ class PacingFollowsRateTestCase : public TestCase
   private:
     void DoRun() override
     {
-        FabricSpec f;
-        f.hosts = {"h0", "h1"};
-        f.switches = {"s0"};
-        f.linkA = {0, 2};
-        f.linkB = {2, 1};
-        f.rateBps = {100e9, 100e9};
-        f.delayNs = {1000, 1000};
-        f.kminBytes = {400e3, 400e3};
-        f.kmaxBytes = {1600e3, 1600e3};
-        f.pmax = {0.2, 0.2};
-        f.headroomBytes = {200000, 200000};
-        f.switchBufferBytes = {32000000};
-        Ptr<RdmaNetworkHelper> net = CreateObject<RdmaNetworkHelper>();
-        net->Build(f);
+        Ptr<RdmaNetworkHelper> net = TwoHostFabric();
         const uint64_t pkt = 4096; // Payload; 78 header bytes make 4,174 on the wire
         const double wire = 4174.0 * 8; // bits
         auto runOne = [&]() {
