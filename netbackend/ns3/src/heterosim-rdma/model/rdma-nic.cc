@@ -1290,9 +1290,12 @@ void
 RdmaNic::Repace(SendQp& qp, bool kick)
 {
     // A rate change re-times the pending send: the gap after the last packet is the new rate's,
-    // as a rate limiter applies a new rate to the next packet (the HPCC simulator's ChangeRate
-    // moves the QP's next send by the new gap less the old).  Without it a QP paced at DCQCN's
+    // as a rate limiter applies a new rate to the next packet.  Without it a QP paced at DCQCN's
     // 1 Gbit/s floor kept its next packet 33 us away after the increase timer raised its rate.
+    // (The HPCC simulator moves the next send by the new gap less the old, ChangeRate, on HPCC's
+    // rate updates; its Mellanox DCQCN sets the rate and leaves the wait, as this NIC did.  Earning
+    // the rest of the wait at the new rate, a token bucket, was tried: it also agrees with the fluid
+    // model, but moved the DCQCN 4-to-1 incast below Jain 0.99; not adopted before that is understood.)
     // DCQCN only: its rate jumps (cuts, timer increases), where the kept gap lagged; HPCC,
     // TIMELY and DCTCP move theirs a little per ACK, and re-timing those changed HPCC's 2-to-1
     // steady state (Jain 0.998 -> 0.984), not examined further: they keep the rule above.
