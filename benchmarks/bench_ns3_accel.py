@@ -411,7 +411,8 @@ def main() -> None:
                          "counters' means over the N draws: on a hashed fabric one run's marks hang on a few "
                          "random collision outcomes in the pipeline fill")
     ap.add_argument("--traffic-draws", type=int, default=0, metavar="N",
-                    help="rings + incast over scenario seeds K..K+S-1 (--seed-from, --seeds), each mode N times "
+                    help="rings + incast over scenario seeds K..K+S-1 (--seed-from, at least 1 as the rings + "
+                         "incast row's seed; --seeds), each mode N times "
                          "(network.rng_run 1..N), compared as means per seed (8 seeds x 16 draws: ~6 min, a fresh process per run)")
     ap.add_argument("--off-cache", type=Path, metavar="DIR",
                     help="keep each off reference in DIR and reuse it while the simulator's sources "

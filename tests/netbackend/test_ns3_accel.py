@@ -29,12 +29,12 @@ pytestmark = pytest.mark.ns3
 AUTO = {"mode": "auto"}
 
 
-def cfg(mode: str = "auto", cc: str = "dcqcn", **acc) -> NetworkConfig:
-    return NetworkConfig(backend="ns3", cc=cc, acceleration={"mode": mode, **acc})
+def cfg(mode: str = "auto", cc: str = "dcqcn", rng_run: int = 1, **acc) -> NetworkConfig:
+    return NetworkConfig(backend="ns3", cc=cc, rng_run=rng_run, acceleration={"mode": mode, **acc})
 
 
-def run(topo, msgs, mode: str, cc: str = "dcqcn", seed: int = 0, **acc):
-    with Ns3Backend(topo, cfg(mode, cc, **acc), seed) as b:
+def run(topo, msgs, mode: str, cc: str = "dcqcn", seed: int = 0, rng_run: int = 1, **acc):
+    with Ns3Backend(topo, cfg(mode, cc, rng_run, **acc), seed) as b:
         for m in msgs:
             b.send(m)
         done = run_all(b)
@@ -341,14 +341,10 @@ def test_a_partition_whose_rate_rises_past_a_shared_port_goes_back_to_packet_lev
     def mean_fct(mode: str, **acc) -> dict[int, float]:
         tot = dict.fromkeys((m.id for m in msgs), 0.0)
         for k in range(1, 7):
-            with Ns3Backend(star(4), NetworkConfig(backend="ns3", cc="dcqcn", rng_run=k,
-                                                   acceleration={"mode": mode, **acc}), 0) as b:
-                for m in msgs:
-                    b.send(m)
-                done = run_all(b)
-                if mode == "auto":
-                    acc_st = b.stats().extra["acceleration"]
-                    assert acc_st["handbacks_over_capacity"] >= 1 and acc_st["bytes_packet_level"] > 0, acc_st
+            done, st = run(star(4), msgs, mode, rng_run=k, **acc)
+            if mode == "auto":
+                a = st.extra["acceleration"]
+                assert a["handbacks_over_capacity"] >= 1 and a["bytes_packet_level"] > 0, a
             for m in msgs:
                 tot[m.id] += (done[m.id] - m.start_ns) / 6
         return tot

@@ -831,7 +831,8 @@ RdmaNic::SendData(SendQp& qp)
     qp.sndMax = std::max(qp.sndMax, qp.sndNxt);
     m_counters->dataPacketsSent++;
     const double now = static_cast<double>(Simulator::Now().GetNanoSeconds());
-    const double gap = wire * 8e9 / CurrentRate(qp);
+    const double rate = CurrentRate(qp);
+    const double gap = wire * 8e9 / rate;
     // The next send builds on the previous one when this one was late only because the NIC
     // was busy with other QPs' packets (as a hardware rate limiter keeps the tokens of a
     // backlogged QP): taking max(next, now) there made a faster QP lock behind a slower one on
@@ -839,7 +840,7 @@ RdmaNic::SendData(SendQp& qp)
     // send for its own reasons (idle, window, PFC pause) is not credited, and no more than one
     // gap is, so a QP slowed by a full NIC gets its share, never a burst above its rate.
     qp.nextSendNs = std::max({qp.nextSendNs, qp.readySinceNs, m_resumedNs, now - gap}) + gap;
-    qp.pacedRateBps = CurrentRate(qp);
+    qp.pacedRateBps = rate;
     qp.pacedWireBytes = wire;
     m_dev->Transmit(p);
     if (m_cc == CC_DCQCN && qp.cc.OnBytesSent(wire))
@@ -1089,7 +1090,6 @@ RdmaNic::OnAck(const RdmaHeader& h, Ptr<Packet> p)
         if (p->PeekPacketTag(tag) && qp.hpcc.OnAck(tag, h.f.seq, qp.sndNxt))
         {
             RecordRate(qp);
-            Repace(qp, false);
         }
     }
     else if (m_cc == CC_TIMELY && h.f.kind == RdmaHeader::ACK && h.f.seq >= qp.timelyNextSeq)
@@ -1103,7 +1103,6 @@ RdmaNic::OnAck(const RdmaHeader& h, Ptr<Packet> p)
             // when that comes first (low rates: once per RTT).
             qp.timelyNextSeq = std::min(h.f.seq + m_tmlySegment, std::max(qp.sndNxt, h.f.seq + 1));
             RecordRate(qp);
-            Repace(qp, false);
         }
     }
     else if (m_cc == CC_DCTCP && h.f.kind == RdmaHeader::ACK)
@@ -1115,7 +1114,6 @@ RdmaNic::OnAck(const RdmaHeader& h, Ptr<Packet> p)
                 m_counters->rateCuts++;
             }
             RecordRate(qp);
-            Repace(qp, false);
         }
     }
     if (h.f.flags & RdmaHeader::FLAG_CNP)
@@ -1296,9 +1294,10 @@ RdmaNic::Repace(SendQp& qp, bool kick)
     // rate updates; its Mellanox DCQCN sets the rate and leaves the wait, as this NIC did.  Earning
     // the rest of the wait at the new rate, a token bucket, was tried: it also agrees with the fluid
     // model, but moved the DCQCN 4-to-1 incast below Jain 0.99; not adopted before that is understood.)
-    // DCQCN only: its rate jumps (cuts, timer increases), where the kept gap lagged; HPCC,
-    // TIMELY and DCTCP move theirs a little per ACK, and re-timing those changed HPCC's 2-to-1
-    // steady state (Jain 0.998 -> 0.984), not examined further: they keep the rule above.
+    // DCQCN only (its cuts, timer and byte-counter increases call this): its rate jumps, where
+    // the kept gap lagged; HPCC, TIMELY and DCTCP move theirs a little per ACK, and re-timing those
+    // changed HPCC's 2-to-1 steady state (Jain 0.998 -> 0.984), not examined further: they keep
+    // the rule above.
     // @p kick: called from a timer, not from a handler that transmits after it.
     const double rate = CurrentRate(qp);
     if (m_cc != CC_DCQCN || qp.pacedRateBps <= 0 || rate <= 0 || rate == qp.pacedRateBps)
