@@ -418,6 +418,8 @@ def main() -> None:
                     help="keep each off reference in DIR and reuse it while the simulator's sources "
                          "(but the accelerated path's) are unchanged")
     args = ap.parse_args()
+    if args.traffic_draws < 0:
+        ap.error(f"--traffic-draws = {args.traffic_draws}: a number of draws must be >= 0")
     global ECMP
     ECMP = args.ecmp
     ACC.update({"memoize": True} if args.memoize else {})
