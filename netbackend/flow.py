@@ -44,6 +44,7 @@ a pass ends when every set flow is frozen.
 from __future__ import annotations
 
 import heapq
+import os
 from collections import deque
 import math
 from dataclasses import dataclass
@@ -77,26 +78,21 @@ cost in visits already, so the engine pays at most about twice the better of kee
 
 
 class _Flow:
-    __slots__ = ("seq", "msg", "path", "wire", "rem", "rate", "t_upd", "bneck", "ver", "lat_ns", "drain_t", "copies",
-                 "fm", "nr", "nb")
+    """One active flow as the rate engine sees it (the backend keeps its message, latency and copies)."""
+    __slots__ = ("seq", "path", "rem", "rate", "t_upd", "bneck", "ver", "drain_t", "fm", "nr", "nb")
 
-    def __init__(self, seq: int, msg: Message, path: _Path, wire: int, lat_ns: int, t: float, copies: int = 1):
+    def __init__(self, seq: int, path: _Path, wire: int, t: float):
         self.seq = seq
-        self.msg = msg
         self.path = path
-        self.copies = copies
-        """Copies the flow stands for (a symmetric group: :meth:`FlowBackend.send_group`)."""
-        self.wire = wire
         self.rem = float(wire)
         self.rate = 0.0
         """Wire bytes per ns (= Gb/s / 8)."""
         self.t_upd = t
         self.bneck: _LinkClass | None = None
         self.ver = 0
-        self.lat_ns = lat_ns
         self.drain_t = math.inf
         self.fm = 0
-        """The progressive-filling pass that froze it last (FlowBackend._pass): then ``nr`` is its new rate
+        """The progressive-filling pass that froze it last (_PyRates._pass): then ``nr`` is its new rate
         and ``nb`` the class it froze on."""
         self.nr = 0.0
         self.nb: _LinkClass | None = None
@@ -211,47 +207,20 @@ class _Counters:
     """Sum of the flow-set sizes filled (work measure)."""
 
 
-@register_backend("flow")
-class FlowBackend(NetworkBackend):
-    """Flow-level fluid simulation with incremental max-min fair sharing (module docstring)."""
+class _PyRates:
+    """The rate engine in Python: link classes, registered paths, incremental max-min (module docstring).
 
-    def __init__(self, topology: NetTopology, config: NetworkConfig | None = None, seed: int = 0):
-        super().__init__(topology, config, seed)
-        cfg = self.config
-        self.router = Router.shared(topology, mode=cfg.ecmp, seed=seed)
-        r = self.router
-        self._keyed = r.mode != "rail"
-        """Whether a flow's key can change its path (hashed ECMP); with rails pinned, paths are cached per pair."""
-        self._mtu = cfg.mtu_bytes
-        self._hdr = cfg.header_bytes
-        self._hop_ns = cfg.per_hop_latency_ns
-        self._num_real = r.num_links
-        cap = [c / 1e9 for c in r.link_capacity_Bps]  # bytes per ns
-        # NIC caps as virtual links, only where they bind below the access links.
-        out_cap = [0.0] * r.num_hosts
-        in_cap = [0.0] * r.num_hosts
-        for lid in range(r.num_links):
-            if r.link_src[lid] < r.num_hosts:
-                out_cap[r.link_src[lid]] += cap[lid]
-            if r.link_dst[lid] < r.num_hosts:
-                in_cap[r.link_dst[lid]] += cap[lid]
-        self._nic_tx: dict[int, int] = {}
-        self._nic_rx: dict[int, int] = {}
-        for h, name in enumerate(topology.hosts):
-            rate_gbps = topology.host_rate_gbps.get(name)
-            if rate_gbps is None:
-                continue
-            if not rate_gbps > 0:
-                raise NetworkError("host NIC rate must be > 0 Gb/s", field=f"topology.host_rate_gbps.{name}",
-                                   value=rate_gbps)
-            nic = rate_gbps / 8
-            if nic < out_cap[h] * (1 - 1e-12):
-                self._nic_tx[h] = len(cap)
-                cap.append(nic)
-            if nic < in_cap[h] * (1 - 1e-12):
-                self._nic_rx[h] = len(cap)
-                cap.append(nic)
+    The reference for the compiled engine (``netbackend/flowcore``), which does the same operations in the
+    same order, so both give the same rates to the bit. The backend hands it flows by sequence number and
+    path id and gets back, per drain batch, which flows drained and when."""
+
+    def __init__(self, cap: list[float], idle_paths: int, rent_classes: int, rent_sample: int,
+                 rent_per_link: float):
         self._cap = cap
+        self._idle_paths = idle_paths
+        self._rent_classes = rent_classes
+        self._rent_sample = rent_sample
+        self._rent_per_link = rent_per_link
         self._classes: dict[tuple, _LinkClass] = {}
         """Live link classes by key (:class:`_LinkClass`)."""
         self._cid = 0
@@ -259,314 +228,32 @@ class FlowBackend(NetworkBackend):
         """Class of every link (NIC caps included)."""
         for c in self._cls:
             c.nlinks += 1
-        self._canon: dict[tuple, tuple] = {}
-        """(links, copies) -> itself: equal link sets share one tuple, so one _Path (keyed by its id)."""
-        self._paths: dict[int, _Path] = {}
-        """id(links tuple) -> path (the tuples live in the path and group caches)."""
+        self._paths: list[_Path] = []
+        """By path id."""
         self._idle: dict[_Path, None] = {}
         """Registered paths without flows, least recently used first."""
-        self._now = 0
-        self._seq = 0
-        self._starts: list[tuple[int, int, Message, tuple]] = []
-        """(start, seq, message, its _path_info): the path is looked up once, when it is sent."""
         self._drains: list[tuple[float, int, int, _Flow]] = []
-        self._done: list[tuple[int, int]] = []  # (finish_ns, message id)
-        self._inflight_ids: set[int] = set()
-        self._active = 0
-        self._start_of: dict[int, int] = {}
-        # Messages of one (src, dst, connection) are carried in posting order, as one queue pair
-        # sends its work requests: the next one starts when the previous has left the sender.
-        self._conn_busy: set[tuple[str, str, int]] = set()
-        self._conn_wait: dict[tuple[str, str, int], deque[Message]] = {}
-        self._conn_pass: set[int] = set()
-        self._fct: dict[int, tuple[int, int]] = {}
-        self._bytes_delivered = 0
-        self._first_start: int | None = None
         self._live: dict[int, _Flow] = {}
         """Active flows by seq."""
-        self._groups: dict[int, tuple] = {}
-        """Message id -> (links, copies per link, copies, fixed latency, 1/capacity sum) (:meth:`send_group`)."""
-        self._group_cache: dict[tuple, tuple[tuple[int, ...], tuple[int, ...]] | None] = {}
-        self._group_ids: dict[tuple, tuple] = {}
-        self._copies = 0
-        self._last_finish = 0
-        self._path_cache: dict[tuple[str, str, int], tuple[tuple[int, ...], int, float]] = {}
-        self._rate_profiles: dict[tuple[str, str, int], tuple] = {}
-        self._profiles: dict[tuple[str, str, int], tuple] = {}
-        self.counters = _Counters()
+        self._active = 0
         self._pass = 0
         """Progressive-filling passes so far: marks which classes' scratch fields are current."""
+        self.refills = 0
+        """Progressive-filling passes (one per rate update, more when the set grows)."""
+        self.refilled_flows = 0
+        """Sum of the flow-set sizes filled (work measure)."""
 
-    # ------------------------------------------------------------------ interface
-    @property
-    def now_ns(self) -> int:
-        return self._now
+    def add_path(self, links: tuple[int, ...], w: tuple[int, ...]) -> int:
+        """A new path (links, copies on each); its id. Registered with its first flow."""
+        self._paths.append(_Path(len(self._paths), links, w))
+        return len(self._paths) - 1
 
-    def send(self, msg: Message) -> None:
-        if msg.size_bytes <= 0:
-            raise NetworkError("message size must be > 0 bytes", field="message.size_bytes", value=msg.size_bytes)
-        if msg.start_ns < self._now:
-            raise NetworkError(f"message starts before the backend's current time {self._now} ns",
-                               field="message.start_ns", value=msg.start_ns)
-        if msg.id in self._inflight_ids:
-            raise NetworkError("message id already in flight", field="message.id", value=msg.id)
-        info = self._path_info(msg)  # validates hosts and reachability now
-        self._inflight_ids.add(msg.id)
-        self._seq += 1
-        heapq.heappush(self._starts, (msg.start_ns, self._seq, msg, info))
-        if self._first_start is None or msg.start_ns < self._first_start:
-            self._first_start = msg.start_ns
-
-    def send_group(self, msg: Message, images: tuple[tuple[str, str], ...], hashed_alike: bool = False) -> bool:
-        """Send ``msg`` and one identical copy between each ``(src, dst)`` of ``images``, as one flow.
-
-        The copies stand for what symmetric parts of a training job (data-parallel
-        replicas, ring positions) send at the same instant: they load every link of
-        their own paths, and by symmetry each gets the same max-min rate, so one
-        flow with a copy count per link gives every copy's rate exactly. The
-        completion (``msg.id``) is the common one; where the copies' paths differ
-        in length (a ring hop inside a leaf vs across the spine) it is the latest
-        copy's. Returns False and sends nothing when the copies' paths do not have
-        the same rates (first link, last link, narrowest link, NIC caps: e.g. a
-        degraded link): the caller sends them one by one.
-
-        ``hashed_alike``: copies whose paths differ only in the links the ECMP hash chose are
-        alike too. Each still loads its own hashed links (collisions included), but the group
-        has one rate, so it moves at the pace of its slowest copy: an approximation (the
-        caller's choice, heterosim ``simulation.hashed_copies``), not the exact rate of each.
-        """
-        if not images:
-            self.send(msg)
-            return True
-        # callers resend the same images tuple (memoized): found by identity first, since hashing a
-        # tuple of hundreds of endpoint pairs on every send costs more than the send
-        ikey = (msg.src, msg.dst, msg.flow_key, id(images), hashed_alike)
-        entry = self._group_ids.get(ikey)
-        if entry is not None and entry[0] is images:
-            hit = entry[1]
-        else:
-            key = (msg.src, msg.dst, msg.flow_key, images, hashed_alike)
-            hit = self._group_cache.get(key, False)
-            if hit is False:
-                hit = self._group_links(msg, images, hashed_alike)
-                self._group_cache[key] = hit
-            self._group_ids[ikey] = (images, hit)  # holds images, so its id is not reused meanwhile
-        if hit is None:
-            return False
-        self.send(msg)
-        self._groups[msg.id] = (hit[0], hit[1], len(images) + 1, hit[2], hit[3])
-        return True
-
-    def _profile(self, src: str, dst: str, flow_key: int, hashed_links: bool = True) -> tuple:
-        """Everything a flow's timing depends on but contention: link rates in order, fixed latency; and
-        where the ECMP hash chose its links, which links (whom it collides with depends on them), unless
-        ``hashed_links`` is False (copies on other hashed links taken as alike: :meth:`send_group`)."""
-        key = (src, dst, flow_key if self._keyed else 0)
-        hit = self._profiles.get(key)
-        if hit is None:
-            links, fixed_ns, _ = self._path_info(Message(0, src, dst, 1, self._now, flow_key))
-            hit = tuple(self._cap[l] for l in links), fixed_ns
-            if src != dst and self.router.hashed(src, dst):
-                hit += (links,)
-            self._profiles[key] = hit
-        return hit if hashed_links else hit[:2]
-
-    def rate_profile(self, src: str, dst: str, flow_key: int = 0, hashed_links: bool = True) -> tuple:
-        """What a flow's rate depends on but contention: its first, last and narrowest link (NIC caps
-        included); where the ECMP hash chose its links, the links too: copies that hash onto other
-        spines meet other collisions, so they are never alike (they are sent, and simulated, one by one).
-        ``hashed_links=False`` leaves the links out (:meth:`send_group`'s ``hashed_alike``)."""
-        key = (src, dst, flow_key if self._keyed else 0)
-        hit = self._rate_profiles.get(key)
-        if hit is None:
-            if src == dst:
-                hit = ()
-            else:
-                links = self._path_info(Message(0, src, dst, 1, self._now, flow_key))[0]
-                caps = [self._cap[l] for l in links]
-                hit = caps[0], caps[-1], min(caps)
-                if self.router.hashed(src, dst):
-                    hit += (links,)
-            self._rate_profiles[key] = hit
-        return hit if hashed_links else hit[:3]
-
-    def rates_alike(self, p0: tuple | None, flows: list[tuple[str, str, int]], hashed_links: bool = True) -> bool:
-        """Whether every (src, dst, flow_key) of ``flows`` has ``p0`` as its :meth:`rate_profile` (None where
-        that raises). One call for a collective's copies of a transfer (~1,000 at 1,024 GPUs): their profiles
-        are cached, and a lookup here costs half a method call."""
-        cache, keyed = self._rate_profiles, self._keyed
-        for f in flows:
-            hit = cache.get(f if keyed else (f[0], f[1], 0))
-            if hit is None:
-                try:
-                    hit = self.rate_profile(f[0], f[1], f[2], hashed_links)
-                except Exception:
-                    hit = None
-            elif not hashed_links:
-                hit = hit[:3]
-            if hit != p0:
-                return False
-        return True
-
-    def close(self) -> None:
-        """Unlink paths, link classes and flows (each refers to the others), so that they are freed with the
-        backend rather than left for the cyclic collector (a 1,024-GPU run left 50k such objects, walked by the
-        collection after the simulation). :meth:`stats` still works; nothing else should be called."""
-        for p in self._paths.values():
-            p.classes.clear()
-            p.flows.clear()
-            p.cw = None
-        for c in self._classes.values():
-            c.paths.clear()
-            c.active.clear()
-            c.bn.clear()
-            c.s = None
-        self._idle.clear()
-
-    def _group_links(self, msg: Message, images, hashed_alike: bool = False):
-        links_too = not hashed_alike
-        prof = self.rate_profile(msg.src, msg.dst, msg.flow_key, links_too)
-        count: dict[int, int] = {}
-        fixed, inv = 0, 0.0
-        for src, dst in ((msg.src, msg.dst), *images):
-            if (src == dst) != (msg.src == msg.dst):
-                return None
-            if self.rate_profile(src, dst, msg.flow_key, links_too) != prof:
-                return None
-            links, fixed_ns, inv_cap = self._path_info(Message(0, src, dst, 1, self._now, msg.flow_key))
-            fixed, inv = max(fixed, fixed_ns), max(inv, inv_cap)
-            for l in links:
-                count[l] = count.get(l, 0) + 1
-        links, w = tuple(count), tuple(count.values())
-        links, w = self._canon.setdefault((links, w), (links, w))  # one _Path per set of links and copies
-        return links, w, fixed, inv
-
-    def pending(self) -> int:
-        return len(self._inflight_ids)
-
-    def next_event_ns(self) -> int | None:
-        """Earliest internal event (flow start, drain, or delivery): no completion comes sooner."""
-        drains = self._drains
-        while drains and drains[0][3].ver != drains[0][2]:
-            heapq.heappop(drains)
-        t = min(drains[0][0] if drains else math.inf, self._starts[0][0] if self._starts else math.inf,
-                self._done[0][0] if self._done else math.inf)
-        return None if t == math.inf else max(self._now, math.ceil(t))
-
-    def advance(self, until_ns: int | None = None) -> list[Completion]:
-        if until_ns is not None and until_ns < self._now:
-            raise ValueError(f"advance(until_ns={until_ns}) is before now_ns={self._now}")
-        limit = math.inf if until_ns is None else until_ns
-        starts, drains, done = self._starts, self._drains, self._done
-        while True:
-            while drains and drains[0][3].ver != drains[0][2]:
-                heapq.heappop(drains)  # stale prediction
-            td = drains[0][0] if drains else math.inf
-            ts = starts[0][0] if starts else math.inf
-            tc = done[0][0] if done else math.inf
-            t_int = td if td <= ts else ts
-            if t_int <= tc and t_int <= limit and t_int != math.inf:
-                if td <= ts:
-                    self._drain_batch(td)
-                else:
-                    self._start_batch(ts)
-                continue
-            if tc <= limit and tc != math.inf:
-                self._now = tc
-                out = []
-                while done and done[0][0] == tc:
-                    _, mid = heapq.heappop(done)
-                    self._inflight_ids.discard(mid)
-                    out.append(Completion(mid, tc))
-                return out
-            if until_ns is None:
-                if self._active:
-                    raise NetworkError("flow backend stalled: active flows with no rate", value=self._active)
-                return []
-            self._now = until_ns
-            return []
-
-    def stats(self) -> NetStats:
-        r = self.router
-        wire = self._link_wire_bytes()
-        link_bytes = {r.link_name(l): b for l, b in enumerate(wire) if b}
-        util = 0.0
-        if self._first_start is not None and self._last_finish > self._first_start:
-            span = self._last_finish - self._first_start
-            util = max((b / (self._cap[l] * span) for l, b in enumerate(wire)), default=0.0)
-        c = self.counters
-        return NetStats(
-            messages=len(self._fct), bytes_delivered=self._bytes_delivered, fct_ns=dict(self._fct),
-            link_bytes=link_bytes,
-            extra={"max_link_utilization": util, "events": c.events, "refills": c.refills,
-                   "flow_copies": self._copies,
-                   "refilled_flows": c.refilled_flows, "link_bytes_are": "wire bytes (payload + headers)"})
-
-    def _link_wire_bytes(self) -> list[int]:
-        """Wire bytes per real link, expanded from the totals kept per path (one add per drained flow)."""
-        out = [0] * self._num_real
-        n = self._num_real
-        for p in self._paths.values():
-            if p.wire_sum:
-                b = p.wire_sum
-                for l, k in zip(p.links, p.w):
-                    if l < n:
-                        out[l] += b * k
-        return out
-
-    def rates_gbps(self) -> dict[int, float]:
-        """Current wire rate of every active flow, by message id (for inspection and tests)."""
-        return {f.msg.id: f.rate * 8 for f in self._live.values()}
-
-    # ------------------------------------------------------------------ events
-    def _start_batch(self, t: int) -> None:
-        self.counters.events += 1
-        starts = self._starts
-        new: list[_Flow] = []
-        groups = self._groups
-        start_of = self._start_of
-        conn_pass, conn_busy = self._conn_pass, self._conn_busy
-        paths = self._paths
-        mtu, hdr = self._mtu, self._hdr
-        heappop = heapq.heappop
-        while starts and starts[0][0] == t:
-            _, seq, msg, info = heappop(starts)
-            mid = msg.id
-            if mid not in start_of:  # a message queued behind its connection keeps its post time
-                start_of[mid] = t
-            grp = groups.pop(mid, None) if groups else None
-            if msg.src == msg.dst:
-                self._finish(msg, t, 0)
-                continue
-            conn = msg.connection
-            if conn >= 0:
-                key = (msg.src, msg.dst, conn)
-                if mid in conn_pass:
-                    conn_pass.discard(mid)  # handed the connection by its predecessor
-                elif key in conn_busy:
-                    if grp is not None:
-                        groups[mid] = grp  # it starts later with its copies
-                    self._conn_wait.setdefault(key, deque()).append(msg)
-                    continue
-                conn_busy.add(key)
-            links, fixed_ns, inv_cap = info
-            if grp is not None:  # the latest copy's latency
-                fixed_ns, inv_cap = grp[3], grp[4]
-            size = msg.size_bytes
-            npkt = -(-size // mtu)
-            lat = fixed_ns + math.ceil((size - (npkt - 1) * mtu + hdr) * inv_cap - 1e-9)
-            wire = size + npkt * hdr
-            if grp is None:
-                path = paths.get(id(links))
-                if path is None:
-                    path = self._path(links, None)
-                new.append(_Flow(seq, msg, path, wire, lat, t))
-            else:
-                new.append(_Flow(seq, msg, self._path(grp[0], grp[1]), wire, lat, t, grp[2]))
-        if not new:
-            return
+    def start(self, new: list[tuple[int, int, int]], t: int) -> None:
+        """Flows ``(seq, path id, wire bytes)`` start at ``t``: rates of them and whom they slow re-filled."""
         seeds: dict[int, _Flow] = {}
-        for f in new:
+        paths, live = self._paths, self._live
+        flows = [_Flow(seq, paths[pid], wire, t) for seq, pid, wire in new]
+        for f in flows:
             seeds[f.seq] = f
             p = f.path
             if not p.registered:
@@ -581,14 +268,21 @@ class FlowBackend(NetworkBackend):
                     c.active[p] = w
                 if c.bn:
                     seeds.update(c.bn)
-        self._active += len(new)
-        live = self._live
-        for f in new:
+        self._active += len(flows)
+        for f in flows:
             live[f.seq] = f
         self._refill(seeds, float(t))
 
-    def _drain_batch(self, t0: float) -> None:
-        self.counters.events += 1
+    def next_drain(self) -> float:
+        """When the next flow drains (inf: none has a rate)."""
+        drains = self._drains
+        while drains and drains[0][3].ver != drains[0][2]:
+            heapq.heappop(drains)  # stale prediction
+        return drains[0][0] if drains else math.inf
+
+    def drain(self, t0: float) -> list[tuple[int, float]]:
+        """Flows draining within ``_DRAIN_BATCH_NS`` of ``t0`` leave: ``(seq, drain time)`` of each, in order;
+        the rates of the flows they held back are re-filled."""
         drains = self._drains
         gone: list[_Flow] = []
         while drains:
@@ -623,19 +317,35 @@ class FlowBackend(NetworkBackend):
                     c.load = 0.0  # resets float drift
                 if c.bn:
                     seeds.update(c.bn)
-            p.wire_sum += f.wire
             if last:
                 self._idle[p] = None
                 p.rent = 0.0
-            msg = f.msg
-            drain_ns = math.ceil(f.drain_t - 1e-6)
-            self._finish(msg, drain_ns, f.lat_ns, f.copies)
-            if msg.connection >= 0:
-                self._next_on_connection(msg, drain_ns)
         for f in gone:
             seeds.pop(f.seq, None)
         if seeds:
             self._refill(seeds, t0)
+        return [(f.seq, f.drain_t) for f in gone]
+
+    def rates(self) -> list[tuple[int, float]]:
+        """(seq, wire bytes per ns) of every active flow."""
+        return [(f.seq, f.rate) for f in self._live.values()]
+
+    def close(self) -> None:
+        """Unlink paths, link classes and flows (each refers to the others), so that they are freed with the
+        backend rather than left for the cyclic collector (a 1,024-GPU run left 50k such objects, walked by the
+        collection after the simulation)."""
+        for p in self._paths:
+            p.classes.clear()
+            p.flows.clear()
+            p.cw = None
+        for c in self._classes.values():
+            c.paths.clear()
+            c.active.clear()
+            c.bn.clear()
+            c.s = None
+        self._idle.clear()
+        self._live.clear()
+        self._drains.clear()
 
     def _intern(self, key: tuple, paths: dict[_Path, int], load: float) -> _LinkClass:
         c = self._classes.get(key)
@@ -644,16 +354,10 @@ class FlowBackend(NetworkBackend):
             c = self._classes[key] = _LinkClass(key, paths, load, self._cid)
         return c
 
-    def _path(self, links: tuple[int, ...], w: tuple[int, ...] | None) -> _Path:
-        p = self._paths.get(id(links))
-        if p is None:
-            p = self._paths[id(links)] = _Path(len(self._paths), links, w if w is not None else (1,) * len(links))
-        return p
-
     def _register(self, p: _Path) -> None:
         """Move every link of ``p`` to the class that also has ``p`` (no flows yet: constraints unchanged)."""
         idle = self._idle
-        while len(idle) >= _IDLE_PATHS:
+        while len(idle) >= self._idle_paths:
             self._unregister(next(iter(idle)))
         self._reclass(p, True)
 
@@ -715,65 +419,16 @@ class FlowBackend(NetworkBackend):
                     a.bn.clear()
         p.registered = add
 
-    def _next_on_connection(self, msg: Message, t: int) -> None:
-        key = (msg.src, msg.dst, msg.connection)
-        waiting = self._conn_wait.get(key)
-        if not waiting:
-            self._conn_busy.discard(key)
-            self._conn_wait.pop(key, None)
-            return
-        nxt = waiting.popleft()  # the connection stays busy: hand it to the next message
-        self._conn_pass.add(nxt.id)
-        self._seq += 1
-        heapq.heappush(self._starts, (max(t, self._start_of[nxt.id]), self._seq, nxt, self._path_info(nxt)))
-
-    def _finish(self, msg: Message, drain_ns: int, lat_ns: int, copies: int = 1) -> None:
-        fin = max(drain_ns, self._start_of[msg.id]) + lat_ns
-        heapq.heappush(self._done, (fin, msg.id))
-        self._fct[msg.id] = (self._start_of.pop(msg.id), fin)
-        self._bytes_delivered += msg.size_bytes * copies
-        self._copies += copies
-        if fin > self._last_finish:
-            self._last_finish = fin
-
-    def _path_info(self, msg: Message) -> tuple[tuple[int, ...], int, float]:
-        """(links incl. NIC caps, propagation + switch latency, sum of 1/capacity after the first link).
-
-        Cached per (src, dst, flow_key): the latency of a flow is propagation +
-        switch pipeline + store-and-forward of its last packet on every link after
-        the first (that last term scales with the packet, so only 1/capacity is kept).
-        """
-        key = (msg.src, msg.dst, msg.flow_key if self._keyed else 0)
-        hit = self._path_cache.get(key)
-        if hit is None:
-            r = self.router
-            nodes, links = r.route(msg.src, msg.dst, msg.flow_key)
-            prop = sum(r.link_delay_ns[l] for l in links)
-            inv_cap = sum(1.0 / self._cap[l] for l in links[1:])
-            s, d = nodes[0], nodes[-1]
-            full = list(links)
-            if s in self._nic_tx:
-                full = [self._nic_tx[s]] + full
-            if d in self._nic_rx:
-                full = full + [self._nic_rx[d]]
-            full = tuple(full)
-            full = self._canon.setdefault((full, None), (full, None))[0]  # one _Path per route
-            hit = (full, prop + (len(nodes) - 2) * self._hop_ns, inv_cap)
-            self._path_cache[key] = hit
-        return hit
-
-    # ------------------------------------------------------------------ max-min
     def _refill(self, seeds: dict[int, _Flow], t: float) -> None:
         """Recompute rates of ``seeds`` (growing the set until every flow has a bottleneck); commit at ``t``.
 
         Constraints are link classes (:class:`_LinkClass`), so the work is per class a flow
         crosses, not per link: a flow alone on a path of any length has one or two."""
         S = dict(seeds)
-        c = self.counters
         heappush, heappop = heapq.heappush, heapq.heappop
         while True:
-            c.refills += 1
-            c.refilled_flows += len(S)
+            self.refills += 1
+            self.refilled_flows += len(S)
             # --- progressive filling of S with every other flow held at its rate
             self._pass += 1
             ep = self._pass
@@ -1016,27 +671,464 @@ class FlowBackend(NetworkBackend):
         # --- rent: an idle path that shares links with a busy path of many classes splits them, so every
         # refill of that path visits more classes; it pays for them until they add up to re-registering it
         drop = None
+        rent_classes, rent_sample, rent_per_link = self._rent_classes, self._rent_sample, self._rent_per_link
         for f in S.values():
             p = f.path
             cw = p.cw or p.class_copies()
-            if len(cw) <= _RENT_CLASSES:
+            if len(cw) <= rent_classes:
                 continue
             p.tick += 1
-            if p.tick < _RENT_SAMPLE:
+            if p.tick < rent_sample:
                 continue
             p.tick = 0
             for l, _ in cw:
                 n = len(l.paths) - len(l.active)
                 if not n:
                     continue
-                share = _RENT_SAMPLE / n
+                share = rent_sample / n
                 for q in l.paths:
                     if not q.flows:
                         q.rent += share
-                        if q.rent >= _RENT_PER_LINK * len(q.links):
+                        if q.rent >= rent_per_link * len(q.links):
                             if drop is None:
                                 drop = {}
                             drop[q] = None
         if drop:
             for q in drop:
                 self._unregister(q)
+
+
+ENGINES = ("compiled", "python")
+"""Rate engines: the compiled one (``netbackend/flowcore``, C++ built on first use) and :class:`_PyRates`, its
+reference; both give the same rates to the bit. ``auto`` takes the compiled one where it builds (it needs g++
+and Python's headers) and the Python one otherwise."""
+
+
+def _rate_engine(engine: str | None, cap: list[float]):
+    """(engine object, its name) for ``engine`` (None: ``HETEROSIM_FLOW_ENGINE``, else ``auto``)."""
+    name = engine or os.environ.get("HETEROSIM_FLOW_ENGINE") or "auto"
+    if name not in ("auto", *ENGINES):
+        raise NetworkError(f"unknown flow engine (one of auto, {', '.join(ENGINES)})", field="flow engine",
+                           value=name)
+    args = (cap, _IDLE_PATHS, _RENT_CLASSES, _RENT_SAMPLE, _RENT_PER_LINK)
+    if name != "python":
+        from netbackend import flowcore
+
+        module = flowcore.load(required=name == "compiled")
+        if module is not None:
+            return module.Rates(*args), "compiled"
+    return _PyRates(*args), "python"
+
+
+@register_backend("flow")
+class FlowBackend(NetworkBackend):
+    """Flow-level fluid simulation with incremental max-min fair sharing (module docstring)."""
+
+    def __init__(self, topology: NetTopology, config: NetworkConfig | None = None, seed: int = 0,
+                 engine: str | None = None):
+        super().__init__(topology, config, seed)
+        cfg = self.config
+        self.router = Router.shared(topology, mode=cfg.ecmp, seed=seed)
+        r = self.router
+        self._keyed = r.mode != "rail"
+        """Whether a flow's key can change its path (hashed ECMP); with rails pinned, paths are cached per pair."""
+        self._mtu = cfg.mtu_bytes
+        self._hdr = cfg.header_bytes
+        self._hop_ns = cfg.per_hop_latency_ns
+        self._num_real = r.num_links
+        cap = [c / 1e9 for c in r.link_capacity_Bps]  # bytes per ns
+        # NIC caps as virtual links, only where they bind below the access links.
+        out_cap = [0.0] * r.num_hosts
+        in_cap = [0.0] * r.num_hosts
+        for lid in range(r.num_links):
+            if r.link_src[lid] < r.num_hosts:
+                out_cap[r.link_src[lid]] += cap[lid]
+            if r.link_dst[lid] < r.num_hosts:
+                in_cap[r.link_dst[lid]] += cap[lid]
+        self._nic_tx: dict[int, int] = {}
+        self._nic_rx: dict[int, int] = {}
+        for h, name in enumerate(topology.hosts):
+            rate_gbps = topology.host_rate_gbps.get(name)
+            if rate_gbps is None:
+                continue
+            if not rate_gbps > 0:
+                raise NetworkError("host NIC rate must be > 0 Gb/s", field=f"topology.host_rate_gbps.{name}",
+                                   value=rate_gbps)
+            nic = rate_gbps / 8
+            if nic < out_cap[h] * (1 - 1e-12):
+                self._nic_tx[h] = len(cap)
+                cap.append(nic)
+            if nic < in_cap[h] * (1 - 1e-12):
+                self._nic_rx[h] = len(cap)
+                cap.append(nic)
+        self._cap = cap
+        self._rates, self.engine = _rate_engine(engine, cap)
+        """The rate engine (:class:`_PyRates` or the compiled one, same rates) and its name."""
+        self._canon: dict[tuple, tuple] = {}
+        """(links, copies) -> itself: equal link sets share one tuple, so one _Path (keyed by its id)."""
+        self._paths: dict[int, int] = {}
+        """id(links tuple) -> path id (the tuples live in the path and group caches)."""
+        self._path_links: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
+        """Path id -> (links, copies on each)."""
+        self._wire_sum: list[int] = []
+        """Path id -> wire bytes of one copy, summed over its drained flows (link bytes are expanded from it)."""
+        self._now = 0
+        self._seq = 0
+        self._starts: list[tuple[int, int, Message, tuple]] = []
+        """(start, seq, message, its _path_info): the path is looked up once, when it is sent."""
+        self._done: list[tuple[int, int]] = []  # (finish_ns, message id)
+        self._inflight_ids: set[int] = set()
+        self._active = 0
+        self._start_of: dict[int, int] = {}
+        # Messages of one (src, dst, connection) are carried in posting order, as one queue pair
+        # sends its work requests: the next one starts when the previous has left the sender.
+        self._conn_busy: set[tuple[str, str, int]] = set()
+        self._conn_wait: dict[tuple[str, str, int], deque[Message]] = {}
+        self._conn_pass: set[int] = set()
+        self._fct: dict[int, tuple[int, int]] = {}
+        self._bytes_delivered = 0
+        self._first_start: int | None = None
+        self._flows: dict[int, tuple[Message, int, int, int, int]] = {}
+        """Active flows by seq: (message, fixed latency, copies, wire bytes, path id)."""
+        self._events = 0
+        self._groups: dict[int, tuple] = {}
+        """Message id -> (links, copies per link, copies, fixed latency, 1/capacity sum) (:meth:`send_group`)."""
+        self._group_cache: dict[tuple, tuple[tuple[int, ...], tuple[int, ...]] | None] = {}
+        self._group_ids: dict[tuple, tuple] = {}
+        self._copies = 0
+        self._last_finish = 0
+        self._path_cache: dict[tuple[str, str, int], tuple[tuple[int, ...], int, float]] = {}
+        self._rate_profiles: dict[tuple[str, str, int], tuple] = {}
+        self._profiles: dict[tuple[str, str, int], tuple] = {}
+
+    # ------------------------------------------------------------------ interface
+    @property
+    def now_ns(self) -> int:
+        return self._now
+
+    @property
+    def counters(self) -> _Counters:
+        return _Counters(self._events, self._rates.refills, self._rates.refilled_flows)
+
+    def send(self, msg: Message) -> None:
+        if msg.size_bytes <= 0:
+            raise NetworkError("message size must be > 0 bytes", field="message.size_bytes", value=msg.size_bytes)
+        if msg.start_ns < self._now:
+            raise NetworkError(f"message starts before the backend's current time {self._now} ns",
+                               field="message.start_ns", value=msg.start_ns)
+        if msg.id in self._inflight_ids:
+            raise NetworkError("message id already in flight", field="message.id", value=msg.id)
+        info = self._path_info(msg)  # validates hosts and reachability now
+        self._inflight_ids.add(msg.id)
+        self._seq += 1
+        heapq.heappush(self._starts, (msg.start_ns, self._seq, msg, info))
+        if self._first_start is None or msg.start_ns < self._first_start:
+            self._first_start = msg.start_ns
+
+    def send_group(self, msg: Message, images: tuple[tuple[str, str], ...], hashed_alike: bool = False) -> bool:
+        """Send ``msg`` and one identical copy between each ``(src, dst)`` of ``images``, as one flow.
+
+        The copies stand for what symmetric parts of a training job (data-parallel
+        replicas, ring positions) send at the same instant: they load every link of
+        their own paths, and by symmetry each gets the same max-min rate, so one
+        flow with a copy count per link gives every copy's rate exactly. The
+        completion (``msg.id``) is the common one; where the copies' paths differ
+        in length (a ring hop inside a leaf vs across the spine) it is the latest
+        copy's. Returns False and sends nothing when the copies' paths do not have
+        the same rates (first link, last link, narrowest link, NIC caps: e.g. a
+        degraded link): the caller sends them one by one.
+
+        ``hashed_alike``: copies whose paths differ only in the links the ECMP hash chose are
+        alike too. Each still loads its own hashed links (collisions included), but the group
+        has one rate, so it moves at the pace of its slowest copy: an approximation (the
+        caller's choice, heterosim ``simulation.hashed_copies``), not the exact rate of each.
+        """
+        if not images:
+            self.send(msg)
+            return True
+        # callers resend the same images tuple (memoized): found by identity first, since hashing a
+        # tuple of hundreds of endpoint pairs on every send costs more than the send
+        ikey = (msg.src, msg.dst, msg.flow_key, id(images), hashed_alike)
+        entry = self._group_ids.get(ikey)
+        if entry is not None and entry[0] is images:
+            hit = entry[1]
+        else:
+            key = (msg.src, msg.dst, msg.flow_key, images, hashed_alike)
+            hit = self._group_cache.get(key, False)
+            if hit is False:
+                hit = self._group_links(msg, images, hashed_alike)
+                self._group_cache[key] = hit
+            self._group_ids[ikey] = (images, hit)  # holds images, so its id is not reused meanwhile
+        if hit is None:
+            return False
+        self.send(msg)
+        self._groups[msg.id] = (hit[0], hit[1], len(images) + 1, hit[2], hit[3])
+        return True
+
+    def _profile(self, src: str, dst: str, flow_key: int, hashed_links: bool = True) -> tuple:
+        """Everything a flow's timing depends on but contention: link rates in order, fixed latency; and
+        where the ECMP hash chose its links, which links (whom it collides with depends on them), unless
+        ``hashed_links`` is False (copies on other hashed links taken as alike: :meth:`send_group`)."""
+        key = (src, dst, flow_key if self._keyed else 0)
+        hit = self._profiles.get(key)
+        if hit is None:
+            links, fixed_ns, _ = self._path_info(Message(0, src, dst, 1, self._now, flow_key))
+            hit = tuple(self._cap[l] for l in links), fixed_ns
+            if src != dst and self.router.hashed(src, dst):
+                hit += (links,)
+            self._profiles[key] = hit
+        return hit if hashed_links else hit[:2]
+
+    def rate_profile(self, src: str, dst: str, flow_key: int = 0, hashed_links: bool = True) -> tuple:
+        """What a flow's rate depends on but contention: its first, last and narrowest link (NIC caps
+        included); where the ECMP hash chose its links, the links too: copies that hash onto other
+        spines meet other collisions, so they are never alike (they are sent, and simulated, one by one).
+        ``hashed_links=False`` leaves the links out (:meth:`send_group`'s ``hashed_alike``)."""
+        key = (src, dst, flow_key if self._keyed else 0)
+        hit = self._rate_profiles.get(key)
+        if hit is None:
+            if src == dst:
+                hit = ()
+            else:
+                links = self._path_info(Message(0, src, dst, 1, self._now, flow_key))[0]
+                caps = [self._cap[l] for l in links]
+                hit = caps[0], caps[-1], min(caps)
+                if self.router.hashed(src, dst):
+                    hit += (links,)
+            self._rate_profiles[key] = hit
+        return hit if hashed_links else hit[:3]
+
+    def rates_alike(self, p0: tuple | None, flows: list[tuple[str, str, int]], hashed_links: bool = True) -> bool:
+        """Whether every (src, dst, flow_key) of ``flows`` has ``p0`` as its :meth:`rate_profile` (None where
+        that raises). One call for a collective's copies of a transfer (~1,000 at 1,024 GPUs): their profiles
+        are cached, and a lookup here costs half a method call."""
+        cache, keyed = self._rate_profiles, self._keyed
+        for f in flows:
+            hit = cache.get(f if keyed else (f[0], f[1], 0))
+            if hit is None:
+                try:
+                    hit = self.rate_profile(f[0], f[1], f[2], hashed_links)
+                except Exception:
+                    hit = None
+            elif not hashed_links:
+                hit = hit[:3]
+            if hit != p0:
+                return False
+        return True
+
+    def close(self) -> None:
+        """Free the rate engine's paths, classes and flows now (:meth:`_PyRates.close`). :meth:`stats` still
+        works; nothing else should be called."""
+        self._rates.close()
+
+    def _group_links(self, msg: Message, images, hashed_alike: bool = False):
+        links_too = not hashed_alike
+        prof = self.rate_profile(msg.src, msg.dst, msg.flow_key, links_too)
+        count: dict[int, int] = {}
+        fixed, inv = 0, 0.0
+        for src, dst in ((msg.src, msg.dst), *images):
+            if (src == dst) != (msg.src == msg.dst):
+                return None
+            if self.rate_profile(src, dst, msg.flow_key, links_too) != prof:
+                return None
+            links, fixed_ns, inv_cap = self._path_info(Message(0, src, dst, 1, self._now, msg.flow_key))
+            fixed, inv = max(fixed, fixed_ns), max(inv, inv_cap)
+            for l in links:
+                count[l] = count.get(l, 0) + 1
+        links, w = tuple(count), tuple(count.values())
+        links, w = self._canon.setdefault((links, w), (links, w))  # one _Path per set of links and copies
+        return links, w, fixed, inv
+
+    def pending(self) -> int:
+        return len(self._inflight_ids)
+
+    def next_event_ns(self) -> int | None:
+        """Earliest internal event (flow start, drain, or delivery): no completion comes sooner."""
+        t = min(self._rates.next_drain(), self._starts[0][0] if self._starts else math.inf,
+                self._done[0][0] if self._done else math.inf)
+        return None if t == math.inf else max(self._now, math.ceil(t))
+
+    def advance(self, until_ns: int | None = None) -> list[Completion]:
+        if until_ns is not None and until_ns < self._now:
+            raise ValueError(f"advance(until_ns={until_ns}) is before now_ns={self._now}")
+        limit = math.inf if until_ns is None else until_ns
+        starts, done, next_drain = self._starts, self._done, self._rates.next_drain
+        while True:
+            td = next_drain()
+            ts = starts[0][0] if starts else math.inf
+            tc = done[0][0] if done else math.inf
+            t_int = td if td <= ts else ts
+            if t_int <= tc and t_int <= limit and t_int != math.inf:
+                if td <= ts:
+                    self._drain_batch(td)
+                else:
+                    self._start_batch(ts)
+                continue
+            if tc <= limit and tc != math.inf:
+                self._now = tc
+                out = []
+                while done and done[0][0] == tc:
+                    _, mid = heapq.heappop(done)
+                    self._inflight_ids.discard(mid)
+                    out.append(Completion(mid, tc))
+                return out
+            if until_ns is None:
+                if self._active:
+                    raise NetworkError("flow backend stalled: active flows with no rate", value=self._active)
+                return []
+            self._now = until_ns
+            return []
+
+    def stats(self) -> NetStats:
+        r = self.router
+        wire = self._link_wire_bytes()
+        link_bytes = {r.link_name(l): b for l, b in enumerate(wire) if b}
+        util = 0.0
+        if self._first_start is not None and self._last_finish > self._first_start:
+            span = self._last_finish - self._first_start
+            util = max((b / (self._cap[l] * span) for l, b in enumerate(wire)), default=0.0)
+        c = self.counters
+        return NetStats(
+            messages=len(self._fct), bytes_delivered=self._bytes_delivered, fct_ns=dict(self._fct),
+            link_bytes=link_bytes,
+            extra={"max_link_utilization": util, "events": c.events, "refills": c.refills,
+                   "flow_copies": self._copies,
+                   "refilled_flows": c.refilled_flows, "link_bytes_are": "wire bytes (payload + headers)"})
+
+    def _link_wire_bytes(self) -> list[int]:
+        """Wire bytes per real link, expanded from the totals kept per path (one add per drained flow)."""
+        out = [0] * self._num_real
+        n = self._num_real
+        for (links, w), b in zip(self._path_links, self._wire_sum):
+            if b:
+                for l, k in zip(links, w):
+                    if l < n:
+                        out[l] += b * k
+        return out
+
+    def rates_gbps(self) -> dict[int, float]:
+        """Current wire rate of every active flow, by message id (for inspection and tests)."""
+        flows = self._flows
+        return {flows[seq][0].id: rate * 8 for seq, rate in self._rates.rates()}
+
+    # ------------------------------------------------------------------ events
+    def _start_batch(self, t: int) -> None:
+        self._events += 1
+        starts = self._starts
+        new: list[tuple[int, int, int]] = []
+        flows = self._flows
+        groups = self._groups
+        start_of = self._start_of
+        conn_pass, conn_busy = self._conn_pass, self._conn_busy
+        paths = self._paths
+        mtu, hdr = self._mtu, self._hdr
+        heappop = heapq.heappop
+        while starts and starts[0][0] == t:
+            _, seq, msg, info = heappop(starts)
+            mid = msg.id
+            if mid not in start_of:  # a message queued behind its connection keeps its post time
+                start_of[mid] = t
+            grp = groups.pop(mid, None) if groups else None
+            if msg.src == msg.dst:
+                self._finish(msg, t, 0)
+                continue
+            conn = msg.connection
+            if conn >= 0:
+                key = (msg.src, msg.dst, conn)
+                if mid in conn_pass:
+                    conn_pass.discard(mid)  # handed the connection by its predecessor
+                elif key in conn_busy:
+                    if grp is not None:
+                        groups[mid] = grp  # it starts later with its copies
+                    self._conn_wait.setdefault(key, deque()).append(msg)
+                    continue
+                conn_busy.add(key)
+            links, fixed_ns, inv_cap = info
+            if grp is not None:  # the latest copy's latency
+                fixed_ns, inv_cap = grp[3], grp[4]
+            size = msg.size_bytes
+            npkt = -(-size // mtu)
+            lat = fixed_ns + math.ceil((size - (npkt - 1) * mtu + hdr) * inv_cap - 1e-9)
+            wire = size + npkt * hdr
+            if grp is None:
+                pid = paths.get(id(links))
+                if pid is None:
+                    pid = self._path(links, None)
+                copies = 1
+            else:
+                pid, copies = self._path(grp[0], grp[1]), grp[2]
+            new.append((seq, pid, wire))
+            flows[seq] = (msg, lat, copies, wire, pid)
+        if not new:
+            return
+        self._active += len(new)
+        self._rates.start(new, t)
+
+    def _drain_batch(self, t0: float) -> None:
+        self._events += 1
+        flows, wire_sum = self._flows, self._wire_sum
+        gone = self._rates.drain(t0)
+        self._active -= len(gone)
+        for seq, drain_t in gone:
+            msg, lat, copies, wire, pid = flows.pop(seq)
+            wire_sum[pid] += wire
+            drain_ns = math.ceil(drain_t - 1e-6)
+            self._finish(msg, drain_ns, lat, copies)
+            if msg.connection >= 0:
+                self._next_on_connection(msg, drain_ns)
+
+    def _path(self, links: tuple[int, ...], w: tuple[int, ...] | None) -> int:
+        pid = self._paths.get(id(links))
+        if pid is None:
+            w = w if w is not None else (1,) * len(links)
+            pid = self._paths[id(links)] = self._rates.add_path(links, w)
+            self._path_links.append((links, w))
+            self._wire_sum.append(0)
+        return pid
+    def _next_on_connection(self, msg: Message, t: int) -> None:
+        key = (msg.src, msg.dst, msg.connection)
+        waiting = self._conn_wait.get(key)
+        if not waiting:
+            self._conn_busy.discard(key)
+            self._conn_wait.pop(key, None)
+            return
+        nxt = waiting.popleft()  # the connection stays busy: hand it to the next message
+        self._conn_pass.add(nxt.id)
+        self._seq += 1
+        heapq.heappush(self._starts, (max(t, self._start_of[nxt.id]), self._seq, nxt, self._path_info(nxt)))
+
+    def _finish(self, msg: Message, drain_ns: int, lat_ns: int, copies: int = 1) -> None:
+        fin = max(drain_ns, self._start_of[msg.id]) + lat_ns
+        heapq.heappush(self._done, (fin, msg.id))
+        self._fct[msg.id] = (self._start_of.pop(msg.id), fin)
+        self._bytes_delivered += msg.size_bytes * copies
+        self._copies += copies
+        if fin > self._last_finish:
+            self._last_finish = fin
+
+    def _path_info(self, msg: Message) -> tuple[tuple[int, ...], int, float]:
+        """(links incl. NIC caps, propagation + switch latency, sum of 1/capacity after the first link).
+
+        Cached per (src, dst, flow_key): the latency of a flow is propagation +
+        switch pipeline + store-and-forward of its last packet on every link after
+        the first (that last term scales with the packet, so only 1/capacity is kept).
+        """
+        key = (msg.src, msg.dst, msg.flow_key if self._keyed else 0)
+        hit = self._path_cache.get(key)
+        if hit is None:
+            r = self.router
+            nodes, links = r.route(msg.src, msg.dst, msg.flow_key)
+            prop = sum(r.link_delay_ns[l] for l in links)
+            inv_cap = sum(1.0 / self._cap[l] for l in links[1:])
+            s, d = nodes[0], nodes[-1]
+            full = list(links)
+            if s in self._nic_tx:
+                full = [self._nic_tx[s]] + full
+            if d in self._nic_rx:
+                full = full + [self._nic_rx[d]]
+            full = tuple(full)
+            full = self._canon.setdefault((full, None), (full, None))[0]  # one _Path per route
+            hit = (full, prop + (len(nodes) - 2) * self._hop_ns, inv_cap)
+            self._path_cache[key] = hit
+        return hit
+

@@ -80,21 +80,21 @@ def test_incremental_matches_reference_max_min(seed):
     """Random fabric and traffic: after every incremental update, rates equal a full recomputation."""
     rng = random.Random(seed)
     topo = _random_fabric(rng)
-    b = FlowBackend(topo, seed=seed)
+    b = FlowBackend(topo, seed=seed, engine="python")
     assert b._nic_tx or b._nic_rx, "some NIC caps must bind"
     checks = []
-    refill = b._refill
+    refill = b._rates._refill
 
     def checked_refill(seeds, t):
         refill(seeds, t)
-        active = {f.msg.id: f.links for f in b._live.values()}
+        active = {b._flows[f.seq][0].id: f.links for f in b._rates._live.values()}
         ref = max_min_rates(active, b._cap)
         got = b.rates_gbps()
         for mid, rate in ref.items():
             assert got[mid] == pytest.approx(rate * 8, rel=1e-6, abs=1e-9), mid
         checks.append(len(active))
 
-    b._refill = checked_refill
+    b._rates._refill = checked_refill
     for mid in range(120):
         s, d = rng.sample(topo.hosts, 2)
         start = rng.randint(0, 2_000_000) if seed % 2 else rng.choice([0, rng.randint(0, 1_000_000)])

@@ -27,18 +27,19 @@ def _fabric(rng: random.Random):
 def _check_classes(b: FlowBackend) -> int:
     """Every link's class holds exactly the live flows crossing it, with their copies; returns #flows."""
     on: dict[int, dict[int, int]] = {}
-    for f in b._live.values():
+    e = b._rates
+    for f in e._live.values():
         for l, w in zip(f.path.links, f.path.w):
             on.setdefault(l, {})[f.seq] = w
-    for l, c in enumerate(b._cls):
+    for l, c in enumerate(e._cls):
         members = {f.seq: w for p, w in c.active.items() for f in p.flows.values()}
         assert members == on.get(l, {}), f"link {l}"
         assert c.nflows == len(members)
         assert c.key[0] == b._cap[l]
-    for c in b._classes.values():  # loads are the members' rates times copies
+    for c in e._classes.values():  # loads are the members' rates times copies
         assert c.load == pytest.approx(sum(f.rate * w for p, w in c.active.items() for f in p.flows.values()),
                                        rel=1e-9, abs=1e-12)
-    return len(b._live)
+    return len(e._live)
 
 
 @pytest.mark.parametrize("hashed_alike", [False, True])
@@ -60,19 +61,20 @@ def test_classes_and_rates_match_brute_force(seed, idle_paths, hashed_alike, mon
         monkeypatch.setattr(flow_mod, "_IDLE_PATHS", idle_paths)
     rng = random.Random(seed)
     topo = _fabric(rng)
-    b = FlowBackend(topo, NetworkConfig(), seed=seed)
-    refill = b._refill
+    b = FlowBackend(topo, NetworkConfig(), seed=seed, engine="python")
+    e = b._rates
+    refill = e._refill
     seen = []
 
     def checked(seeds, t):
         refill(seeds, t)
         seen.append(_check_classes(b))
-        flows = {f.seq: tuple(l for l, w in zip(f.path.links, f.path.w) for _ in range(w)) for f in b._live.values()}
+        flows = {f.seq: tuple(l for l, w in zip(f.path.links, f.path.w) for _ in range(w)) for f in e._live.values()}
         ref = max_min_rates(flows, b._cap)
-        for f in b._live.values():
-            assert f.rate == pytest.approx(ref[f.seq], rel=1e-6, abs=1e-9), f.msg.id
+        for f in e._live.values():
+            assert f.rate == pytest.approx(ref[f.seq], rel=1e-6, abs=1e-9), b._flows[f.seq][0].id
 
-    b._refill = checked
+    e._refill = checked
     hosts = topo.hosts
     mid = 0
     for _ in range(60):
@@ -91,30 +93,30 @@ def test_classes_and_rates_match_brute_force(seed, idle_paths, hashed_alike, mon
         else:
             b.send(Message(mid, s, d, size, start, flow_key=mid))
     dropped = []
-    reclass = b._reclass
+    reclass = e._reclass
 
     def counted(p, add):
         if not add:
             dropped.append(p)
         reclass(p, add)
 
-    b._reclass = counted
+    e._reclass = counted
     done = run_all(b)
     assert len(done) == mid
     assert len(seen) > 30 and max(seen) >= 8
     if idle_paths == "rent":
         assert len(dropped) >= 5
-    assert not b._live and all(c.nflows == 0 and c.load == 0.0 for c in b._classes.values())
+    assert not e._live and all(c.nflows == 0 and c.load == 0.0 for c in e._classes.values())
 
 
 def _rail_group(size_bytes: int):
     """A backend with one group flow of 8 copies h0_i -> h1_i (leaf 0 -> leaf 1, rails pinned), started."""
     topo = leaf_spine(leaves=2, spines=2, hosts_per_leaf=8, rate_gbps=100.0, uplink_gbps=400.0)
-    b = FlowBackend(topo, NetworkConfig(ecmp="rail"))
+    b = FlowBackend(topo, NetworkConfig(ecmp="rail"), engine="python")
     imgs = tuple((f"h0_{i}", f"h1_{i}") for i in range(1, 8))
     assert b.send_group(Message(1, "h0_0", "h1_0", size_bytes, 0), imgs)
     b.advance(1)
-    (f,) = b._live.values()
+    (f,) = b._rates._live.values()
     return b, f
 
 
@@ -149,18 +151,19 @@ def test_an_idle_path_pays_rent_for_the_classes_it_splits(monkeypatch):
     alone = len(g.path.classes)
     b.send(Message(2, "h0_3", "h0_5", 10_000, 2))
     b.advance(3)
-    (q,) = [f.path for f in b._live.values() if f.msg.id == 2]
+    e = b._rates
+    (q,) = [f.path for f in e._live.values() if b._flows[f.seq][0].id == 2]
     assert len(q.links) == 2 and len(g.path.classes) == alone + 1
     refills = []
-    refill = b._refill
+    refill = e._refill
 
     def counted(seeds, t):
         refill(seeds, t)
-        if g.seq in b._live and g.fm == b._pass:  # the group was filled in this call's last pass
+        if g.seq in e._live and g.fm == e._pass:  # the group was filled in this call's last pass
             refills.append((q.registered, q.rent))
 
-    b._refill = counted
-    while any(f.msg.id == 2 for f in b._live.values()):
+    e._refill = counted
+    while any(b._flows[f.seq][0].id == 2 for f in e._live.values()):
         b.advance()
     assert refills == [(True, 1.0)]  # its drain gave the group its share back
     # a flow into h1_6 (the group's copy 6 arrives there) pulls the group into two more fillings, at its
@@ -171,6 +174,6 @@ def test_an_idle_path_pays_rent_for_the_classes_it_splits(monkeypatch):
     assert refills == [(True, 1.0), (True, 2.0), (False, 3.0)]
     # h0_3's uplink is back in the class of the group's other links; the new idle path splits h1_6's
     # downlink now, with the one refill since its drain as its rent
-    (r,) = b._idle
+    (r,) = e._idle
     assert r.rent == 1.0 and len(g.path.classes) == alone + 1
     assert b.rates_gbps() == pytest.approx({1: 100.0})

@@ -1,0 +1,2 @@
+def load(required: bool = False):
+    return None
