@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from netbackend.cache import cache_root
 from netbackend.errors import UserError
 
 MODULE_DIR = Path(__file__).resolve().parent / "src" / "heterosim-rdma"
@@ -88,14 +89,6 @@ def _sources() -> tuple[list[Path], list[Path], list[Path], list[Path]]:
     examples = sorted(MODULE_DIR.glob("examples/*.cc"))
     headers = sorted(MODULE_DIR.glob("model/*.h")) + sorted(MODULE_DIR.glob("helper/*.h"))
     return lib, tests, examples, headers
-
-
-def cache_root() -> Path:
-    base = os.environ.get("HETEROSIM_CACHE_DIR")
-    if base:
-        return Path(base)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "heterosim"
 
 
 def _key(tc: _Toolchain, files: list[Path]) -> str:
