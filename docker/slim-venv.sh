@@ -12,6 +12,8 @@ site=$(python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 before=$(du -sm "$VIRTUAL_ENV" | cut -f1)
 build=$(python -c 'from netbackend.ns3.build import ensure_built; print(ensure_built().root)')
 ln -sfn "$build" "$HETEROSIM_NS3_PREBUILT"
+# the flow backend's compiled rate engine, into the same cache (the Python engine runs where it cannot be built)
+python -c 'from netbackend import flowcore; flowcore.load() or print("slim-venv: flow engine not compiled:", flowcore.why_not)'
 chmod -R a+rX "$HETEROSIM_CACHE_DIR"
 
 ns3=$site/ns3

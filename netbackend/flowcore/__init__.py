@@ -1,11 +1,12 @@
 """The flow backend's rate engine compiled (``rates.cc``), built on first use into the cache.
 
 The same algorithm as :class:`netbackend.flow._PyRates`, operation for operation, so the rates are the
-same to the bit; it is 20-40x faster on the refills that dominate large runs (``benchmarks/bench_run.py``).
+same to the bit; the refills that dominate large flow-level runs go several times faster
+(``benchmarks/bench_run.py``, ``benchmarks/bench_planner.py``).
 It is compiled with g++ against this Python's headers into ``<cache>/flowcore-<key>/``, keyed by the
-source, compiler, flags and Python, in a temporary file renamed into place (concurrent first uses are
-safe). Where that is not possible (no g++, no headers) :func:`load` says why in :data:`why_not` and the
-flow backend runs its Python engine: same results, slower.
+source, flags and Python, in a temporary file renamed into place (concurrent first uses are safe); once
+built it needs no compiler. Where it cannot be built (no g++, no headers) :func:`load` says why in
+:data:`why_not` and the flow backend runs its Python engine: same results, slower.
 """
 from __future__ import annotations
 
@@ -38,27 +39,27 @@ def _compiler() -> str | None:
     return shutil.which(cxx)
 
 
-def _key(cxx: str, include: str) -> str:
-    version = subprocess.run([cxx, "--version"], capture_output=True, text=True, check=False).stdout
+def _key(include: str) -> str:
+    """The source, flags and the Python it is for: a module built once is used without a compiler (the
+    Docker image's runtime stage has none)."""
     h = hashlib.sha256()
-    for part in (cxx, version.splitlines()[0] if version else "", " ".join(CXXFLAGS), include, sys.version,
-                 importlib.machinery.EXTENSION_SUFFIXES[0]):
+    for part in (" ".join(CXXFLAGS), include, sys.version, importlib.machinery.EXTENSION_SUFFIXES[0]):
         h.update(part.encode() + b"\0")
     h.update(SOURCE.read_bytes())
     return h.hexdigest()[:16]
 
 
 def _build() -> Path:
+    include = sysconfig.get_paths()["include"]
+    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
+    final = cache_root() / f"flowcore-{_key(include)}" / f"_flowcore{suffix}"
+    if final.exists():
+        return final
     cxx = _compiler()
     if cxx is None:
         raise OSError("no C++ compiler (g++ or $CXX) on PATH")
-    include = sysconfig.get_paths()["include"]
     if not (Path(include) / "Python.h").exists():
         raise OSError(f"no Python.h under {include} (install the Python development headers)")
-    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
-    final = cache_root() / f"flowcore-{_key(cxx, include)}" / f"_flowcore{suffix}"
-    if final.exists():
-        return final
     final.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix="._flowcore-", suffix=suffix, dir=final.parent)
     os.close(fd)
