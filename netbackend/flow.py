@@ -40,6 +40,12 @@ number of active flows (``counters`` reports the work). The filling's heap holds
 the classes two or more set flows cross and, per flow, only the tightest of the
 classes it crosses alone within the set (the others could only pop after it froze);
 a pass ends when every set flow is frozen.
+
+The rate engine (classes, paths, filling, rent) is :class:`_PyRates` here and, compiled, ``netbackend/
+flowcore/rates.cc``: the same operations in the same order, so the two give the same rates, drain times
+and counters to the bit (``tests/netbackend/test_flow_engines.py``). The backend takes the compiled one
+where it can be built (``FlowBackend(engine=...)``, ``HETEROSIM_FLOW_ENGINE``: ``auto`` | ``compiled`` |
+``python``); messages, queue pairs and latencies stay here.
 """
 from __future__ import annotations
 
@@ -722,7 +728,10 @@ def _rate_engine(engine: str | None, cap: list[float]):
 
 @register_backend("flow")
 class FlowBackend(NetworkBackend):
-    """Flow-level fluid simulation with incremental max-min fair sharing (module docstring)."""
+    """Flow-level fluid simulation with incremental max-min fair sharing (module docstring).
+
+    ``engine``: ``compiled``, ``python`` or ``auto`` (the compiled one where it builds); None reads
+    ``HETEROSIM_FLOW_ENGINE``. Results are the same with either; :attr:`engine` says which runs."""
 
     def __init__(self, topology: NetTopology, config: NetworkConfig | None = None, seed: int = 0,
                  engine: str | None = None):
