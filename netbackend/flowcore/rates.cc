@@ -27,7 +27,8 @@ constexpr double kDrainBatchNs = 1e-3;  // _DRAIN_BATCH_NS
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // A dict as Python's: iteration in insertion order, a re-inserted key goes last, assigning to a present
-// key keeps its place. Erased entries are tombstones until they outnumber the live ones.
+// key keeps its place. Erased entries are tombstones until they outnumber the live ones. Up to kLinear
+// entries are found by a scan (most maps here are that small), beyond that through a hash index.
 template <class K, class V>
 class OrderedMap {
  public:
@@ -38,40 +39,41 @@ class OrderedMap {
   };
 
   V* find(const K& k) {
-    auto it = idx_.find(k);
-    return it == idx_.end() ? nullptr : &ents_[it->second].val;
+    std::ptrdiff_t i = Locate(k);
+    return i < 0 ? nullptr : &ents_[i].val;
   }
-  bool contains(const K& k) const { return idx_.count(k) != 0; }
+  bool contains(const K& k) const { return Locate(k) >= 0; }
   void set(const K& k, const V& v) {
-    auto it = idx_.find(k);
-    if (it != idx_.end()) {
-      ents_[it->second].val = v;
+    std::ptrdiff_t i = Locate(k);
+    if (i >= 0) {
+      ents_[i].val = v;
       return;
     }
-    idx_.emplace(k, ents_.size());
+    if (indexed_) idx_.emplace(k, ents_.size());
     ents_.push_back(Entry{k, v, true});
+    ++live_;
+    if (!indexed_ && ents_.size() > kLinear) Reindex();
   }
   bool erase(const K& k) {
-    auto it = idx_.find(k);
-    if (it == idx_.end()) return false;
-    ents_[it->second].live = false;
-    idx_.erase(it);
-    if (++dead_ > 16 && dead_ > idx_.size()) Compact();
+    std::ptrdiff_t i = Locate(k);
+    if (i < 0) return false;
+    ents_[i].live = false;
+    if (indexed_) idx_.erase(k);
+    --live_;
+    if (++dead_ > live_ + 4) Compact();
     return true;
   }
-  std::size_t size() const { return idx_.size(); }
-  bool empty() const { return idx_.empty(); }
+  std::size_t size() const { return live_; }
+  bool empty() const { return live_ == 0; }
   void clear() {
     ents_.clear();
     idx_.clear();
-    dead_ = 0;
+    indexed_ = false;
+    live_ = dead_ = 0;
   }
   // The first live entry (the least recently inserted); the map must not be empty.
   Entry& front() {
     std::size_t i = 0;
-    while (!ents_[i].live) ++i;
-    if (i > 16) Compact();  // a long dead prefix is not walked again
-    i = 0;
     while (!ents_[i].live) ++i;
     return ents_[i];
   }
@@ -84,25 +86,54 @@ class OrderedMap {
   // Copy of the live entries, in order.
   OrderedMap copy() const {
     OrderedMap m;
+    m.ents_.reserve(live_);
     for (const auto& e : ents_)
-      if (e.live) m.set(e.key, e.val);
+      if (e.live) m.ents_.push_back(e);
+    m.live_ = live_;
+    if (m.ents_.size() > kLinear) m.Reindex();
     return m;
   }
 
  private:
-  void Compact() {
-    std::vector<Entry> keep;
-    keep.reserve(idx_.size());
-    for (auto& e : ents_)
-      if (e.live) keep.push_back(std::move(e));
-    ents_.swap(keep);
+  static constexpr std::size_t kLinear = 8;
+
+  std::ptrdiff_t Locate(const K& k) const {
+    if (indexed_) {
+      auto it = idx_.find(k);
+      return it == idx_.end() ? -1 : static_cast<std::ptrdiff_t>(it->second);
+    }
+    for (std::size_t i = 0; i < ents_.size(); ++i)
+      if (ents_[i].live && ents_[i].key == k) return static_cast<std::ptrdiff_t>(i);
+    return -1;
+  }
+  void Reindex() {
     idx_.clear();
-    for (std::size_t i = 0; i < ents_.size(); ++i) idx_[ents_[i].key] = i;
+    idx_.reserve(ents_.size() * 2);
+    for (std::size_t i = 0; i < ents_.size(); ++i)
+      if (ents_[i].live) idx_.emplace(ents_[i].key, i);
+    indexed_ = true;
+  }
+  void Compact() {
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < ents_.size(); ++i)
+      if (ents_[i].live) {
+        if (n != i) ents_[n] = std::move(ents_[i]);
+        ++n;
+      }
+    ents_.resize(n);
     dead_ = 0;
+    if (n > kLinear) {
+      Reindex();
+    } else {
+      idx_.clear();
+      indexed_ = false;
+    }
   }
 
   std::vector<Entry> ents_;
   std::unordered_map<K, std::size_t> idx_;
+  bool indexed_ = false;
+  std::size_t live_ = 0;
   std::size_t dead_ = 0;
 };
 
@@ -123,6 +154,18 @@ struct Flow {
   Cls* nb = nullptr;
   int heap_refs = 0;  // drain-heap entries naming it (Python kept a drained flow alive through them)
   bool gone = false;
+  // scratch of Refill, in place of its dicts by seq: in S while in_s is the call's number; its own
+  // classes (own), the first of them in the heap's order (best) and the one in the heap (rep) while
+  // own_mark / rep_mark are the pass's number; in the pass's additions while add_mark is.
+  long long in_s = 0;
+  long long own_mark = 0;
+  std::vector<Cls*> own;
+  double best_v = 0.0;
+  long long best_cid = 0;
+  Cls* best_l = nullptr;
+  long long rep_mark = 0;
+  Cls* rep = nullptr;
+  long long add_mark = 0;
 };
 
 struct Path {
@@ -170,6 +213,8 @@ struct Cls {
   double osum = 0.0;
   long long cnt = 0;
   double res = 0.0;
+  long long max_mark = 0;  // maxv is the fastest member's rate in the pass max_mark (Refill's max_on)
+  double maxv = 0.0;
 };
 
 struct DrainEntry {
@@ -481,18 +526,35 @@ class Engine {
   OrderedMap<long long, Flow*> live_;
   long long active_ = 0;
   long long pass_ = 0;
+  long long calls_ = 0;
+  // Refill's lists, kept between calls so that their memory is reused
+  std::vector<Flow*> order_, best_order_, pulled_, lost_, add_;
+  std::vector<Cls*> s_on_;
+  std::vector<HeapEntry> heap_;
+  std::vector<std::pair<Flow*, Cls*>> moves_;
 };
 
 void Engine::Refill(const OrderedMap<long long, Flow*>& seeds, double t) {
-  OrderedMap<long long, Flow*> S = seeds.copy();
-  std::vector<Flow*> order;  // S's flows in order (S only grows, so appending keeps it)
-  S.each([&](long long, Flow* f) { order.push_back(f); });
+  const long long call = ++calls_;
+  std::vector<Flow*>& order = order_;  // S, in insertion order (S only grows)
+  order.clear();
+  const_cast<OrderedMap<long long, Flow*>&>(seeds).each([&](long long, Flow* f) {
+    f->in_s = call;
+    order.push_back(f);
+  });
+  std::vector<Cls*>& s_on = s_on_;
+  std::vector<HeapEntry>& heap = heap_;
+  std::vector<Flow*>& best_order = best_order_;
+  std::vector<Flow*>& pulled = pulled_;
+  std::vector<Flow*>& lost = lost_;
+  std::vector<Flow*>& add = add_;
+  std::vector<std::pair<Flow*, Cls*>>& moves = moves_;
   while (true) {
     refills += 1;
-    refilled_flows += static_cast<long long>(S.size());
+    refilled_flows += static_cast<long long>(order.size());
     pass_ += 1;
     const long long ep = pass_;
-    std::vector<Cls*> s_on;
+    s_on.clear();
     for (Flow* f : order) {
       double r = f->rate;
       Path* p = f->path;
@@ -532,45 +594,45 @@ void Engine::Refill(const OrderedMap<long long, Flow*>& seeds, double t) {
         s_on.push_back(solo);
       }
     }
-    std::vector<HeapEntry> heap;
-    std::unordered_map<long long, std::vector<Cls*>> own;
-    std::unordered_map<long long, HeapEntry> best;
-    std::vector<long long> best_order;
+    heap.clear();
+    best_order.clear();
     for (Cls* l : s_on) {
       double res = l->cap - (l->load - l->osum);
       if (res < 0.0) res = 0.0;
       l->res = res;
       if (l->s.size() == 1) {
-        long long sq = l->s[0]->seq;
+        Flow* f = l->s[0];
         double v = res / static_cast<double>(l->cnt);
-        auto o = own.find(sq);
-        if (o == own.end()) {
-          own[sq] = {l};
-          best[sq] = HeapEntry{v, l->cid, l};
-          best_order.push_back(sq);
+        if (f->own_mark != ep) {
+          f->own_mark = ep;
+          f->own.assign(1, l);
+          f->best_v = v;
+          f->best_cid = l->cid;
+          f->best_l = l;
+          best_order.push_back(f);
         } else {
-          o->second.push_back(l);
-          HeapEntry& b = best[sq];
-          if (Before(v, l->cid, b)) b = HeapEntry{v, l->cid, l};
+          f->own.push_back(l);
+          if (v < f->best_v || (v == f->best_v && l->cid < f->best_cid)) {
+            f->best_v = v;
+            f->best_cid = l->cid;
+            f->best_l = l;
+          }
         }
       } else {
         heap.push_back(HeapEntry{res / static_cast<double>(l->cnt), l->cid, l});
       }
     }
-    std::unordered_map<long long, Cls*> rep;
-    for (long long sq : best_order) {
-      const HeapEntry& e = best[sq];
-      rep[sq] = e.l;
-      heap.push_back(e);
+    for (Flow* f : best_order) {
+      f->rep_mark = ep;
+      f->rep = f->best_l;
+      heap.push_back(HeapEntry{f->best_v, f->best_cid, f->best_l});
     }
     std::make_heap(heap.begin(), heap.end(), HeapAfter());
     auto push = [&](const HeapEntry& e) {
       heap.push_back(e);
       std::push_heap(heap.begin(), heap.end(), HeapAfter());
     };
-    long long left = static_cast<long long>(S.size());
-    std::vector<Flow*> pulled;
-    std::vector<Flow*> lost;
+    long long left = static_cast<long long>(order.size());
     while (!heap.empty()) {
       std::pop_heap(heap.begin(), heap.end(), HeapAfter());
       HeapEntry top = heap.back();
@@ -589,7 +651,7 @@ void Engine::Refill(const OrderedMap<long long, Flow*>& seeds, double t) {
         double lim = share * (1 + kRel) + 1e-15;
         l->active.each([&](Path* q, long long) {
           q->flows.each([&](long long, Flow* g) {
-            if (g->rate > lim && !S.contains(g->seq)) pulled.push_back(g);
+            if (g->rate > lim && g->in_s != call) pulled.push_back(g);
           });
         });
       }
@@ -597,11 +659,11 @@ void Engine::Refill(const OrderedMap<long long, Flow*>& seeds, double t) {
         left += static_cast<long long>(pulled.size());
         lost.clear();
         for (Flow* g : pulled) {
-          S.set(g->seq, g);
+          g->in_s = call;
           order.push_back(g);
           double r = g->rate;
           Path* q = g->path;
-          std::vector<Cls*> mine;
+          bool mine = false;
           HeapEntry e{0.0, 0, nullptr};
           for (auto& [m, w] : ClassCopies(q)) {
             double wd = static_cast<double>(w);
@@ -615,43 +677,42 @@ void Engine::Refill(const OrderedMap<long long, Flow*>& seeds, double t) {
               m->cnt = w;
               s_on.push_back(m);
               double v = res / wd;
-              if (mine.empty()) {
-                mine.push_back(m);
+              if (!mine) {
+                mine = true;
+                g->own.assign(1, m);
                 e = HeapEntry{v, m->cid, m};
               } else {
-                mine.push_back(m);
+                g->own.push_back(m);
                 if (Before(v, m->cid, e)) e = HeapEntry{v, m->cid, m};
               }
               continue;
             }
             std::vector<Flow*>& ms = m->s;
-            if (ms.size() == 1 && ms[0]->fm != ep) {
-              auto rp = rep.find(ms[0]->seq);
-              if (rp != rep.end() && rp->second == m) lost.push_back(ms[0]);
-            }
+            if (ms.size() == 1 && ms[0]->fm != ep && ms[0]->rep_mark == ep && ms[0]->rep == m) lost.push_back(ms[0]);
             ms.push_back(g);
             m->osum += r * wd;
             m->res += r * wd;
             m->cnt += w;
             push(HeapEntry{m->res / static_cast<double>(m->cnt), m->cid, m});
           }
-          if (!mine.empty()) {
-            own[g->seq] = std::move(mine);
-            rep[g->seq] = e.l;
+          if (mine) {
+            g->own_mark = ep;
+            g->rep_mark = ep;
+            g->rep = e.l;
             push(e);
           }
         }
         for (Flow* f : lost) {
           bool any = false;
           HeapEntry e{0.0, 0, nullptr};
-          for (Cls* m : own[f->seq]) {
+          for (Cls* m : f->own) {
             if (m->s.size() != 1) continue;
             double v = m->res / static_cast<double>(m->cnt);
             if (!any || Before(v, m->cid, e)) e = HeapEntry{v, m->cid, m};
             any = true;
           }
           if (any) {
-            rep[f->seq] = e.l;
+            f->rep = e.l;
             push(e);
           }
         }
@@ -671,11 +732,9 @@ void Engine::Refill(const OrderedMap<long long, Flow*>& seeds, double t) {
       if (!left) break;
     }
     // --- does every outside flow whose bottleneck S touches still have one?
-    OrderedMap<long long, Flow*> add;
-    std::unordered_map<Cls*, double> maxrate;
+    add.clear();
     auto max_on = [&](Cls* m) {
-      auto it = maxrate.find(m);
-      if (it != maxrate.end()) return it->second;
+      if (m->max_mark == ep) return m->maxv;
       double v = 0.0;
       m->active.each([&](Path* q, long long) {
         q->flows.each([&](long long, Flow* h) {
@@ -683,15 +742,16 @@ void Engine::Refill(const OrderedMap<long long, Flow*>& seeds, double t) {
           if (x > v) v = x;
         });
       });
-      maxrate[m] = v;
+      m->max_mark = ep;
+      m->maxv = v;
       return v;
     };
-    std::vector<std::pair<Flow*, Cls*>> moves;
+    moves.clear();
     for (Cls* l : s_on) {
       l->s.clear();
       if (l->bn.empty()) continue;
-      l->bn.each([&](long long sq, Flow* g) {
-        if (S.contains(sq) || add.contains(sq)) return;
+      l->bn.each([&](long long, Flow* g) {
+        if (g->in_s == call || g->add_mark == ep) return;
         bool found = false;
         g->path->classes.each([&](Cls* m, long long) {
           if (found) return;
@@ -701,7 +761,10 @@ void Engine::Refill(const OrderedMap<long long, Flow*>& seeds, double t) {
             found = true;
           }
         });
-        if (!found) add.set(sq, g);
+        if (!found) {
+          g->add_mark = ep;
+          add.push_back(g);
+        }
       });
     }
     for (auto& [g, m] : moves) {
@@ -710,10 +773,10 @@ void Engine::Refill(const OrderedMap<long long, Flow*>& seeds, double t) {
       m->bn.set(g->seq, g);
     }
     if (add.empty()) break;
-    add.each([&](long long sq, Flow* g) {
-      if (!S.contains(sq)) order.push_back(g);
-      S.set(sq, g);
-    });
+    for (Flow* g : add) {
+      g->in_s = call;
+      order.push_back(g);
+    }
   }
   // --- commit
   for (Flow* f : order) {
