@@ -8,10 +8,13 @@ Targets (issue 15), printed as target/actual ratios measured in this run; not a 
     .venv/bin/python benchmarks/bench_run.py [--gpus 1024] [--no-write] [--full] [--compare]
     .venv/bin/python benchmarks/bench_run.py --mlperf
     .venv/bin/python benchmarks/bench_run.py --sizes 128,1024,4096,mlperf --before 37204f8 [--after HEAD] [--ecmp rail]
+    .venv/bin/python benchmarks/bench_run.py --sizes 1024,4096 --engines
 
 ``--before REV`` runs each size twice, each in a fresh process (so peak RSS is its own): once with
 the code of git revision REV (extracted with ``git archive``) and once with this tree, and prints
 the before/after table (wall, CPU, peak RSS, events, iteration time) with the ratios.
+
+``--engines`` does the same with this tree twice: the flow backend's Python rate engine, then the compiled one.
 
 ``--gpus N`` keeps the 1,024-GPU shape per replica (TP8 PP16, 192 micro-batches per replica, so
 batch = 1.5 N). It prints events/s, simulated vs total lanes (TP groups), the replica classes and
@@ -198,6 +201,23 @@ def agreement(a: dict, b: dict) -> str:
             f"per-stage max {st:.3%} of the iteration")
 
 
+def _pairs(sizes: list[str], sides: list[tuple[str, str, dict]], write: bool, ecmp: str) -> list[list[dict]]:
+    """Each size run once per side (label, code tree, extra environment), each in its own process."""
+    rows = []
+    for size in sizes:
+        pair = []
+        for label, tree, env in sides:
+            cmd = [sys.executable, str(Path(__file__).resolve()), "--json", size, "--ecmp", ecmp] + \
+                ([] if write else ["--no-write"])
+            out = subprocess.run(cmd, env={**os.environ, "PYTHONPATH": tree, **env}, check=True, capture_output=True,
+                                 text=True).stdout
+            pair.append(json.loads(out.strip().splitlines()[-1]))
+            brief = {k: v for k, v in pair[-1].items() if k not in ("breakdown", "stages")}
+            print(f"  {size:>6} {label}: {brief}", flush=True)
+        rows.append(pair)
+    return rows
+
+
 def before_after(sizes: list[str], rev: str, write: bool, after: str | None = None, ecmp: str = "hash") -> None:
     """Each size with the code of ``rev`` and with this tree (or git revision ``after``), each in its
     own process; one table."""
@@ -207,22 +227,27 @@ def before_after(sizes: list[str], rev: str, write: bool, after: str | None = No
             if r is not None:
                 revisions.extract(r, d)
         new = new if after is not None else str(here)
-        rows = []
-        for size in sizes:
-            pair = []
-            for tree in (old, new):
-                cmd = [sys.executable, str(Path(__file__).resolve()), "--json", size, "--ecmp", ecmp] + \
-                    ([] if write else ["--no-write"])
-                out = subprocess.run(cmd, env={**os.environ, "PYTHONPATH": tree}, check=True, capture_output=True,
-                                     text=True).stdout
-                pair.append(json.loads(out.strip().splitlines()[-1]))
-                brief = {k: v for k, v in pair[-1].items() if k not in ("breakdown", "stages")}
-                print(f"  {size:>6} {'before' if tree == old else 'after '}: {brief}", flush=True)
-            rows.append(pair)
+        rows = _pairs(sizes, [("before", old, {}), ("after ", new, {})], write, ecmp)
     print(f"\nbefore = git {rev}, after = {'git ' + after if after else 'this tree'}; flow backend, symmetry reduction on; "
           f"leaf-spine sizes with {ecmp} ECMP; "
           f"{'results written (summary, trace, plots)' if write else 'compile + simulate only'}; "
           f"{bytecode_note()}")
+    _table(rows)
+
+
+def engines(sizes: list[str], write: bool, ecmp: str = "hash") -> None:
+    """Each size with the flow backend's Python rate engine (before) and its compiled one (after), this tree,
+    each in its own process; one table (the results must be identical: the engines agree to the bit)."""
+    here = str(Path(__file__).resolve().parent.parent)
+    rows = _pairs(sizes, [("python  ", here, {"HETEROSIM_FLOW_ENGINE": "python"}),
+                          ("compiled", here, {"HETEROSIM_FLOW_ENGINE": "compiled"})], write, ecmp)
+    print(f"\nbefore = the Python rate engine, after = the compiled one (this tree); flow backend, symmetry reduction "
+          f"on; leaf-spine sizes with {ecmp} ECMP; "
+          f"{'results written (summary, trace, plots)' if write else 'compile + simulate only'}; {bytecode_note()}")
+    _table(rows)
+
+
+def _table(rows: list[list[dict]]) -> None:
     print(f"{'GPUs':>6} | {'wall s (before/after)':>22} {'x':>5} | {'CPU s':>15} {'x':>5} | {'peak RSS GB':>11} | "
           f"{'events':>17} | {'iteration s (before/after)':>26} | lanes")
     for b, a in rows:
@@ -256,14 +281,19 @@ def main() -> None:
     ap.add_argument("--sizes", default=None, help="comma-separated GPU counts and/or 'mlperf' (with --before)")
     ap.add_argument("--before", default=None, metavar="REV", help="git revision to compare with (fresh processes)")
     ap.add_argument("--after", default=None, metavar="REV", help="with --before: this revision instead of the tree")
+    ap.add_argument("--engines", action="store_true",
+                    help="with --sizes: the flow backend's Python vs compiled rate engine (fresh processes)")
     ap.add_argument("--json", default=None, metavar="SIZE", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.json:
         measure_json(args.json, args.write, args.ecmp)
         return
-    if args.before:
-        sizes = (args.sizes or ("mlperf" if args.mlperf else str(args.gpus))).split(",")
-        before_after([x.strip() for x in sizes], args.before, args.write, args.after, args.ecmp)
+    if args.before or args.engines:
+        sizes = [x.strip() for x in (args.sizes or ("mlperf" if args.mlperf else str(args.gpus))).split(",")]
+        if args.engines:
+            engines(sizes, args.write, args.ecmp)
+        else:
+            before_after(sizes, args.before, args.write, args.after, args.ecmp)
         return
     if args.mlperf:
         sc = scenario_from_dict(mlperf_scenario())
