@@ -321,23 +321,24 @@ def draws_rows(name: str, fn, arg, cache, kw: dict, n: int, off0: dict, auto0: d
         a = _isolated(fn, arg, "auto", **kw, draw=k, log_messages=True)
         runs.append((o, a))
     print(f"{'':<28} draws of {name} (RED / fluid-model draws moved, ECMP kept):", flush=True)
-    sums = {"off": [0, 0, 0.0], "auto": [0, 0, 0.0]}
+    sums = {"off": [0, 0, 0.0, 0.0, 0], "auto": [0, 0, 0.0, 0.0, 0]}
     for k, (o, a) in enumerate(runs):
         cells = []
         for mode, r in (("off", o), ("auto", a)):
             e, c = r["extra"]["ecn_marks"], r["extra"]["cnps_sent"]
-            p99 = _fct_stats(r["fct"])[1]
+            p50, p99 = _fct_stats(r["fct"])
             offs = sorted(abs(x) for x in replica_offsets(r["log"])) if "log" in r else []
-            sums[mode][0] += e
-            sums[mode][1] += c
-            sums[mode][2] += p99
-            cells.append(f"{mode} ECN {e} CNP {c} p99 {p99 / 1e3:.1f} us"
+            for i, v in enumerate((e, c, p99, p50, r["iteration_ns"])):
+                sums[mode][i] += v
+            cells.append(f"{mode} ECN {e} CNP {c} p50 {p50 / 1e3:.1f} us p99 {p99 / 1e3:.1f} us "
+                         f"iteration {r['iteration_ns'] / 1e9:.6f} s"
                          + (f" offset p50 {_pct(offs, .5) / 1e3:.1f} us" if offs else ""))
         print(f"{'':<30} draw {k}: " + "; ".join(cells), flush=True)
-    (eo, co, po), (ea, ca, pa) = sums["off"], sums["auto"]
+    (eo, co, po, qo, io), (ea, ca, pa, qa, ia) = sums["off"], sums["auto"]
     print(f"{'':<28} mean over {n} draws: ECN {eo / n:.0f} / {ea / n:.0f} ({_rel(eo, ea):+.1%}), CNP {co / n:.0f} / "
-          f"{ca / n:.0f} ({_rel(co, ca):+.1%}), FCT p99 {po / n / 1e3:.1f} / {pa / n / 1e3:.1f} us "
-          f"({_rel(po, pa):+.1%})", flush=True)
+          f"{ca / n:.0f} ({_rel(co, ca):+.1%}), FCT p50 {qo / n / 1e3:.1f} / {qa / n / 1e3:.1f} us ({_rel(qo, qa):+.1%}), "
+          f"FCT p99 {po / n / 1e3:.1f} / {pa / n / 1e3:.1f} us ({_rel(po, pa):+.1%}), iteration "
+          f"{_rel(io, ia):+.3%}", flush=True)
 
 
 def traffic_draws_rows(seeds: range, n: int) -> None:
