@@ -714,8 +714,8 @@ def _rate_engine(engine: str | None, cap: list[float]):
     """(engine object, its name) for ``engine`` (None: ``HETEROSIM_FLOW_ENGINE``, else ``auto``)."""
     name = engine or os.environ.get("HETEROSIM_FLOW_ENGINE") or "auto"
     if name not in ("auto", *ENGINES):
-        raise NetworkError(f"unknown flow engine (one of auto, {', '.join(ENGINES)})", field="flow engine",
-                           value=name)
+        raise NetworkError(f"unknown flow engine (one of auto, {', '.join(ENGINES)})",
+                           field="FlowBackend engine" if engine else "HETEROSIM_FLOW_ENGINE", value=name)
     args = (cap, _IDLE_PATHS, _RENT_CLASSES, _RENT_SAMPLE, _RENT_PER_LINK)
     if name != "python":
         from netbackend import flowcore

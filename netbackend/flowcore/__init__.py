@@ -91,6 +91,6 @@ def load(required: bool = False) -> ModuleType | None:
         except (OSError, ImportError) as e:
             why_not = str(e)
     if _module is None and required:
-        raise UserError(f"the compiled flow engine is not available: {why_not}", field="flow engine",
+        raise UserError(f"the compiled flow engine is not available: {why_not}", field="HETEROSIM_FLOW_ENGINE",
                         value="compiled")
     return _module

@@ -20,7 +20,7 @@ from conformance import leaf_spine
 from netbackend import Message
 from netbackend import flowcore
 from netbackend.config import NetworkConfig
-from netbackend.errors import NetworkError
+from netbackend.errors import NetworkError, UserError
 from netbackend.flow import FlowBackend
 
 _CAN_BUILD = bool(shutil.which("g++")) and (Path(sysconfig.get_paths()["include"]) / "Python.h").exists()
@@ -103,3 +103,20 @@ def test_an_unknown_engine_is_a_one_line_error_naming_it(monkeypatch):
     monkeypatch.setenv("HETEROSIM_FLOW_ENGINE", "fortran")
     with pytest.raises(NetworkError, match="fortran"):
         FlowBackend(leaf_spine(leaves=2, spines=1, hosts_per_leaf=2, rate_gbps=100.0, uplink_gbps=100.0))
+
+
+def test_without_a_compiler_auto_runs_the_python_engine_and_compiled_is_a_one_line_error(monkeypatch, tmp_path):
+    """A fresh cache and no compiler: ``auto`` falls back to the Python engine (same results), asking for the
+    compiled one is a one-line error naming the setting, and nothing is left in the cache."""
+    monkeypatch.setattr(flowcore, "_module", None)
+    monkeypatch.setattr(flowcore, "why_not", None)
+    monkeypatch.setenv("HETEROSIM_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("CXX", str(tmp_path / "no-such-compiler"))
+    topo = leaf_spine(leaves=2, spines=1, hosts_per_leaf=2, rate_gbps=100.0, uplink_gbps=100.0)
+    assert FlowBackend(topo).engine == "python"
+    assert "no C++ compiler" in flowcore.why_not
+    monkeypatch.setenv("HETEROSIM_FLOW_ENGINE", "compiled")
+    with pytest.raises(UserError, match="HETEROSIM_FLOW_ENGINE") as err:
+        FlowBackend(topo)
+    assert "\n" not in str(err.value)
+    assert not (tmp_path / "cache").exists()
