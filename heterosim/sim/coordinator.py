@@ -308,6 +308,9 @@ class Coordinator:
         """(id of an instance, replicas) -> [flows of theirs still moving, the instance, the replicas]."""
         self._ghost_seq = 0
         self._shift_memo: dict[tuple, tuple] = {}
+        self._tails: dict[int, tuple[tuple, tuple]] = {}
+        """id(t) -> (t, t[1:]) for the memoized endpoint tuples a flow and its copies are split from
+        (:meth:`_tail`)."""
         self._p2p_log: dict[tuple[int, int], dict] | None = None
         self._stop = False
         self.sym = None
@@ -1206,7 +1209,7 @@ class Coordinator:
         images = state.images[i] if state.images is not None else ()
         eps = None
         if shadow:  # a mirrored replica's own copies: the first is the flow, the others its copies
-            eps, images = images[0], images[1:]
+            eps, images = images[0], self._tail(images)
         own = images
         if state.shifts is not None and state.shifts[0]:  # mirrors in step with this one ride in its group
             images = self._mirror_copies(x, images, state.shifts[0], True)
@@ -1284,12 +1287,24 @@ class Coordinator:
                 self._shift_memo[key] = hit
         return hit
 
+    def _tail(self, t: tuple) -> tuple:
+        """``t[1:]``, the same tuple object each time for the same ``t``: the flow backend finds a group's
+        links by the identity of its copies' tuple (``send_group``), and a fresh slice each send made it
+        hash hundreds of endpoint pairs and keep every slice (321k on the planner's stage-major 1,024-GPU
+        candidate)."""
+        hit = self._tails.get(id(t))
+        if hit is None or hit[0] is not t:
+            hit = (t, t[1:])
+            if len(self._tails) < 100_000:
+                self._tails[id(t)] = hit  # holds t, so its id is not reused meanwhile
+        return hit[1]
+
     def _send_shifted(self, backend, x, pairs: tuple, tag: tuple, start: int) -> None:
         """A mirrored replica's copies of ``x`` as one group flow of their own that nothing waits for (ids < 0);
         ``tag``: (instance, replicas), whose own end of the instance is when its last such flow ends."""
         self._catch_up(backend)
         self._ghost_seq -= 1
-        (a, b), rest = pairs[0], pairs[1:]
+        (a, b), rest = pairs[0], self._tail(pairs)
         msg = Message(self._ghost_seq, a, b, int(x.size_bytes), start, x.flow_key, x.connection, x.step_bytes)
         self._ghost_tag[self._ghost_seq] = tag
         send_group = getattr(backend, "send_group", None)
