@@ -83,6 +83,11 @@ class OrderedMap {
     for (auto& e : ents_)
       if (e.live) fn(e.key, e.val);
   }
+  template <class F>
+  void each(F&& fn) const {
+    for (const auto& e : ents_)
+      if (e.live) fn(e.key, e.val);
+  }
   // Copy of the live entries, in order.
   OrderedMap copy() const {
     OrderedMap m;
@@ -538,7 +543,7 @@ void Engine::Refill(const OrderedMap<long long, Flow*>& seeds, double t) {
   const long long call = ++calls_;
   std::vector<Flow*>& order = order_;  // S, in insertion order (S only grows)
   order.clear();
-  const_cast<OrderedMap<long long, Flow*>&>(seeds).each([&](long long, Flow* f) {
+  seeds.each([&](long long, Flow* f) {
     f->in_s = call;
     order.push_back(f);
   });
