@@ -1002,7 +1002,8 @@ class FlowBackend(NetworkBackend):
             link_bytes=link_bytes,
             extra={"max_link_utilization": util, "events": c.events, "refills": c.refills,
                    "flow_copies": self._copies,
-                   "refilled_flows": c.refilled_flows, "link_bytes_are": "wire bytes (payload + headers)"})
+                   "refilled_flows": c.refilled_flows, "link_bytes_are": "wire bytes (payload + headers)",
+                   "rate_engine": self.engine})
 
     def _link_wire_bytes(self) -> list[int]:
         """Wire bytes per real link, expanded from the totals kept per path (one add per drained flow)."""

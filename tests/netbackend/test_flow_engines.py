@@ -54,6 +54,7 @@ def _run(seed: int, engine: str, hashed_alike: bool, n: int = 80):
     while b.pending():
         steps.append((tuple(b.advance()), sorted(b.rates_gbps().items())))
     st = b.stats()
+    assert st.extra["rate_engine"] == engine  # network.json says which ran
     c = b.counters
     return steps, st.fct_ns, st.link_bytes, (c.events, c.refills, c.refilled_flows)
 
