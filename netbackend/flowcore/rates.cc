@@ -16,6 +16,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 #include <vector>
