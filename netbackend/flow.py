@@ -787,7 +787,6 @@ class FlowBackend(NetworkBackend):
         """(start, seq, message, its _path_info): the path is looked up once, when it is sent."""
         self._done: list[tuple[int, int]] = []  # (finish_ns, message id)
         self._inflight_ids: set[int] = set()
-        self._active = 0
         self._start_of: dict[int, int] = {}
         # Messages of one (src, dst, connection) are carried in posting order, as one queue pair
         # sends its work requests: the next one starts when the previous has left the sender.
@@ -982,8 +981,8 @@ class FlowBackend(NetworkBackend):
                     out.append(Completion(mid, tc))
                 return out
             if until_ns is None:
-                if self._active:
-                    raise NetworkError("flow backend stalled: active flows with no rate", value=self._active)
+                if self._flows:  # (the flows the rate engine holds: one entry each, popped as it drains)
+                    raise NetworkError("flow backend stalled: active flows with no rate", value=len(self._flows))
                 return []
             self._now = until_ns
             return []
@@ -1071,14 +1070,12 @@ class FlowBackend(NetworkBackend):
             flows[seq] = (msg, lat, copies, wire, pid)
         if not new:
             return
-        self._active += len(new)
         self._rates.start(new, t)
 
     def _drain_batch(self, t0: float) -> None:
         self._events += 1
         flows, wire_sum = self._flows, self._wire_sum
         gone = self._rates.drain(t0)
-        self._active -= len(gone)
         for seq, drain_t in gone:
             msg, lat, copies, wire, pid = flows.pop(seq)
             wire_sum[pid] += wire
