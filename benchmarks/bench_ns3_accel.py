@@ -8,6 +8,7 @@ closed form.  Targets (issue 12): iteration time within 1 %, FCT p50 / p99 withi
     .venv/bin/python benchmarks/bench_ns3_accel.py                 # quickstart + traffic cases
     .venv/bin/python benchmarks/bench_ns3_accel.py --h4            # + H4-LLaMA-65B (minutes off)
     .venv/bin/python benchmarks/bench_ns3_accel.py --gpt3          # + GPT-3 175B b64 / 128 GPUs (~23 min off)
+    .venv/bin/python benchmarks/bench_ns3_accel.py --skip-small --traffic-scenarios  # scenarios/traffic, 1 ms of arrivals
     .venv/bin/python benchmarks/bench_ns3_accel.py --memoize       # auto with memoization (off by default)
     .venv/bin/python benchmarks/bench_ns3_accel.py --collisions fluid  # auto with the fluid model for collisions
     .venv/bin/python benchmarks/bench_ns3_accel.py --gpt3 --skip-small --off-cache .bench-cache  # reuse off runs
@@ -219,6 +220,33 @@ def run_traffic(mode: str, seed: int = 1, nudge: tuple[int, int] | None = None, 
     return _open_loop(topo, cfg, seed, msgs)
 
 
+TRAFFIC_ARRIVALS_NS = 1_000_000
+"""--traffic-scenarios: flows arrive for this long (the HPCC-paper scenarios' 10 ms would keep packet level
+busy for about an hour each; 1 ms of WebSearch at 50% load is ~1,150 flows and ~70 s of it)."""
+
+
+def run_traffic_scenario(path: str, mode: str, arrivals_ns: int = TRAFFIC_ARRIVALS_NS) -> dict:
+    """A ``scenarios/traffic`` YAML as ``heterosim traffic`` runs it (its own fabric, CC and flows), with
+    arrivals cut to ``arrivals_ns``, no warm-up and every flow run to its end (each one counted):
+    the result as :func:`run_training`'s (``iteration_ns``: the last delivery), plus the FCT
+    slowdowns of ``heterosim traffic`` (``slowdown``)."""
+    from heterosim.traffic.build import load_traffic, plan
+    from heterosim.traffic.run import run_flows, summarize
+
+    sc = load_traffic(path, {"duration_ns": arrivals_ns, "warmup_ns": 0, "drain_ns": None})
+    acc = sc.network.acceleration.model_copy(update={"mode": mode, **(ACC if mode == "auto" else {})})
+    p = plan(sc.model_copy(update={"network": sc.network.model_copy(update={"backend": "ns3", "acceleration": acc})}))
+    cfg = p.scenario.network
+    c0 = time.process_time()
+    finish, st, sim_ns, wall, setup = run_flows(p, cfg)
+    cpu = time.process_time() - c0
+    start = {m.id: m.start_ns for m in p.flows}
+    slow = summarize(p, cfg, "ns3", finish, st, sim_ns, wall, setup)["summary"]["slowdown"]["all"]
+    return {"wall_s": wall, "cpu_s": cpu, "iteration_ns": max(finish.values(), default=0),
+            "fct": {i: (start[i], f) for i, f in finish.items()}, "extra": st.extra, "slowdown": slow,
+            "flows": len(p.flows), "unfinished": len(p.flows) - len(finish)}
+
+
 def _open_loop(topo: NetTopology, cfg: NetworkConfig, seed: int, msgs: list[Message]) -> dict:
     """Post ``msgs`` at their start times on a fresh ns-3 backend and run until all are delivered: the
     result as :func:`run_training`'s (``iteration_ns``: the last delivery)."""
@@ -411,6 +439,9 @@ def main() -> None:
                          "moved, the ECMP hash kept; off: ns-3's run number), with the replica offsets and the "
                          "counters' means over the N draws: on a hashed fabric one run's marks hang on a few "
                          "random collision outcomes in the pipeline fill")
+    ap.add_argument("--traffic-scenarios", action="store_true",
+                    help="add every scenarios/traffic YAML (DCQCN incast, the HPCC paper's WebSearch and FB_Hadoop "
+                         f"loads), arrivals cut to {TRAFFIC_ARRIVALS_NS / 1e6:g} ms, every flow counted")
     ap.add_argument("--traffic-draws", type=int, default=0, metavar="N",
                     help="rings + incast over scenario seeds K..K+S-1 (--seed-from, at least 1 as the rings + "
                          "incast row's seed; --seeds), each mode N times "
@@ -442,6 +473,9 @@ def main() -> None:
     if not args.skip_small:
         cases += seeded_cases("quickstart (16 GPUs)", run_training, str(root / "scenarios/quickstart.yaml"))
         cases.append(("traffic: rings+incast", run_traffic, None, {}))
+    if args.traffic_scenarios:
+        cases += [(f"traffic: {y.stem}", run_traffic_scenario, str(y), {})
+                  for y in sorted((root / "scenarios" / "traffic").glob("*.yaml"))]
     if args.h4:
         cases += seeded_cases("H4-LLaMA-65B (128 GPUs)", run_training,
                               str(root / "scenarios/suites/h-suite/h4-llama1-65b.yaml"))
@@ -482,6 +516,12 @@ def main() -> None:
                       f"{tot['ecn_marks'][0]}/{tot['ecn_marks'][1]} ({_rel(*tot['ecn_marks']):+.1%}), CNP "
                       f"{tot['cnps_sent'][0]}/{tot['cnps_sent'][1]} ({_rel(*tot['cnps_sent']):+.1%}), "
                       f"iteration {', '.join(f'{x:+.2%}' for x in its)}", flush=True)
+        if fn is run_traffic_scenario:
+            so, sa = off["slowdown"], auto["slowdown"]
+            print(f"{'':<28} {off['flows']:,} flows ({off['unfinished']} / {auto['unfinished']} unfinished); FCT "
+                  f"slowdown p50 {so['p50']:.3f} / {sa['p50']:.3f} ({_rel(so['p50'], sa['p50']):+.1%}), p95 "
+                  f"{so['p95']:.3f} / {sa['p95']:.3f} ({_rel(so['p95'], sa['p95']):+.1%}), p99 {so['p99']:.3f} / "
+                  f"{sa['p99']:.3f} ({_rel(so['p99'], sa['p99']):+.1%})", flush=True)
         if fn is run_traffic:
             # The incast's outcome hangs on microseconds: the reference itself, with one 256 KB
             # message that starts as the incast does moved by 1 us, is what auto is compared with.

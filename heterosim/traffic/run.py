@@ -32,11 +32,21 @@ FCT_COLUMNS = ("id", "kind", "src", "dst", "size_bytes", "start_ns", "fct_ns", "
 
 def simulate(p: TrafficPlan, *, cc: str | None = None, backend: str | None = None) -> dict[str, Any]:
     """One simulation of the plan; returns the summary and the per-flow rows (picklable)."""
-    from netbackend.registry import create_backend
-
     sc = p.scenario
     name = backend or sc.network.backend
     cfg = sc.network.model_copy(update={"backend": name, **({"cc": cc} if cc else {})})
+    finish, stats, sim_ns, wall, t_setup = run_flows(p, cfg)
+    return summarize(p, cfg, name, finish, stats, sim_ns, wall, t_setup)
+
+
+def run_flows(p: TrafficPlan, cfg) -> tuple[dict[int, int], Any, int, float, float]:
+    """The plan's flows on a backend set up by ``cfg`` (its ``backend`` names which): (flow id -> finish
+    ns, the backend's stats, simulated ns, wall s, set-up wall s).  For callers that want the raw
+    stats (``benchmarks/bench_ns3_accel.py`` compares acceleration modes on them)."""
+    from netbackend.registry import create_backend
+
+    sc = p.scenario
+    name = cfg.backend
     t0 = time.perf_counter()
     finish: dict[int, int] = {}
     net = create_backend(name, p.topology, cfg, sc.seed)
@@ -63,8 +73,7 @@ def simulate(p: TrafficPlan, *, cc: str | None = None, backend: str | None = Non
         stats = net.stats()
     finally:
         net.close()
-    wall = time.perf_counter() - t0
-    return summarize(p, cfg, name, finish, stats, sim_ns, wall, t_setup)
+    return finish, stats, sim_ns, time.perf_counter() - t0, t_setup
 
 
 def summarize(p: TrafficPlan, cfg, backend: str, finish: dict[int, int], stats, sim_ns: int,
