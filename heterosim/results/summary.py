@@ -65,14 +65,24 @@ def _simulation_stats(sim, wall_s: float) -> dict:
         inside = extra["ns3_wall_s"] + extra.get("setup_wall_s", 0.0)
         out["ns3_wall_s"] = inside
         out["outside_ns3_fraction"] = max(0.0, 1.0 - inside / wall_s)
+    acc = acceleration_summary(extra)
+    if acc:
+        out["acceleration"] = acc
+    return out
+
+
+def acceleration_summary(extra: dict) -> dict | None:
+    """What a summary keeps of the ns-3 backend's ``acceleration`` report (network.acceleration auto,
+    netbackend/ns3/accel.py): the bytes each way went, and where the fluid model's PFC blind spot may
+    matter (``fluid_pfc``); None without one.  Shared by the training and traffic summaries."""
     acc = extra.get("acceleration")
-    if acc:  # network.acceleration auto (netbackend/ns3/accel.py)
-        out["acceleration"] = {k: acc[k] for k in ("bytes_packet_level", "bytes_closed_form", "bytes_fast_forwarded",
-                                                   "bytes_replayed", "partitions_closed_form", "handbacks",
-                                                   "memo_hits", "fallback_packet_level", "note")}
-        for k in ("bytes_migrated", "migrations", "messages_rate_limited", "not_qualified", "bytes_fluid", "fluid_pfc"):
-            if k in acc:
-                out["acceleration"][k] = acc[k]
+    if not acc:
+        return None
+    out = {k: acc[k] for k in ("bytes_packet_level", "bytes_closed_form", "bytes_fast_forwarded", "bytes_replayed",
+                               "partitions_closed_form", "handbacks", "memo_hits", "fallback_packet_level", "note")}
+    for k in ("bytes_migrated", "migrations", "messages_rate_limited", "not_qualified", "bytes_fluid", "fluid_pfc"):
+        if k in acc:
+            out[k] = acc[k]
     return out
 
 

@@ -61,6 +61,26 @@ def traffic_command(
         if all(v is None for v in vals):
             continue
         t.add_row(label, *("-" if v is None else fmt.format(v * scale[0] if scale else v) for v in vals))
+    accs = [pick(s, "simulation", "acceleration") for s in summaries]
+    if any(accs):
+        t.add_row("ns-3 acceleration", *("-" if a is None else _shares(a) for a in accs))
+    blind = [len(((a or {}).get("fluid_pfc") or {}).get("possible_at") or []) for a in accs]
+    if any(blind):
+        # The fluid model has no PFC: its "0 paused" is not a measurement where a PAUSE could have fired.
+        t.add_row("PFC could have paused (fluid)", *(f"at {n} switches" if n else "-" for n in blind))
     Console().print(t)
+    if any(blind):
+        err_console.print("[bold yellow]warning:[/] network.acceleration.collisions: fluid does not simulate PFC, and "
+                          "a PAUSE could have fired where it queued bytes, so its PFC figures (and the queues and "
+                          "FCTs behind them) are not packet level's; collisions: packet simulates them "
+                          "(summary.json: simulation.acceleration.fluid_pfc)", highlight=False, soft_wrap=True)
     files = "comparison.md/.csv/.json, <cc>/fct.csv, <cc>/summary.json" if cc else "fct.csv, summary.json"
     Console().print(f"results: {out}/ ({files}, slowdown_vs_size.png, queue_cdf.png)")
+
+
+def _shares(acc: dict) -> str:
+    """Where the bytes went under network.acceleration auto, as shares."""
+    parts = {"closed form": acc.get("bytes_closed_form", 0), "packet": acc.get("bytes_packet_level", 0),
+             "fluid": acc.get("bytes_fluid", 0)}
+    total = sum(parts.values())
+    return ", ".join(f"{v / total:.0%} {k}" for k, v in parts.items() if v) if total else "no bytes"

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from heterosim.errors import UserError
+from heterosim.results.summary import acceleration_summary
 from heterosim.studies.compare import _parse_ccs, run_per_cc
 from heterosim.traffic.build import KINDS, TrafficPlan, load_traffic, plan
 from heterosim.traffic.config import TrafficScenario
@@ -136,6 +137,9 @@ def summarize(p: TrafficPlan, cfg, backend: str, finish: dict[int, int], stats, 
                        "backend_wall_s": extra.get("ns3_wall_s"),
                        "note": "PFC, queue and utilisation figures cover the whole simulated time"},
     }
+    acc = acceleration_summary(extra)
+    if acc:
+        summary["simulation"]["acceleration"] = acc
     samples = sorted(q for t, _, q in extra.get("queue_samples") or [] if t >= sc.warmup_ns)
     qcdf = [samples[min(len(samples) - 1, i * len(samples) // QUEUE_CDF_POINTS)]
             for i in range(QUEUE_CDF_POINTS)] if samples else []

@@ -47,3 +47,31 @@ def test_two_cc_settings_side_by_side(write_yaml, tmp_path):
     dcqcn, none = summaries
     assert dcqcn["ecn_marks"] > 0 and dcqcn["cnps_sent"] > 0
     assert none["cnps_sent"] == 0
+
+
+def test_fluid_collisions_say_where_pfc_could_have_paused(write_yaml, tmp_path):
+    """The fluid collision model has no PFC. On an incast whose ingress queues pass a static 20 KB PAUSE
+    threshold, packet level pauses; the fluid run must not hand back its "0 paused" silently: the
+    summary lists the switches where a PAUSE could have fired and the console warns (issue 12: a run
+    never silently returns a wrong answer)."""
+    from .test_cli_outputs import cli
+
+    incast = {"senders": 6, "bytes_per_sender": 1_000_000, "times_ns": [0], "receiver": "h0"}
+    net = {"backend": "ns3", "mtu_bytes": 1024, "pfc": {"threshold": "static", "static_threshold_kb": 20}}
+    runs = {}
+    for collisions in ("packet", "fluid"):
+        path = write_yaml(tiny(network={**net, "acceleration": {"mode": "auto", "collisions": collisions}},
+                               workload={"incast": [incast]}, duration_ns=10_000, warmup_ns=0), f"{collisions}.yaml")
+        out = tmp_path / collisions
+        proc = cli(path, "--out", out)
+        assert proc.returncode == 0, proc.stderr
+        runs[collisions] = (proc, json.load(open(out / "summary.json")))
+    proc, s = runs["packet"]
+    assert s["pfc"]["pause_frames"] > 0  # the PAUSE does fire at packet level
+    assert not (s["simulation"]["acceleration"].get("fluid_pfc") or {}).get("possible_at")
+    assert "does not simulate PFC" not in proc.stderr
+    proc, s = runs["fluid"]
+    acc = s["simulation"]["acceleration"]
+    assert acc["bytes_fluid"] > 0 and s["pfc"]["pause_frames"] == 0
+    assert [p["switch"] for p in acc["fluid_pfc"]["possible_at"]], acc["fluid_pfc"]
+    assert "does not simulate PFC" in proc.stderr and "PFC could have paused (fluid)" in proc.stdout
