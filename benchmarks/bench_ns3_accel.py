@@ -225,17 +225,19 @@ TRAFFIC_ARRIVALS_NS = 1_000_000
 busy for about an hour each; 1 ms of WebSearch at 50% load is ~1,150 flows and ~70 s of it)."""
 
 
-def run_traffic_scenario(path: str, mode: str, arrivals_ns: int = TRAFFIC_ARRIVALS_NS) -> dict:
+def run_traffic_scenario(path: str, mode: str, arrivals_ns: int = TRAFFIC_ARRIVALS_NS, draw: int = 0) -> dict:
     """A ``scenarios/traffic`` YAML as ``heterosim traffic`` runs it (its own fabric, CC and flows), with
     arrivals cut to ``arrivals_ns``, no warm-up and every flow run to its end (each one counted):
     the result as :func:`run_training`'s (``iteration_ns``: the last delivery), plus the FCT
-    slowdowns of ``heterosim traffic`` (``slowdown``)."""
+    slowdowns of ``heterosim traffic`` (``slowdown``). ``draw``: RED's and the fluid model's random
+    draws moved (``network.rng_run``; flows and ECMP kept)."""
     from heterosim.traffic.build import load_traffic, plan
     from heterosim.traffic.run import run_flows, summarize
 
     sc = load_traffic(path, {"duration_ns": arrivals_ns, "warmup_ns": 0, "drain_ns": None})
     acc = sc.network.acceleration.model_copy(update={"mode": mode, **(ACC if mode == "auto" else {})})
-    p = plan(sc.model_copy(update={"network": sc.network.model_copy(update={"backend": "ns3", "acceleration": acc})}))
+    net = sc.network.model_copy(update={"backend": "ns3", "acceleration": acc, "rng_run": sc.network.rng_run + draw})
+    p = plan(sc.model_copy(update={"network": net}))
     cfg = p.scenario.network
     c0 = time.process_time()
     finish, st, sim_ns, wall, setup = run_flows(p, cfg)
@@ -395,6 +397,34 @@ def traffic_draws_rows(seeds: range, n: int) -> None:
           f"(per seed {min(diffs):+.1%} to {max(diffs):+.1%}), ECN {_rel(ecn['off'], ecn['auto']):+.1%}", flush=True)
 
 
+def traffic_scenario_lines(name: str, path: str, cache, off: dict, auto: dict, n: int) -> None:
+    """A traffic scenario's FCT slowdowns off / auto; with ``n`` > 1 draws (``--draws``), each mode's
+    means over draws 0..n-1 too (an incast's last delivery and marks are a draw of the DCQCN sawtooth and
+    RED: the shipped 4 -> 1 DCQCN incast's last delivery spans 9.3-11.5 ms over 8 packet-level draws)."""
+    def line(label: str, o: dict, a: dict) -> None:
+        print(f"{'':<28} {label}FCT slowdown p50 {o['p50']:.3f} / {a['p50']:.3f} ({_rel(o['p50'], a['p50']):+.1%}), "
+              f"p95 {o['p95']:.3f} / {a['p95']:.3f} ({_rel(o['p95'], a['p95']):+.1%}), p99 {o['p99']:.3f} / "
+              f"{a['p99']:.3f} ({_rel(o['p99'], a['p99']):+.1%})", flush=True)
+
+    print(f"{'':<28} {off['flows']:,} flows ({off['unfinished']} / {auto['unfinished']} unfinished)", flush=True)
+    line("", off["slowdown"], auto["slowdown"])
+    if n <= 1:
+        return
+    runs = {"off": [off], "auto": [auto]}
+    for k in range(1, n):
+        runs["off"].append(_off(name, run_traffic_scenario, path, cache, draw=k))
+        runs["auto"].append(_isolated(run_traffic_scenario, path, "auto", draw=k))
+    mean = {m: {"last": sum(r["iteration_ns"] for r in rs) / n, "ecn": sum(r["extra"]["ecn_marks"] for r in rs) / n,
+                "slow": {q: sum(r["slowdown"][q] for r in rs) / n for q in ("p50", "p95", "p99")}}
+            for m, rs in runs.items()}
+    o, a = mean["off"], mean["auto"]
+    print(f"{'':<28} means over draws 0-{n - 1}: last delivery {o['last'] / 1e6:.3f} / {a['last'] / 1e6:.3f} ms "
+          f"({_rel(o['last'], a['last']):+.2%}; off per draw {min(r['iteration_ns'] for r in runs['off']) / 1e6:.3f}-"
+          f"{max(r['iteration_ns'] for r in runs['off']) / 1e6:.3f}), ECN {o['ecn']:.0f} / {a['ecn']:.0f} "
+          f"({_rel(o['ecn'], a['ecn']):+.1%})", flush=True)
+    line(f"means over draws 0-{n - 1}: ", o["slow"], a["slow"])
+
+
 def sensitivity_row(name: str, off: dict, nudged: dict) -> None:
     """The reference against itself nudged: the differences auto's are to be read beside."""
     p50o, p99o = _fct_stats(off["fct"])
@@ -435,7 +465,7 @@ def main() -> None:
                          "ns), against the off run: how far the reference itself moves under a nudge no model "
                          "claims to resolve (closed loop, a hashed fabric's collisions hang on microseconds)")
     ap.add_argument("--draws", type=int, default=1, metavar="N",
-                    help="training scenarios: also draws 1..N-1 of each mode (the RED and fluid-model random draws "
+                    help="training and traffic scenarios: also draws 1..N-1 of each mode (the RED and fluid-model random draws "
                          "moved, the ECMP hash kept; off: ns-3's run number), with the replica offsets and the "
                          "counters' means over the N draws: on a hashed fabric one run's marks hang on a few "
                          "random collision outcomes in the pipeline fill")
@@ -517,11 +547,7 @@ def main() -> None:
                       f"{tot['cnps_sent'][0]}/{tot['cnps_sent'][1]} ({_rel(*tot['cnps_sent']):+.1%}), "
                       f"iteration {', '.join(f'{x:+.2%}' for x in its)}", flush=True)
         if fn is run_traffic_scenario:
-            so, sa = off["slowdown"], auto["slowdown"]
-            print(f"{'':<28} {off['flows']:,} flows ({off['unfinished']} / {auto['unfinished']} unfinished); FCT "
-                  f"slowdown p50 {so['p50']:.3f} / {sa['p50']:.3f} ({_rel(so['p50'], sa['p50']):+.1%}), p95 "
-                  f"{so['p95']:.3f} / {sa['p95']:.3f} ({_rel(so['p95'], sa['p95']):+.1%}), p99 {so['p99']:.3f} / "
-                  f"{sa['p99']:.3f} ({_rel(so['p99'], sa['p99']):+.1%})", flush=True)
+            traffic_scenario_lines(name, arg, args.off_cache, off, auto, args.draws)
         if fn is run_traffic:
             # The incast's outcome hangs on microseconds: the reference itself, with one 256 KB
             # message that starts as the incast does moved by 1 us, is what auto is compared with.
