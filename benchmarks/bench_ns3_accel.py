@@ -9,6 +9,7 @@ closed form.  Targets (issue 12): iteration time within 1 %, FCT p50 / p99 withi
     .venv/bin/python benchmarks/bench_ns3_accel.py --h4            # + H4-LLaMA-65B (minutes off)
     .venv/bin/python benchmarks/bench_ns3_accel.py --gpt3          # + GPT-3 175B b64 / 128 GPUs (~23 min off)
     .venv/bin/python benchmarks/bench_ns3_accel.py --skip-small --traffic-scenarios  # scenarios/traffic, 1 ms of arrivals
+    .venv/bin/python benchmarks/bench_ns3_accel.py --skip-small --traffic-scenarios hpcc-websearch-50 --traffic-ms 5
     .venv/bin/python benchmarks/bench_ns3_accel.py --memoize       # auto with memoization (off by default)
     .venv/bin/python benchmarks/bench_ns3_accel.py --collisions fluid  # auto with the fluid model for collisions
     .venv/bin/python benchmarks/bench_ns3_accel.py --gpt3 --skip-small --off-cache .bench-cache  # reuse off runs
@@ -397,7 +398,7 @@ def traffic_draws_rows(seeds: range, n: int) -> None:
           f"(per seed {min(diffs):+.1%} to {max(diffs):+.1%}), ECN {_rel(ecn['off'], ecn['auto']):+.1%}", flush=True)
 
 
-def traffic_scenario_lines(name: str, path: str, cache, off: dict, auto: dict, n: int) -> None:
+def traffic_scenario_lines(name: str, path: str, cache, off: dict, auto: dict, n: int, kw: dict) -> None:
     """A traffic scenario's FCT slowdowns off / auto; with ``n`` > 1 draws (``--draws``), each mode's
     means over draws 0..n-1 too (an incast's last delivery and marks are a draw of the DCQCN sawtooth and
     RED: the shipped 4 -> 1 DCQCN incast's last delivery spans 9.3-11.5 ms over 8 packet-level draws)."""
@@ -412,8 +413,8 @@ def traffic_scenario_lines(name: str, path: str, cache, off: dict, auto: dict, n
         return
     runs = {"off": [off], "auto": [auto]}
     for k in range(1, n):
-        runs["off"].append(_off(name, run_traffic_scenario, path, cache, draw=k))
-        runs["auto"].append(_isolated(run_traffic_scenario, path, "auto", draw=k))
+        runs["off"].append(_off(name, run_traffic_scenario, path, cache, **kw, draw=k))
+        runs["auto"].append(_isolated(run_traffic_scenario, path, "auto", **kw, draw=k))
     mean = {m: {"last": sum(r["iteration_ns"] for r in rs) / n, "ecn": sum(r["extra"]["ecn_marks"] for r in rs) / n,
                 "slow": {q: sum(r["slowdown"][q] for r in rs) / n for q in ("p50", "p95", "p99")}}
             for m, rs in runs.items()}
@@ -469,9 +470,11 @@ def main() -> None:
                          "moved, the ECMP hash kept; off: ns-3's run number), with the replica offsets and the "
                          "counters' means over the N draws: on a hashed fabric one run's marks hang on a few "
                          "random collision outcomes in the pipeline fill")
-    ap.add_argument("--traffic-scenarios", action="store_true",
-                    help="add every scenarios/traffic YAML (DCQCN incast, the HPCC paper's WebSearch and FB_Hadoop "
-                         f"loads), arrivals cut to {TRAFFIC_ARRIVALS_NS / 1e6:g} ms, every flow counted")
+    ap.add_argument("--traffic-scenarios", nargs="*", metavar="NAME",
+                    help="add scenarios/traffic YAMLs by name (none given: all; the DCQCN incast, the HPCC paper's "
+                         "WebSearch and FB_Hadoop loads), arrivals cut to --traffic-ms, every flow counted")
+    ap.add_argument("--traffic-ms", type=float, default=TRAFFIC_ARRIVALS_NS / 1e6,
+                    help="--traffic-scenarios: how long flows arrive, ms (default %(default)g)")
     ap.add_argument("--traffic-draws", type=int, default=0, metavar="N",
                     help="rings + incast over scenario seeds K..K+S-1 (--seed-from, at least 1 as the rings + "
                          "incast row's seed; --seeds), each mode N times "
@@ -503,9 +506,16 @@ def main() -> None:
     if not args.skip_small:
         cases += seeded_cases("quickstart (16 GPUs)", run_training, str(root / "scenarios/quickstart.yaml"))
         cases.append(("traffic: rings+incast", run_traffic, None, {}))
-    if args.traffic_scenarios:
-        cases += [(f"traffic: {y.stem}", run_traffic_scenario, str(y), {})
-                  for y in sorted((root / "scenarios" / "traffic").glob("*.yaml"))]
+    if args.traffic_scenarios is not None:
+        if args.traffic_ms <= 0:
+            ap.error(f"--traffic-ms = {args.traffic_ms:g}: must be > 0")
+        tdir = root / "scenarios" / "traffic"
+        known = sorted(y.stem for y in tdir.glob("*.yaml"))
+        for bad in set(args.traffic_scenarios) - set(known):
+            ap.error(f"--traffic-scenarios {bad}: no scenarios/traffic/{bad}.yaml (there: {', '.join(known)})")
+        arrivals = {} if args.traffic_ms * 1e6 == TRAFFIC_ARRIVALS_NS else {"arrivals_ns": round(args.traffic_ms * 1e6)}
+        cases += [(f"traffic: {n}" + (f" ({args.traffic_ms:g} ms)" if arrivals else ""), run_traffic_scenario,
+                   str(tdir / f"{n}.yaml"), arrivals) for n in (args.traffic_scenarios or known)]
     if args.h4:
         cases += seeded_cases("H4-LLaMA-65B (128 GPUs)", run_training,
                               str(root / "scenarios/suites/h-suite/h4-llama1-65b.yaml"))
@@ -547,7 +557,7 @@ def main() -> None:
                       f"{tot['cnps_sent'][0]}/{tot['cnps_sent'][1]} ({_rel(*tot['cnps_sent']):+.1%}), "
                       f"iteration {', '.join(f'{x:+.2%}' for x in its)}", flush=True)
         if fn is run_traffic_scenario:
-            traffic_scenario_lines(name, arg, args.off_cache, off, auto, args.draws)
+            traffic_scenario_lines(name, arg, args.off_cache, off, auto, args.draws, kw)
         if fn is run_traffic:
             # The incast's outcome hangs on microseconds: the reference itself, with one 256 KB
             # message that starts as the incast does moved by 1 us, is what auto is compared with.
