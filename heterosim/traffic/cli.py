@@ -79,8 +79,10 @@ def traffic_command(
 
 
 def _shares(acc: dict) -> str:
-    """Where the bytes went under network.acceleration auto, as shares."""
+    """Where the bytes went under network.acceleration auto, as shares of the same total as the backend's
+    own ``*_share`` figures (AcceleratedNs3Backend.stats: all five ways a byte can go)."""
     parts = {"closed form": acc.get("bytes_closed_form", 0), "packet": acc.get("bytes_packet_level", 0),
-             "fluid": acc.get("bytes_fluid", 0)}
+             "fluid": acc.get("bytes_fluid", 0), "fast-forwarded": acc.get("bytes_fast_forwarded", 0),
+             "replayed": acc.get("bytes_replayed", 0)}
     total = sum(parts.values())
     return ", ".join(f"{v / total:.0%} {k}" for k, v in parts.items() if v) if total else "no bytes"
