@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from netbackend.errors import UserError
+from hscommon.errors import UserError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="HeteroSim: LLM-training iteration time on heterogeneous GPU clusters, and why.")

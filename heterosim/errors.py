@@ -1,11 +1,11 @@
 """User-facing errors. The CLI prints ``str(err)`` (one line) and exits 2.
 
-Every layer raises a subclass of :class:`netbackend.errors.UserError`, which
+Every layer raises a subclass of :class:`hscommon.errors.UserError`, which
 formats ``file: field.path = value: reason``.
 """
 from __future__ import annotations
 
-from netbackend.errors import NetworkError, UserError
+from hscommon.errors import NetworkError, UserError
 
 HeteroSimError = UserError
 

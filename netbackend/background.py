@@ -23,7 +23,7 @@ from typing import Iterator
 
 from netbackend.base import Completion, Message, NetStats, NetworkBackend
 from netbackend.config import BackgroundConfig
-from netbackend.errors import UserError
+from hscommon.errors import UserError
 
 DATA_DIR = Path(__file__).parent / "data"
 BUILTIN_CDFS = {"websearch": DATA_DIR / "websearch.txt", "fb-hadoop": DATA_DIR / "fb-hadoop.txt"}

@@ -9,8 +9,8 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from netbackend.bounds import BoundedModel
-from netbackend.strict import StrictModel
+from hscommon.bounds import BoundedModel
+from hscommon.strict import StrictModel
 
 __all__ = ["StrictModel", "NetworkConfig"]
 

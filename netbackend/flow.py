@@ -57,7 +57,7 @@ from dataclasses import dataclass
 
 from netbackend.base import Completion, Message, NetStats, NetworkBackend
 from netbackend.config import NetworkConfig
-from netbackend.errors import NetworkError
+from hscommon.errors import NetworkError
 from netbackend.registry import register_backend
 from netbackend.routing import Router
 from netbackend.topo import NetTopology

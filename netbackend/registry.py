@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 from typing import Callable
 
-from netbackend.errors import UserError
+from hscommon.errors import UserError
 
 _BUILTIN = {
     "flow": "netbackend.flow",

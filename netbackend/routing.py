@@ -32,7 +32,7 @@ from __future__ import annotations
 import re
 from collections import deque
 
-from netbackend.errors import NetworkError
+from hscommon.errors import NetworkError
 from netbackend.topo import NetTopology
 
 _M64 = (1 << 64) - 1

@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from netbackend.errors import UserError
+from hscommon.errors import UserError
 
 
 MAX_FILE_BYTES = 16 << 20

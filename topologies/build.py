@@ -12,8 +12,8 @@ from pathlib import Path
 import networkx as nx
 from pydantic import TypeAdapter, ValidationError
 
-from netbackend.bounds import CLUSTER_GPUS_MAX
-from netbackend.errors import UserError
+from hscommon.bounds import CLUSTER_GPUS_MAX
+from hscommon.errors import UserError
 from netbackend.topo import Link, NetTopology
 from topologies._util import read_yaml, user_error_from_validation
 from topologies.catalog import node_type

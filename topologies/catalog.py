@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from netbackend.errors import UserError
+from hscommon.errors import UserError
 from topologies._util import read_yaml, user_error_from_validation
 from topologies.config import NodeType
 

@@ -11,7 +11,7 @@ from typing import Annotated, Literal, Union
 
 from pydantic import Field, model_validator
 
-from netbackend.bounds import (CLUSTER_GPUS_MAX, DEGRADED_FACTOR_MIN, DELAY_NS_MAX, GPUS_PER_NODE_MAX,
+from hscommon.bounds import (CLUSTER_GPUS_MAX, DEGRADED_FACTOR_MIN, DELAY_NS_MAX, GPUS_PER_NODE_MAX,
                                LATENCY_NS_MAX, NIC_GBPS_MIN, NICS_PER_NODE_MAX, NVLINK_GBYTES_MAX, OVERSUBSCRIPTION_MAX,
                                PCIE_GBYTES_MAX, PCIE_GBYTES_MIN, SLOWDOWN_MAX, SWITCH_RADIX_MAX, BoundedModel,
                                Bounded, LinkGbps)

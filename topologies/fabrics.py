@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 from typing import Callable, Sequence
 
-from netbackend.bounds import SWITCH_RADIX_MAX
-from netbackend.errors import UserError
+from hscommon.bounds import SWITCH_RADIX_MAX
+from hscommon.errors import UserError
 from netbackend.topo import Link
 from topologies.system import NodeInfo
 

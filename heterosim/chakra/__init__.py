@@ -31,7 +31,7 @@ def export_chakra(scenario: Scenario | str | Path, out_dir: str | Path, *, overr
     (``<scenario name>.<rank>.et`` + ``comm_group.json``), atomically and only into a folder HeteroSim may
     replace (heterosim/results/writer.py). ``stream_deps``: ``ctrl`` (stream order as control dependencies)
     or ``data`` (as data dependencies, for consumers such as ASTRA-sim whose feeder reads only those)."""
-    from heterosim import api
+    from heterosim import pipeline as api
     from heterosim.chakra.export import write_et_dir
     from heterosim.results.writer import atomic_dir, check_out_dir
 

@@ -18,7 +18,7 @@ from heterosim.config.base import Bounded, Strict
 from heterosim.config.scenario import CommConfig, OutputConfig
 from heterosim.config.training import ITERATIONS_MAX
 from heterosim.errors import ConfigError
-from netbackend.bounds import CLUSTER_GPUS_MAX, GPUS_PER_NODE_MAX
+from hscommon.bounds import CLUSTER_GPUS_MAX, GPUS_PER_NODE_MAX
 from netbackend.config import NetworkConfig
 from topologies.config import ClusterConfig, FabricConfig, LeafSpineFabric
 

@@ -80,7 +80,7 @@ def _job_error(err: UserError, job: JobRun | Any, index: int, name: str, file: s
 
 def prepare(cs: ClusterScenario) -> ClusterPrepared:
     """Build the fabric, place the jobs, compile each job's workload on its GPUs."""
-    from heterosim.api import compute_model
+    from heterosim.pipeline import compute_model
     from heterosim.cluster.placement import place_jobs
     from heterosim.hardware.catalog import get_device
     from heterosim.workload.compiler import compile_workload
@@ -120,7 +120,7 @@ def check(prep: ClusterPrepared, *, backend: str | None = None, work_budget: flo
     """What ``api.check`` checks for one job (backend, comm options, background, header size), for the
     cluster; the work budget covers every job's iterations (plus each alone with an isolation baseline)."""
     from heterosim import budget
-    from heterosim.api import Prepared, check as api_check
+    from heterosim.pipeline import Prepared, check as api_check
 
     cs, file = prep.scenario, prep.file
     total = budget.WorkEstimate(0, 0, 0)
@@ -142,7 +142,7 @@ def backend_name(prep: ClusterPrepared, backend: str | None) -> str:
 def simulate(prep: ClusterPrepared, *, backend: str | None = None, only: list[int] | None = None,
              background: bool = True, offsets: bool = True, progress=None) -> ClusterResult:
     """Run the jobs (``only``: these job indices) together; per-job per-iteration summaries."""
-    from heterosim.api import intra_config
+    from heterosim.pipeline import intra_config
     from heterosim.comm import plan_collective
     from heterosim.sim.coordinator import Coordinator
     from heterosim.sim.intra import effective_intra

@@ -29,7 +29,7 @@ Calibration (efficiencies = measured busbw / link bandwidth, large sizes):
 from __future__ import annotations
 
 from heterosim.comm.schedule import NVSWITCH, FlowSchedule
-from netbackend.errors import UserError
+from hscommon.errors import UserError
 
 LINK_EFFICIENCY = {"nvlink": 0.81, "nvls": 0.68, "pcie": 0.78, "c2c": 0.81}
 """Achievable fraction of link bandwidth per link kind (see module docstring)."""

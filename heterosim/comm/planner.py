@@ -59,7 +59,7 @@ from collections.abc import Sequence
 from typing import Callable
 
 from heterosim.comm.schedule import NVSWITCH, FlowSchedule, Transfer
-from netbackend.errors import UserError
+from hscommon.errors import UserError
 
 OPS = ("allreduce", "reducescatter", "allgather", "broadcast", "reduce", "alltoall", "send")
 ALGORITHMS = ("auto", "ring", "tree", "hierarchical", "nvls", "direct")

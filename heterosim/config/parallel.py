@@ -7,7 +7,7 @@ from pydantic import field_validator, model_validator
 
 from heterosim.config.base import Bounded, Strict
 from heterosim.config.model import LAYERS_MAX
-from netbackend.bounds import CLUSTER_GPUS_MAX, GPUS_PER_NODE_MAX
+from hscommon.bounds import CLUSTER_GPUS_MAX, GPUS_PER_NODE_MAX
 
 Degree = Bounded(int, 1, CLUSTER_GPUS_MAX)
 

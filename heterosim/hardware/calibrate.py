@@ -175,7 +175,7 @@ def print_report(folder, device_name: str, out_file, console) -> None:
 
     dev = get_device(device_name)
     if out_file is not None and Path(out_file).exists() and Path(out_file).is_dir():
-        from netbackend.errors import UserError
+        from hscommon.errors import UserError
         raise UserError("--out must be a file path, not a folder", file=str(out_file))
     rep = calibrate(folder, dev, out_file)
     t = Table(title=f"analytical model vs {folder} ({dev.name})")

@@ -9,7 +9,7 @@ from functools import lru_cache
 from pathlib import Path
 
 
-from netbackend.errors import UserError
+from hscommon.errors import UserError
 from topologies._util import read_yaml
 
 DEVICES_FILE = Path(__file__).parent / "devices.yaml"

@@ -39,7 +39,7 @@ from typing import Any
 
 from heterosim.hardware import measured as _measured
 from heterosim.hardware.catalog import PRECISIONS, Device, device_names, get_device
-from netbackend.errors import UserError
+from hscommon.errors import UserError
 from topologies._util import read_yaml
 
 EFFICIENCY_FILE = Path(__file__).parent / "efficiency.yaml"

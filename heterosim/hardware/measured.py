@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from netbackend.errors import UserError
+from hscommon.errors import UserError
 
 BUILTIN_DIR = Path(__file__).parent / "measured"
 BUILTIN = {"H100-SXM": BUILTIN_DIR / "h100-sxm"}

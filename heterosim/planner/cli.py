@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from netbackend.errors import UserError
+from hscommon.errors import UserError
 
 _err = Console(stderr=True)
 _out = Console()
@@ -58,7 +58,7 @@ def plan_command(
                                                                 "(default: the CPUs this process may use)"),
 ) -> None:
     """Search mappings, parallel sizes and non-uniform partitions; rank the best by simulated time."""
-    from heterosim import api
+    from heterosim import pipeline as api
     from heterosim.planner.search import plan_report
 
     from heterosim.results.writer import check_out_file

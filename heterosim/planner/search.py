@@ -164,7 +164,7 @@ class Planner:
     """Holds the per-scenario models (system, compute, cost memo) shared by every candidate."""
 
     def __init__(self, scenario, compute=None, min_headroom: float = 0.0) -> None:
-        from heterosim.api import compute_model
+        from heterosim.pipeline import compute_model
         from topologies import build_system
 
         self.min_headroom = min_headroom
@@ -399,7 +399,7 @@ class Planner:
         Candidates share what does not depend on the plan: the system of a cluster + fabric (a mapping
         may reorder the cluster) and the compute model (its kernel-time memo carries over).
         ``symmetry``: None = the scenario's ``simulation.symmetry``."""
-        from heterosim import api
+        from heterosim import pipeline as api
 
         sc, system = self._scenario_and_system(cand)
         prepared = api.prepare(sc, system=system, compute=self._compute)
@@ -415,7 +415,7 @@ class Planner:
         compute model made: a parent builds them before forking workers, which then share them."""
         import json
 
-        from heterosim import api
+        from heterosim import pipeline as api
         from topologies import build_system
 
         sc = apply_overrides(self.scenario, cand.overrides)

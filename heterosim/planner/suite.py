@@ -31,7 +31,7 @@ def _plan_str(sc) -> str:
 
 def run_one(path: Path, backend: str = "flow", naive: bool = True) -> dict:
     """Simulate one suite scenario (and its uniform twin); one table row."""
-    from heterosim import api
+    from heterosim import pipeline as api
     from heterosim.planner.mapping import apply_overrides
 
     sc = api.load(path)

@@ -1423,7 +1423,7 @@ class Coordinator:
         t0 = _time.monotonic()
         if self.needs_warm_up():  # (else the mirrors would send in lockstep: ops_and_replicas, silently)
             raise SimulationError("internal: hashed_copies ops_and_shifted_replicas needs shift_replicas_by(a "
-                                  "warm-up's start times) before run (heterosim.api.simulate does it)")
+                                  "warm-up's start times) before run (heterosim.pipeline.simulate does it)")
         self._lane_inst_pending: dict[tuple, int] = {}
         total_ops = 0
         active = [lane for lane in self.lanes if self._active[lane.id]]

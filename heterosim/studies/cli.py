@@ -8,7 +8,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from netbackend.errors import UserError
+from hscommon.errors import UserError
 
 
 def compare_command(
@@ -24,7 +24,7 @@ def compare_command(
                                                    help="Kernel times: builtin | none | folder of measured tables"),
 ) -> None:
     """Run one iteration under each congestion control and compare them side by side."""
-    from heterosim import api
+    from heterosim import pipeline as api
     from heterosim.studies.compare import compare
 
     err_console = Console(stderr=True)

@@ -165,7 +165,7 @@ def _queue_series(stats, ports: int = 3) -> dict[str, list[tuple[float, float]]]
 # ------------------------------------------------------------------ one setting (child process)
 def run_setting(scenario, cc: str, backend: str) -> dict[str, Any]:
     """Simulate ``scenario`` with ``network.cc = cc``; scalar metrics plus series for plots."""
-    from heterosim import api
+    from heterosim import pipeline as api
 
     t0 = time.perf_counter()
     sc = _with_network(scenario, cc=cc)
@@ -270,7 +270,7 @@ def compare(scenario, ccs: list[str] | str, *, out: Path | str, overrides=None, 
     """Run ``scenario`` once per CC setting, or ``draws`` times each (``network.rng_run`` the scenario's, then
     the next ones), in child processes, and write compare.csv/.md/.json and plots; one row per run, setting by
     setting (:func:`over_draws` sums them up)."""
-    from heterosim import api
+    from heterosim import pipeline as api
     from heterosim.config.scenario import Scenario
 
     names = _parse_ccs(ccs)

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from heterosim.results.tables import format_cell
-from netbackend.errors import UserError
+from hscommon.errors import UserError
 
 _err = Console(stderr=True)
 _out = Console()

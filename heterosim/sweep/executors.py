@@ -16,7 +16,7 @@ from collections import deque
 from pathlib import Path
 from typing import Callable, Sequence
 
-from netbackend.errors import UserError
+from hscommon.errors import UserError
 
 from heterosim.sweep.worker import (SUMMARY, Outcome, PointTask, RunFn, child_main, execute, read_error,
                                     write_error)

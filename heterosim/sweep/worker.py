@@ -50,7 +50,7 @@ RunFn = Callable[[PointTask], dict]
 
 def run_scenario(task: PointTask) -> dict:
     """The real run: load with the point's overrides, simulate, write results into ``task.out_dir``."""
-    from heterosim import api
+    from heterosim import pipeline as api
 
     result = api.run(task.scenario, out_dir=task.out_dir, backend=task.backend, overrides=task.overrides)
     return result.summary
@@ -70,7 +70,7 @@ def execute(run_fn: RunFn, task: PointTask) -> Outcome:
             _write_json(out / SUMMARY, summary if summary is not None else {})
         return Outcome("ok", wall_s=time.monotonic() - t0)
     except BaseException as exc:  # noqa: BLE001 - a point's failure is data, not a sweep failure
-        from netbackend.errors import UserError
+        from hscommon.errors import UserError
 
         if isinstance(exc, KeyboardInterrupt):
             raise

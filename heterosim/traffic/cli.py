@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from netbackend.config import CcKind
-from netbackend.errors import UserError
+from hscommon.errors import UserError
 
 
 def traffic_command(

@@ -23,7 +23,7 @@ from pathlib import Path
 from types import ModuleType
 
 from netbackend.cache import cache_root
-from netbackend.errors import UserError
+from hscommon.errors import UserError
 
 SOURCE = Path(__file__).resolve().parent / "rates.cc"
 CXXFLAGS = ["-O2", "-std=c++17", "-fPIC", "-shared", "-ffp-contract=off", "-fno-strict-aliasing", "-Wall"]

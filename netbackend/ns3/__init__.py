@@ -14,7 +14,7 @@ from typing import Any
 from netbackend.base import Completion, Message, NetStats, NetworkBackend
 from netbackend.config import NetworkConfig, port_ecn_bytes, resolved_dcqcn
 from netbackend.routing import Router, rail_of
-from netbackend.errors import NetworkError, UserError
+from hscommon.errors import NetworkError, UserError
 from netbackend.ns3 import driver
 from netbackend.ns3.driver import run_isolated
 from netbackend.registry import register_backend

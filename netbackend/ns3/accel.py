@@ -67,7 +67,7 @@ from typing import Any
 
 from netbackend.base import Completion, Message, NetStats, NetworkBackend
 from netbackend.config import NetworkConfig, resolved_dcqcn
-from netbackend.errors import UserError
+from hscommon.errors import UserError
 from netbackend.routing import Router
 
 ACCEL_CCS = ("dcqcn", "dcqcn_paper", "none")

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from netbackend.cache import cache_root
-from netbackend.errors import UserError
+from hscommon.errors import UserError
 
 MODULE_DIR = Path(__file__).resolve().parent / "src" / "heterosim-rdma"
 LIB_NAME = "libheterosim-rdma.so"

@@ -17,7 +17,7 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Callable
 
-from netbackend.errors import NetworkError
+from hscommon.errors import NetworkError
 from netbackend.ns3.build import ensure_built
 
 _lock = threading.Lock()

@@ -5,7 +5,7 @@ import pytest
 
 from heterosim.comm import busbw_GBps, intra_time_ns, plan_collective
 from heterosim.comm.schedule import FlowSchedule, Transfer
-from netbackend.errors import UserError
+from hscommon.errors import UserError
 from topologies import build_system
 from topologies.config import ClusterConfig, DeviceGroup, LeafSpineFabric
 

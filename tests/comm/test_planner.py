@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from heterosim.comm import NVSWITCH, plan_collective, ring_order
 from heterosim.comm.planner import MAX_TRANSFERS
-from netbackend.errors import UserError
+from hscommon.errors import UserError
 from topologies import build_system
 from topologies.config import ClusterConfig, DeviceGroup, LeafSpineFabric
 

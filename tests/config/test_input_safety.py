@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from heterosim import api
+from heterosim import api, pipeline
 from heterosim.config.loader import load_scenario, parse_scalar
 from heterosim.errors import ConfigError, UserError
 from tiny_scenario import TINY_YAML, write
@@ -213,7 +213,7 @@ def test_api_run_honours_overrides_on_a_scenario_object(tmp_path, monkeypatch):
         seen["scenario"] = s
         raise UserError("stop here")
 
-    monkeypatch.setattr(api, "prepare", fake_prepare)
+    monkeypatch.setattr(pipeline, "prepare", fake_prepare)  # api.run is pipeline.run
     with pytest.raises(UserError, match="stop here"):
         api.run(sc, overrides=["parallelism.pp=1", "training.global_batch_size=8"])
     got = seen["scenario"]

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from netbackend.errors import UserError
+from hscommon.errors import UserError
 from netbackend.ns3 import build
 
 

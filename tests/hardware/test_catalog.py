@@ -5,7 +5,7 @@ import pytest
 
 from heterosim.hardware import Device, device_names, get_device
 from heterosim.hardware.catalog import load_devices
-from netbackend.errors import UserError
+from hscommon.errors import UserError
 
 REQUIRED = ["V100", "A100-40", "A100-80", "H100-SXM", "H100-PCIe", "H200", "GH200", "B200", "L40S", "A10",
             "MI250X", "MI300X"]

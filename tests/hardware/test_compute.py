@@ -8,7 +8,7 @@ import pytest
 from heterosim.hardware import ComputeModel, get_device
 from heterosim.hardware.compute import load_efficiency
 from heterosim.workload.ir import Op
-from netbackend.errors import UserError
+from hscommon.errors import UserError
 
 A100 = get_device("A100-80")
 H100 = get_device("H100-SXM")

@@ -10,7 +10,7 @@ from heterosim.config.loader import scenario_from_dict
 from heterosim.hardware import ComputeModel, get_device
 from heterosim.hardware.compute import attention_impl
 from heterosim.hardware.measured import BUILTIN, MeasuredTables, held_out_error, resolve
-from netbackend.errors import UserError
+from hscommon.errors import UserError
 
 H100 = get_device("H100-SXM")
 

@@ -18,7 +18,7 @@ import pytest
 
 from netbackend import Link, Message, NetTopology, create_backend
 from netbackend.config import NetworkConfig
-from netbackend.errors import NetworkError, UserError
+from hscommon.errors import NetworkError, UserError
 
 RATE_GBPS = 100.0
 DELAY_NS = 1000

@@ -9,7 +9,7 @@ from netbackend.background import (BACKGROUND_ID_OFFSET, BUILTIN_CDFS, Backgroun
                                    FlowSizeCdf, WithBackground, load_cdf, with_background)
 from netbackend.base import Message
 from netbackend.config import NetworkConfig
-from netbackend.errors import UserError
+from hscommon.errors import UserError
 from netbackend.flow import FlowBackend
 from netbackend.topo import Link, NetTopology
 

@@ -10,7 +10,7 @@ import pytest
 from conformance import BackendConformance, dumbbell, ideal_ns, leaf_spine, run_all, star
 from netbackend import Link, Message, NetTopology, create_backend
 from netbackend.config import NetworkConfig
-from netbackend.errors import NetworkError
+from hscommon.errors import NetworkError
 from netbackend.flow import FlowBackend, max_min_rates
 from netbackend.routing import Router
 

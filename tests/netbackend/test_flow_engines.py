@@ -20,7 +20,7 @@ from conformance import leaf_spine
 from netbackend import Message
 from netbackend import flowcore
 from netbackend.config import NetworkConfig
-from netbackend.errors import NetworkError, UserError
+from hscommon.errors import NetworkError, UserError
 from netbackend.flow import FlowBackend
 
 _CAN_BUILD = bool(shutil.which("g++")) and (Path(sysconfig.get_paths()["include"]) / "Python.h").exists()

@@ -171,7 +171,7 @@ def test_collision_distribution_matches_packet_level():
 import test_ns3_conformance as ns3conf  # noqa: E402
 from conformance import BackendConformance, run_all  # noqa: E402
 
-from netbackend.errors import UserError  # noqa: E402
+from hscommon.errors import UserError  # noqa: E402
 from netbackend.ns3 import Ns3Backend  # noqa: E402
 
 FLUID = {"mode": "auto", "collisions": "fluid"}

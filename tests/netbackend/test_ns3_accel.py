@@ -20,7 +20,7 @@ from conformance import BackendConformance, leaf_spine, run_all, star  # noqa: E
 
 from netbackend import Message  # noqa: E402
 from netbackend.config import NetworkConfig  # noqa: E402
-from netbackend.errors import UserError  # noqa: E402
+from hscommon.errors import UserError  # noqa: E402
 from netbackend.ns3 import Ns3Backend  # noqa: E402
 from netbackend.ns3.accel import AcceleratedNs3Backend  # noqa: E402
 from netbackend.ns3.scenarios import store_and_forward_ns  # noqa: E402

@@ -14,7 +14,7 @@ pytest.importorskip("cppyy", reason="ns-3 backend needs the ns3 wheel (pip insta
 
 from netbackend import Link, Message, NetTopology  # noqa: E402
 from netbackend.config import BufferConfig, DcqcnConfig, EcnConfig, NetworkConfig, PfcConfig  # noqa: E402
-from netbackend.errors import NetworkError, UserError  # noqa: E402
+from hscommon.errors import NetworkError, UserError  # noqa: E402
 from netbackend.ns3 import Ns3Backend, example_command, run_isolated, unit_test_command  # noqa: E402
 from netbackend.ns3 import scenarios as sc  # noqa: E402
 

@@ -23,7 +23,7 @@ pytest.importorskip("cppyy", reason="ns-3 backend needs the ns3 wheel (pip insta
 
 from netbackend import Link, Message, NetTopology  # noqa: E402
 from netbackend.config import NetworkConfig, PfcConfig  # noqa: E402
-from netbackend.errors import NetworkError  # noqa: E402
+from hscommon.errors import NetworkError  # noqa: E402
 from netbackend.ns3 import Ns3Backend, run_isolated  # noqa: E402
 
 pytestmark = pytest.mark.ns3

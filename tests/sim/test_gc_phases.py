@@ -1,11 +1,11 @@
-"""heterosim.api._gc_paused: a phase's objects skip the young collections, and its garbage cycles are
+"""heterosim.pipeline._gc_paused: a phase's objects skip the young collections, and its garbage cycles are
 still freed by the full collection it runs every _FULL_EVERY phases."""
 from __future__ import annotations
 
 import gc
 import weakref
 
-from heterosim import api
+from heterosim import pipeline
 
 
 class _Node:
@@ -20,7 +20,7 @@ def test_phase_objects_skip_young_collections_and_cycles_are_freed_within_a_roun
     cb = lambda phase, info: gens.append(info["generation"]) if phase == "start" else None  # noqa: E731
     gc.callbacks.append(cb)
     try:
-        with api._gc_paused():
+        with pipeline._gc_paused():
             keep = [[i] for i in range(50_000)]  # what a phase builds and keeps
             dead = weakref.ref(_Node())  # and a cycle it drops
         assert gc.isenabled()
@@ -32,8 +32,8 @@ def test_phase_objects_skip_young_collections_and_cycles_are_freed_within_a_roun
         junk = [[i] for i in range(5_000)]  # past the young threshold: young collections only
         assert gens[before:] and max(gens[before:]) < 2
         # within a round of phases the full collection frees the cycle
-        for _ in range(api._FULL_EVERY):
-            with api._gc_paused():
+        for _ in range(pipeline._FULL_EVERY):
+            with pipeline._gc_paused():
                 pass
         assert dead() is None
         assert 2 in gens
@@ -46,7 +46,7 @@ def test_objects_frozen_by_the_process_stay_frozen():
     gc.freeze()
     try:
         frozen = gc.get_freeze_count()
-        with api._gc_paused():
+        with pipeline._gc_paused():
             pass
         assert gc.get_freeze_count() == frozen  # not unfrozen on the process's behalf
         assert gc.isenabled()

@@ -13,7 +13,7 @@ from heterosim.studies.compare import (IdealFct, _parse_ccs, _probe, compare, ov
                                       slowdown_metrics, wire_bytes)
 from netbackend.base import NetworkBackend
 from netbackend.config import NetworkConfig
-from netbackend.errors import UserError
+from hscommon.errors import UserError
 from netbackend.registry import register_backend
 from netbackend.topo import Link, NetTopology
 

@@ -5,7 +5,7 @@ import pytest
 
 from heterosim import api
 from heterosim.collective import run_collective
-from netbackend.errors import UserError
+from hscommon.errors import UserError
 from topologies import build_system
 from topologies.config import ClusterConfig, DeviceGroup, LeafSpineFabric
 

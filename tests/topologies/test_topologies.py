@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from netbackend.errors import UserError
+from hscommon.errors import UserError
 from topologies import build_system, load_system, node_type, node_types
 from topologies.config import (ClusterConfig, DeviceGroup, FatTreeFabric, LeafSpineFabric, LinkListFabric,
                                LinkSpec, RailOptimizedFabric)

@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import AfterValidator, BeforeValidator, ConfigDict, Field, model_validator
 
-from netbackend.strict import StrictModel
+from hscommon.strict import StrictModel
 
 
 class _BoolGiven:
