@@ -56,7 +56,7 @@ def validate(scenario: Path = typer.Argument(..., help="Scenario YAML"),
     peak = max(mem) / 2**30 if mem else 0.0
     memory = f"peak memory {peak:.1f} GiB/GPU" if mem else "memory not modelled (recorded trace)"
     out.print(f"[green]ok[/]: {scenario} — {prep.system.num_gpus} GPUs, {len(prep.ir.programs)} programs, "
-              f"{memory}, work {est.units:.3g} units", soft_wrap=True, highlight=False)
+              f"{memory}, work {est.short()}", soft_wrap=True, highlight=False)
     breakdown = prep.ir.meta.get("memory_breakdown") or {}
     if breakdown:  # per stage (and micro-batch count), GiB
         cols = list(next(iter(breakdown.values())))
