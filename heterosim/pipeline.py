@@ -213,7 +213,8 @@ def check(prepared: Prepared, *, backend: str | None = None, work_budget: float 
                 raise UserError("must be below 1 (at line rate the offered load never drains)",
                                 field="network.background.load", value=bg.load)
             BackgroundTraffic.from_config(bg, prepared.system.net, seed=sc.seed)
-        est = budget.estimate(prepared.ir, sc, name, comm.channels)
+        est = budget.estimate(prepared.ir, sc, name, comm.channels, system=prepared.system,
+                              symmetry=_symmetry(sc, name))
         if simulating:
             budget.check(est, budget.work_budget(work_budget), file)
     except UserError as err:

@@ -74,7 +74,7 @@ def validate_cluster(path: Path, backend, set_, fail) -> None:
         return
     out = Console()
     out.print(f"[green]ok[/]: {path} — {prep.system.num_gpus} GPUs, {len(prep.jobs)} jobs, "
-              f"work {est.units:.3g} units",
+              f"work {est.short()}",
               soft_wrap=True, highlight=False)
     gpus = prep.system.gpus
     for job in prep.jobs:

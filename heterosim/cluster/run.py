@@ -130,7 +130,7 @@ def check(prep: ClusterPrepared, *, backend: str | None = None, work_budget: flo
             est = api_check(p, backend=backend, simulating=False)
         except UserError as err:
             raise _job_error(err, job, job.index, job.name, file) from None
-        total = budget.WorkEstimate(total.ops + est.ops, total.messages + est.messages, total.packets + est.packets)
+        total = total + est  # the merged run: no symmetry reduction (WorkEstimate.__add__)
     budget.check(total, budget.work_budget(work_budget), file)
     return total
 
