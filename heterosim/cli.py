@@ -240,8 +240,11 @@ def collective(topology: Path = typer.Option(..., "--topology", help="Topology Y
             out.print(f"curve: {dest}")
 
 
-PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-"""``--png`` replaces an existing file only when it is a PNG."""
+def PNG_MAGIC(head: bytes) -> bool:
+    """``--png`` replaces an existing file only when it is a curve ``collective`` wrote (its text chunk)."""
+    from heterosim.results.collplots import is_our_png
+
+    return is_our_png(head)
 
 
 def _human(n: int) -> str:

@@ -150,14 +150,27 @@ def fit_efficiency(tables: MeasuredTables, efficiency: str | Path = EFFICIENCY_F
     return out
 
 
+CALIBRATION_HEADER = "# written by heterosim calibrate: fitted efficiency parameters (hardware.efficiency)\n"
+"""First line of an ``--out`` file; ``--out`` replaces only a file that starts with it."""
+
+
 def calibrate(folder: str | Path, device, out: str | Path | None = None, splits: int = 5) -> dict:
-    """Error per op class of the analytical model (before / after fitting) and of the predictor."""
+    """Error per op class of the analytical model (before / after fitting) and of the predictor.
+
+    ``out``: where the fitted parameters go (YAML), a new file or one an earlier ``calibrate`` wrote;
+    anything else there is refused before fitting and left untouched."""
+    from heterosim.results.writer import atomic_file, check_out_file
+
+    magic = CALIBRATION_HEADER.encode()
+    if out is not None:
+        check_out_file(out, "--out", magic)
     tables = MeasuredTables(folder, device)
     before = analytic_errors(tables, ComputeModel())
     fitted = fit_efficiency(tables)
     report = {"before": before, "fitted_params": fitted["families"][device.family or "default"]}
     if out is not None:
-        Path(out).write_text(yaml.safe_dump(fitted, sort_keys=False))
+        with atomic_file(out, "--out", magic) as tmp:
+            tmp.write_text(CALIBRATION_HEADER + yaml.safe_dump(fitted, sort_keys=False))
         report["after"] = analytic_errors(tables, ComputeModel(efficiency=out))
     held: dict[str, list] = {}
     for seed in range(splits):

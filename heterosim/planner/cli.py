@@ -24,8 +24,8 @@ _out = Console()
 def PLAN_MAGIC(head: bytes) -> bool:
     """``--write`` replaces only a scenario that ``plan --write`` wrote (its ``# plan:`` comment)."""
     return head.startswith(b"# plan: ") or b"\n# plan: " in head
-JSON_MAGIC = b'{\n  "candidates"'
-"""Start of a ``--json`` plan report: ``--json`` replaces only such a file."""
+JSON_MAGIC = b'{\n  "written_by": "heterosim plan"'
+"""Start of a ``--json`` plan report (its first key): ``--json`` replaces only such a file."""
 
 
 def _fail(err: UserError) -> None:
@@ -101,6 +101,7 @@ def plan_command(
 
 
 def report_dict(rep) -> dict:
+    """The ranked plans as JSON-ready data; ``written_by`` comes first, so a later ``--json`` knows the file."""
     def cand(c):
         return {"plan": c.short(), "label": c.label, "mapping": c.mapping.describe(), "layers": c.layers,
                 "microbatch_split": c.split, "aware": c.aware, "est_time_s": c.est_time_s,
@@ -108,7 +109,7 @@ def report_dict(rep) -> dict:
                 "mem_headroom": c.mem_headroom, "speedup_vs_naive": c.speedup_vs_naive, "why": c.why,
                 "overrides": c.overrides}
 
-    return {"candidates": [cand(c) for c in rep.candidates], "naive": cand(rep.naive) if rep.naive else None,
+    return {"written_by": "heterosim plan", "candidates": [cand(c) for c in rep.candidates], "naive": cand(rep.naive) if rep.naive else None,
             "enumerated": rep.enumerated, "pruned_divisibility": rep.pruned_divisibility,
             "pruned_memory": rep.pruned_memory, "scored": rep.scored, "scoring_s": rep.scoring_s,
             "candidates_per_minute": rep.candidates_per_minute, "simulated": rep.simulated,
@@ -200,15 +201,20 @@ def compare_suite_command(
 ) -> None:
     """Run every scenario of a suite; table of time, breakdown, inter-node share (CSV + markdown)."""
     from heterosim.planner.suite import suite_table, write_suite
+    from heterosim.results.writer import check_out_dir
 
     paths = sorted(directory.glob("*.yaml"))
     if not paths:
         _fail(UserError("no *.yaml scenarios here", file=str(directory)))
     try:
+        check_out_dir(out)  # refuse before simulating (write_suite checks again when it writes)
         rows = suite_table(paths, backend, naive=naive, progress=lambda m: _err.print(f"[dim]{m}[/]"),
                            jobs=_jobs(jobs))
     except UserError as err:
         _fail(err)
-    csv_path, md_path = write_suite(rows, out)
+    try:
+        csv_path, md_path = write_suite(rows, out)
+    except UserError as err:
+        _fail(err)
     _out.print(md_path.read_text())
     _out.print(f"wrote {csv_path} and {md_path}")

@@ -76,6 +76,12 @@ def check_out_dir(out_dir: str | Path | None, field: str = "--out") -> Path:
     return out
 
 
+def stamped(out_dir: str | Path) -> bool:
+    """Whether ``out_dir`` is a real directory (not a link) that carries HeteroSim's stamp."""
+    out = Path(out_dir)
+    return out.is_dir() and not out.is_symlink() and (out / STAMP).is_file()
+
+
 @contextmanager
 def atomic_dir(out_dir: str | Path, field: str = "--out"):
     """Yield a temp dir next to ``out_dir``; on success it becomes ``out_dir`` (stamped)."""

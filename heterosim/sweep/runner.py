@@ -90,8 +90,10 @@ def run_sweep(sweep: str | Path | SweepConfig, *, jobs: int = 1, executor: str =
     points_dir = out_dir / "points"
     points = expand(cfg)
 
+    resuming = _check_out(out_dir)  # before anything else: a folder that is not ours is refused untouched
     invalid = _check_points(points, scenario, sweep_file, base_over) if validate else {}
-    _check_resume_overrides(out_dir, base_over)
+    if resuming:
+        _check_resume_overrides(out_dir, base_over)
     _claim_out_dir(out_dir)
     _write_manifest(out_dir, cfg, sweep_file, scenario, points, base_over)
 
@@ -150,13 +152,22 @@ def _check_points(points: list[Point], scenario: Path, sweep_file: str | None,
     return invalid
 
 
-def _claim_out_dir(out_dir: Path) -> None:
-    """Create (or resume in) a sweep folder; never write into a folder HeteroSim did not create."""
-    from heterosim.results.writer import STAMP, OutputError, check_out_dir
+def _check_out(out_dir: Path) -> bool:
+    """Whether ``out_dir`` is a sweep folder to resume; raises if HeteroSim may not write there. Touches nothing.
 
-    resumable = out_dir.is_dir() and not out_dir.is_symlink() and (out_dir / "sweep.json").is_file()
-    if not resumable:
-        check_out_dir(out_dir)
+    Only a folder HeteroSim stamped is resumed (or replaced point by point); a folder of the user's is
+    refused even when it holds a file named ``sweep.json``, as ``run --out`` refuses it."""
+    from heterosim.results.writer import check_out_dir, stamped
+
+    check_out_dir(out_dir)  # new, empty, or stamped by HeteroSim; anything else raises
+    return stamped(out_dir) and (out_dir / "sweep.json").is_file()
+
+
+def _claim_out_dir(out_dir: Path) -> None:
+    """Create (or resume in) a sweep folder that ``_check_out`` admitted (checked again: nothing changed since)."""
+    from heterosim.results.writer import STAMP, OutputError
+
+    _check_out(out_dir)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         (out_dir / STAMP).write_text("written by HeteroSim (a sweep); re-running the sweep resumes here\n")
