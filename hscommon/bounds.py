@@ -162,6 +162,23 @@ DELAY_NS_MAX = 10_000_000
 LATENCY_NS_MAX = 1_000_000
 """Per-message NIC/host latency: 1 ms is 1000x an RDMA NIC's (~1 us)."""
 
+PFC_PAUSE_QUANTA_MAX = 65535
+"""IEEE 802.1Qbb (priority-based flow control; IEEE 802.1Q clause 36, frame format IEEE 802.3 Annex 31D):
+each priority's pause time is a 16-bit count of pause quanta, one quantum being 512 bit times."""
+PFC_PAUSE_NS_MAX = PFC_PAUSE_QUANTA_MAX * 512 * 1000 // int(NIC_GBPS_MIN * 1000)
+"""Longest pause one PFC frame can ask for, ns: 65535 quanta x 512 bit times at the slowest supported port
+(:data:`NIC_GBPS_MIN`, 1 Gb/s = 1 bit per ns) = 33,553,920 ns. Faster ports pause for less. (The ns-3
+switch carries it in a 32-bit field: unbounded, 10^13 ns wrapped to 1.3 s.)"""
+
+IB_ACK_TIMEOUT_UNIT_NS = 4096
+"""InfiniBand Local ACK Timeout (IBTA InfiniBand Architecture Specification vol. 1, 9.7.6.1.3, the QP's
+5-bit ``timeout`` attribute; RoCE NICs use the same field, NCCL sets it with NCCL_IB_TIMEOUT): the
+transport timer is 4.096 us x 2^timeout, timeout 1 to 31 (0 = no timeout)."""
+RETRANSMIT_TIMEOUT_NS_MIN = IB_ACK_TIMEOUT_UNIT_NS * 2 ** 1
+"""Shortest retransmit timeout a NIC can be given: 4.096 us x 2^1 = 8,192 ns."""
+RETRANSMIT_TIMEOUT_NS_MAX = IB_ACK_TIMEOUT_UNIT_NS * 2 ** 31
+"""Longest: 4.096 us x 2^31 = 8,796,093,022,208 ns (2.4 hours)."""
+
 SWITCH_RADIX_MAX = 512
 """Ports of one switch: Broadcom Tomahawk 5 (51.2 Tb/s) has 512 x 100G, the highest radix shipping."""
 GPUS_PER_NODE_MAX = 576

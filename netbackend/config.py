@@ -9,7 +9,8 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from hscommon.bounds import BoundedModel
+from hscommon.bounds import (PFC_PAUSE_NS_MAX, RETRANSMIT_TIMEOUT_NS_MAX, RETRANSMIT_TIMEOUT_NS_MIN, Bounded,
+                             BoundedModel)
 from hscommon.strict import StrictModel
 
 __all__ = ["StrictModel", "NetworkConfig"]
@@ -106,8 +107,9 @@ class PfcConfig(_Strict):
     static_threshold_kb: float = Field(256.0, gt=0)
     resume_offset_kb: float = Field(3.0, ge=0)
     """RESUME when the ingress queue drops this far below the threshold (HPCC sim: 3 KB)."""
-    pause_quanta_ns: int = Field(0, ge=0)
-    """0: a PAUSE lasts until RESUME (XON/XOFF); otherwise pause duration."""
+    pause_quanta_ns: Bounded(int, 0, PFC_PAUSE_NS_MAX, unit="ns") = 0
+    """0: a PAUSE lasts until RESUME (XON/XOFF); otherwise pause duration. At most what one 802.1Qbb frame
+    can ask for at the slowest port (hscommon/bounds.py, PFC_PAUSE_NS_MAX: 65535 x 512 bit times at 1 Gb/s)."""
 
     @model_validator(mode="after")
     def _can_resume(self):
@@ -214,10 +216,11 @@ class TransportConfig(_Strict):
     max_outstanding_steps: int = Field(8, ge=1, le=64)
     """Steps in flight per connection before the receiver's clear-to-send (NCCL_STEPS = 8 slots of
     NCCL_BUFFSIZE = 4 MiB)."""
-    retransmit_timeout_ns: int = Field(4_000_000, gt=0)
+    retransmit_timeout_ns: Bounded(int, RETRANSMIT_TIMEOUT_NS_MIN, RETRANSMIT_TIMEOUT_NS_MAX, unit="ns") = 4_000_000
     """Go back to the last acknowledged byte after this long without progress.  Larger than the
     time to drain a full 32 MB buffer at 100 Gb/s (2.56 ms), so queueing alone never fires it;
-    a real NIC's NCCL_IB_TIMEOUT = 20 (4.3 s) would hide a lost packet for the whole run."""
+    a real NIC's NCCL_IB_TIMEOUT = 20 (4.3 s) would hide a lost packet for the whole run.  Within
+    what the InfiniBand Local ACK Timeout can express, 4.096 us x 2^n for n = 1..31 (hscommon/bounds.py)."""
     nack_interval_ns: int = Field(500_000, gt=0)
     """A receiver repeats a NACK for the same gap after this long (HPCC simulator, RdmaHw
     "NACK Generation Interval": 500 us)."""
