@@ -73,6 +73,31 @@ class Case:
 
 
 # ---------------------------------------------------------------- seeds
+#: Every command that writes a file or folder the user names (issue 40: audit every writer).
+OUT_WRITERS = ["run", "compile", "collective", "plan-json", "sweep", "compare", "traffic", "export-chakra",
+               "compare-suite", "calibrate"]
+#: Names each writer puts in its folder: a foreign folder holding them must still be refused.
+WRITER_FILES = {"run": ["summary.json"], "compile": ["ir.json", "summary.json"], "sweep": ["sweep.json"],
+                "compare": ["compare.csv"], "traffic": ["summary.json", "fct.csv"],
+                "export-chakra": ["comm_group.json"], "compare-suite": ["suite.csv", "suite.md"]}
+
+
+def _writer_argv(cmd: str, q: str, target: str) -> list[str]:
+    """The command line of one writer pointed at ``target`` (kept fast: flow backend, no plots)."""
+    return {
+        "run": ["run", q, "--out", target, "--quiet", "--set", "output.plots=false"],
+        "compile": ["compile", q, "--out", target],
+        "collective": ["collective", "--topology", "topologies/h100-single-node.yaml", "--size", "1MiB", "--json",
+                       "--png", target],
+        "plan-json": ["plan", q, "--top", "1", "--simulate", "0", "--json", target],
+        "sweep": ["sweep", "sweep.yaml", "--out", target, "--quiet"],
+        "compare": ["compare", q, "--backend", "flow", "--cc", "dcqcn,none", "--out", target],
+        "traffic": ["traffic", "scenarios/traffic/dcqcn-incast.yaml", "--backend", "flow", "--out", target],
+        "export-chakra": ["export-chakra", q, "--out", target],
+        "compare-suite": ["compare-suite", "suite", "--no-naive", "--jobs", "1", "--out", target],
+        "calibrate": ["calibrate", str(REPO / "heterosim/hardware/measured/h100-sxm"), "--out", target],
+    }[cmd]
+
 
 def _shipped() -> dict[str, str]:
     files = {}
@@ -377,35 +402,30 @@ class Mutator:
         out = "work/out" if "--out" in argv else None
         return Case("flag", list(argv), files, invalid, names, " ".join(argv), out=out)
 
-    def out_paths(self) -> Case:
-        """``--out`` at something HeteroSim did not create: must be refused and left untouched."""
+    def out_paths(self, cmd: str | None = None, setup: str | None = None) -> Case:
+        """A writer's output at something HeteroSim did not create: must be refused and left untouched.
+
+        Every writer takes part (``OUT_WRITERS``), and a foreign folder holds the very file names that
+        writer would write (a user's own ``sweep.json``, ``summary.json``)."""
         self.n += 1
         q = "scenarios/quickstart.yaml"
-        setup = self.rng.choice(["file", "fifo", "chardev", "dir", "empty", "under-file", "symlink"])
-        cmd = self.rng.choice(["run", "compile", "collective", "plan-json"])
-        if setup == "empty":
-            target = ""
-        elif setup == "under-file":
-            target = "out/sub"
-        else:
-            target = "out"
-        if cmd == "run":
-            argv = ["run", q, "--out", target, "--quiet", "--set", "output.plots=false"]
-        elif cmd == "compile":
-            argv = ["compile", q, "--out", target]
-        elif cmd == "collective":
-            argv = ["collective", "--topology", "topologies/h100-single-node.yaml", "--size", "1MiB", "--json",
-                    "--png", target]
-        else:
-            argv = ["plan", q, "--top", "1", "--simulate", "0", "--json", target]
+        setup = setup or self.rng.choice(["file", "fifo", "chardev", "dir", "empty", "under-file", "symlink"])
+        cmd = cmd or self.rng.choice(OUT_WRITERS)
+        target = "" if setup == "empty" else "out/sub" if setup == "under-file" else "out"
+        argv = _writer_argv(cmd, q, target)
         files = {q: self.scenarios[q].encode()}
+        if cmd == "sweep":
+            files["work/sweep.yaml"] = _dump(SWEEP_SEED).encode()
+        elif cmd == "compare-suite":
+            files["work/suite/q.yaml"] = self.scenarios[q].replace("name: quickstart", "name: q").encode()
         protect = []
         if setup in ("file", "under-file"):
             files["work/out"] = b"precious user data\n"
             protect = ["work/out"]
         elif setup == "dir":
-            files["work/out/mine.txt"] = b"precious user data\n"
-            protect = ["work/out/mine.txt"]
+            for name in ("mine.txt", *WRITER_FILES.get(cmd, ())):
+                files[f"work/out/{name}"] = b"precious user data\n"
+                protect.append(f"work/out/{name}")
         elif setup == "symlink":
             files["work/target.txt"] = b"precious user data\n"
             protect = ["work/target.txt"]
@@ -414,9 +434,7 @@ class Mutator:
         if cmd == "collective" and setup == "dir":
             invalid = True
         return Case("out", argv, files, invalid, ["--out", "--png", "--json", "out", "''"],
-                    f"{cmd} -> {setup}", protect=protect, out=None if setup in ("file", "dir", "under-file",
-                                                                              "symlink", "empty") else None,
-                    setup=setup)
+                    f"{cmd} -> {setup}", protect=protect, out=None, setup=setup)
 
     def topology(self) -> Case:
         self.n += 1

@@ -37,3 +37,23 @@ def test_the_mutator_is_deterministic():
     assert len({c.note for c in a}) > 10  # and it does vary
     kinds = {c.kind for c in (m1.case() for _ in range(200))}
     assert kinds >= {"scenario", "flag", "out", "topology", "hf", "sweep", "csv"}
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="the fuzz server forks")
+@pytest.mark.parametrize("setup", ["dir", "file", "fifo"])
+def test_every_writer_refuses_what_is_not_ours(tmp_path, setup):
+    """Each writer (sweep, compare, traffic, export-chakra, compare-suite, calibrate, run, ...) pointed at a
+    user's folder (holding the writer's own file names), file or FIFO: one clean line, nothing touched."""
+    import resource
+
+    import heterosim.cli  # noqa: F401  (imports paid once, before the forks)
+
+    baseline = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    as_limit = fuzzer._vmsize() + fuzzer.ADDRESS_SPACE_SLACK_BYTES
+    mut = fuzzer.Mutator(0)
+    bad = []
+    for cmd in fuzzer.OUT_WRITERS:
+        o = fuzzer.run_case(mut.out_paths(cmd, setup), tmp_path, baseline, as_limit)
+        if o.category != "clean":
+            bad.append(f"{cmd}: {o.category} (exit {o.code}) {o.stderr[-300:]}")
+    assert not bad, "\n".join(bad)
