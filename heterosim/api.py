@@ -12,9 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from heterosim.errors import UserError
-from heterosim.pipeline import (Prepared, RunResult, check, compute_model, default_out_dir, framework_summary,
-                                intra_config, load, messages_to_record, prepare, run, simulate, with_overrides,
-                                write_results)
+from heterosim.pipeline import (Prepared, RunResult, check, compute_model, config_warnings, default_out_dir,
+                                framework_summary, intra_config, load, messages_to_record, prepare, run, simulate,
+                                with_overrides, write_results)
 
 
 def is_cluster_file(path: str | Path) -> bool:
@@ -37,4 +37,4 @@ def run_cluster(scenario, *, out_dir: str | Path | None = None, backend: str | N
 
 __all__ = ["load", "with_overrides", "prepare", "check", "simulate", "run", "write_results", "Prepared", "RunResult",
            "UserError", "is_cluster_file", "run_cluster", "compute_model", "framework_summary", "intra_config",
-           "messages_to_record", "default_out_dir"]
+           "messages_to_record", "default_out_dir", "config_warnings"]

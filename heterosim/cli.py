@@ -52,6 +52,8 @@ def validate(scenario: Path = typer.Argument(..., help="Scenario YAML"),
         est = api.check(prep, backend=backend)
     except UserError as err:
         _fail(err)
+    for w in api.config_warnings(sc, backend):  # the lines a run records in summary.json "warnings"
+        print(f"warning: {w}", file=sys.stderr)
     mem = prep.ir.meta.get("memory_bytes") or []
     peak = max(mem) / 2**30 if mem else 0.0
     memory = f"peak memory {peak:.1f} GiB/GPU" if mem else "memory not modelled (recorded trace)"
@@ -155,6 +157,8 @@ def run(scenario: Path = typer.Argument(Path("scenarios/quickstart.yaml"), help=
         dest = api.write_results(result, dest)
     except UserError as err:
         _fail(err)
+    for w in result.summary.get("warnings", ()):  # once per run, --quiet or not
+        print(f"warning: {w}", file=sys.stderr)
     if not quiet:
         print_summary(result.summary, dest)
 

@@ -222,6 +222,17 @@ def check(prepared: Prepared, *, backend: str | None = None, work_budget: float 
     return est
 
 
+def config_warnings(scenario: Scenario, backend: str | None = None) -> list[str]:
+    """Settings the backend ignores, one line each (the flow backend: packet-level ``network`` settings;
+    ``FlowBackend.config_warnings``). ``validate`` prints them, and a run records them in summary.json's
+    ``warnings`` (printed once by ``run``): the one place both take them from."""
+    from netbackend.registry import backend_class
+
+    name = backend if backend is not None else scenario.network.backend
+    fn = getattr(backend_class(name), "config_warnings", None)
+    return list(fn(scenario.network)) if fn is not None else []
+
+
 def compute_model(scenario: Scenario, measurements: str | None = None):
     """The scenario's compute model: ``hardware.measurements`` (builtin | none | folder, relative to the
     scenario file) picks the measured kernel tables; ``measurements`` is a generic CSV (Python API)."""
@@ -289,7 +300,8 @@ def simulate(prepared: Prepared, *, backend: str | None = None,
         try:
             sim = _simulate_iterations(prepared, sc, name, net_cfg, progress, record_messages, symmetry)
             wall = time.monotonic() - t0
-            summary = make_summary(sc, prepared.system, prepared.ir, sim, backend=name, wall_s=wall)
+            summary = make_summary(sc, prepared.system, prepared.ir, sim, backend=name, wall_s=wall,
+                                   warnings=config_warnings(sc, name))
         except UserError as err:  # runtime errors (comm planner, backends) name the scenario file too
             raise err.with_file(prepared.file) if prepared.file else err
         summary["framework"] = framework_summary(prepared)

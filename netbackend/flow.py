@@ -62,6 +62,27 @@ from netbackend.registry import register_backend
 from netbackend.routing import Router
 from netbackend.topo import NetTopology
 
+FLOW_SETTINGS = frozenset({"backend", "mtu_bytes", "header_bytes", "ecmp", "per_hop_latency_ns", "background",
+                           "wall_limit_s"})
+"""``network`` fields a flow-backend run reads (``background`` and ``wall_limit_s`` through the coordinator)."""
+PACKET_LEVEL_SETTINGS = frozenset({"cc", "cc_window", "ack_interval_packets", "transport", "rng_run", "dcqcn", "ecn",
+                                   "pfc", "buffer", "hpcc", "timely", "dctcp", "acceleration",
+                                   "queue_sample_interval_ns", "deadlock_hold_ns", "stall_limit_ns"})
+"""``network`` fields only the packet-level backend models: congestion control, ECN, PFC, switch buffers,
+ACKs, transport timers, its random draws, sampling, watchdogs and acceleration. A fluid max-min model has no
+packets, queues, marks or pauses for them to act on; :meth:`FlowBackend.config_warnings` names those set."""
+
+
+def _changed(value, default, path: str) -> list[str]:
+    """Dotted paths of the leaves of a config (sub)model that differ from its default, in declaration order."""
+    from pydantic import BaseModel
+
+    if isinstance(value, BaseModel) and isinstance(default, BaseModel) and type(value) is type(default):
+        return [p for name in type(value).model_fields
+                for p in _changed(getattr(value, name), getattr(default, name), f"{path}.{name}")]
+    return [] if value == default else [path]
+
+
 _REL = 1e-9
 """Relative tolerance for "saturated" and "same rate" (rates are floats)."""
 _DRAIN_BATCH_NS = 1e-3
@@ -808,6 +829,19 @@ class FlowBackend(NetworkBackend):
         self._path_cache: dict[tuple[str, str, int], tuple[tuple[int, ...], int, float]] = {}
         self._rate_profiles: dict[tuple[str, str, int], tuple] = {}
         self._profiles: dict[tuple[str, str, int], tuple] = {}
+
+    @classmethod
+    def config_warnings(cls, config: NetworkConfig) -> list[str]:
+        """One line naming every packet-level setting (:data:`PACKET_LEVEL_SETTINGS`) given a value other than
+        its default, which this backend ignores; ``[]`` when there is none. heterosim's ``validate`` prints it
+        and a run records it in summary.json (``heterosim.pipeline.config_warnings``)."""
+        default = NetworkConfig()
+        fields = [p for name in type(config).model_fields if name in PACKET_LEVEL_SETTINGS
+                  for p in _changed(getattr(config, name), getattr(default, name), f"network.{name}")]
+        if not fields:
+            return []
+        verb = "are packet-level settings and are" if len(fields) > 1 else "is a packet-level setting and is"
+        return [f"flow backend: {', '.join(fields)} {verb} ignored (use --backend ns3)"]
 
     # ------------------------------------------------------------------ interface
     @property

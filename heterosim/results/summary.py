@@ -7,7 +7,9 @@ from typing import Any
 from heterosim.results.breakdown import BUCKETS, breakdown
 
 
-def make_summary(scenario, system, ir, sim, *, backend: str, wall_s: float) -> dict[str, Any]:
+def make_summary(scenario, system, ir, sim, *, backend: str, wall_s: float,
+                 warnings: list[str] | None = None) -> dict[str, Any]:
+    """``warnings``: settings the run ignored, one line each (heterosim.pipeline.config_warnings)."""
     from heterosim.hardware import get_device
 
     T_ns = sim.iteration_time_ns
@@ -32,6 +34,7 @@ def make_summary(scenario, system, ir, sim, *, backend: str, wall_s: float) -> d
     return {
         "scenario": scenario.name,
         "backend": backend,
+        "warnings": list(warnings or []),
         "iteration_time_s": T,
         "iteration_time_ns": T_ns,
         "model_tflops_per_gpu": tflops,
