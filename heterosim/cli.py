@@ -194,6 +194,9 @@ def print_summary(s: dict, dest: Path | None = None) -> None:
             t.add_row("fluid collisions", f"PFC could have paused at {len(acc['fluid_pfc']['possible_at'])} switches "
                       "(not simulated by the fluid model; network.json fluid_pfc)")
     out.print(t)
+    for a in s.get("approximations", ()):  # summary.json "approximations": one line each, none for an exact run
+        out.print(f"approximate: {a['name']}, within {a['bound_rel']:.2%} of the iteration time as measured by "
+                  f"{a['measured_by']} ({a['doc']})")
     if dest is not None:
         out.print(f"results: {dest}/ (summary.json, trace.json -> ui.perfetto.dev, *.png; tables: output.tables)")
 
@@ -312,12 +315,30 @@ def _register_subcommands() -> None:
 _register_subcommands()
 
 
+def _click_exceptions() -> tuple[tuple[type, ...], tuple[type, ...], tuple[type, ...]]:
+    """(NoArgsIsHelpError, UsageError, ClickException) classes of every click that may back typer.
+
+    typer >= 0.16 raises its vendored copy (``typer._click``) even when the real ``click`` is installed too
+    (the ``ray`` extra brings it); older typer raises ``click``'s. Catching one family only let the other's
+    usage errors through as tracebacks, so both are caught."""
+    import importlib
+
+    no_args, usage, click_exc = [], [], []
+    for name in ("typer._click.exceptions", "click.exceptions"):
+        try:
+            mod = importlib.import_module(name)
+        except ImportError:
+            continue
+        if hasattr(mod, "NoArgsIsHelpError"):
+            no_args.append(mod.NoArgsIsHelpError)
+        usage.append(mod.UsageError)
+        click_exc.append(mod.ClickException)
+    return tuple(no_args), tuple(usage), tuple(click_exc)
+
+
 def main() -> None:
     """Run the app; every error is one line on stderr (usage errors too, instead of a usage box)."""
-    try:
-        from click.exceptions import ClickException, NoArgsIsHelpError, UsageError  # type: ignore[attr-defined]
-    except ImportError:  # typer >= 0.16 vendors click
-        from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError  # type: ignore
+    NoArgsIsHelpError, UsageError, ClickException = _click_exceptions()
 
     code = 0
     try:

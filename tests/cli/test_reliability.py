@@ -129,6 +129,10 @@ def test_png_and_json_do_not_overwrite_foreign_files(tmp_path, scen, capsys, mon
 
 @pytest.mark.parametrize("args,needles", [
     (["run", "S", "--bogus-flag"], ["run", "--bogus-flag"]),
+    (["--bogus-flag"], ["--bogus-flag"]),
+    (["run", "S", "-x"], ["run", "-x"]),
+    (["run", "S", "--set"], ["--set"]),
+    (["sweep"], ["sweep", "sweep"]),
     (["validate"], ["validate", "scenario"]),
     (["run", "S", "--quiet=3"], ["--quiet"]),
     (["collective", "--gpus", "x"], ["--gpus"]),
@@ -229,3 +233,19 @@ def test_measurements_refuse_inf_and_bad_utf8(tmp_path):
     (tmp_path / "b.csv").write_bytes(head.encode() + b"gemm,H100-SXM,bf16,64,64,64,,,1\xff\n")
     with pytest.raises(UserError, match=r"b\.csv: not UTF-8 text: byte 0xff at line 2"):
         Measurements(tmp_path / "b.csv")
+
+
+def test_usage_errors_of_every_click_backing_typer_are_caught():
+    """typer's vendored click and the real click (brought by the ray extra) raise different classes; the CLI
+    must catch the usage errors of whichever is importable here (CI installs ray, so both are)."""
+    import importlib
+
+    from heterosim.cli import _click_exceptions
+
+    _, usage, click_exc = _click_exceptions()
+    for name in ("typer._click.exceptions", "click.exceptions"):
+        try:
+            mod = importlib.import_module(name)
+        except ImportError:
+            continue
+        assert mod.UsageError in usage and mod.ClickException in click_exc, name
