@@ -95,6 +95,7 @@ def build_system(cluster: ClusterConfig | dict, fabric=None, *, file: str | None
     gpus = _apply_stragglers(cluster, gpus, file)
     switches, links = generate(fabric, nodes, file)
     links = _degrade_links(cluster, links, file)
+    links = _with_nic_latency(links, nodes)
     nic_names = [nic for n in nodes for nic in n.nics]
     _check_unique(nic_names + switches, file)
     net = NetTopology(hosts=nic_names, switches=switches, links=links,
@@ -128,6 +129,16 @@ def _degrade_links(cluster: ClusterConfig, links: list[Link], file: str | None) 
             what = f"{d.a} <-> {d.b}" if d.b else d.a
             raise UserError(f"no fabric link {what}", file=file, field=f"cluster.degraded_links[{i}]", value=what)
     return links
+
+
+def _with_nic_latency(links: list[Link], nodes: list[NodeInfo]) -> list[Link]:
+    """Each NIC's ``nic_latency_ns`` added to its access link's delay, both directions: a packet pays it leaving
+    the sender's NIC and entering the receiver's, ACKs and PAUSEs the same (NodeType.nic_latency_ns)."""
+    lat = {nic: n.spec.nic_latency_ns for n in nodes if n.spec.nic_latency_ns for nic in n.nics}
+    if not lat:
+        return links
+    return [Link(l.a, l.b, l.rate_gbps, l.delay_ns + lat.get(l.a, 0) + lat.get(l.b, 0))
+            if l.a in lat or l.b in lat else l for l in links]
 
 
 def load_system(path: str | Path) -> SystemTopology:

@@ -44,8 +44,15 @@ class NodeType(_Strict):
     nics_per_node: Bounded(int, 1, NICS_PER_NODE_MAX) = 8
     nic_gbps: LinkGbps = 400.0
     """Per-NIC line rate, Gb/s."""
-    nic_latency_ns: Bounded(int, 0, LATENCY_NS_MAX, unit="ns") = 1000
-    """Host stack + NIC processing latency per message."""
+    nic_latency_ns: Bounded(int, 0, LATENCY_NS_MAX, unit="ns") = 0
+    """Extra NIC processing latency, paid once on the way out (host to wire) and once on the way in (wire to
+    host): topologies/build.py adds it to the delay of the NIC's access link, so both network backends (and
+    everything that reads link delays: routes, PFC headroom, HPCC's base RTT) see it alike, and a message
+    between NICs a and b takes exactly ``lat_a + lat_b`` longer. Default 0: every inter-node collective
+    transfer already pays NCCL's per-step network hardware latency (heterosim/comm/planner.py HW_LAT_US["net"],
+    NCCL src/graph/tuning.cc: 2.7-14 us, NICs included), which covers a typical RDMA NIC's ~0.4 us each way
+    (perftest ib_send_lat, half a round trip through two NICs and a cable: ~0.8 us for 32 B over RC); adding it
+    here too would count it twice. Set it for what NCCL's figure leaves out (a slower NIC, a host stack)."""
     source: str | None = None
 
 
