@@ -336,7 +336,8 @@ class NetworkConfig(_Strict):
     """Registered backend name: ``flow`` (fast, flow-level) or ``ns3`` (packet-level)."""
     cc: CcKind = "dcqcn"
     """Congestion-control preset (:data:`CC_SOURCES`); ``none`` = PFC only.  Only the ns3 backend
-    models it; the flow backend ignores it (max-min fair sharing)."""
+    models it; the flow backend ignores it (max-min fair sharing) and says so when it is set
+    (``FlowBackend.config_warnings``, as for every packet-level field)."""
     cc_window: bool = False
     """DCQCN/TIMELY "+window": also cap bytes in flight per QP at one BDP (line rate x base RTT),
     as the HPCC simulator's window option does.  HPCC and DCTCP are window-based anyway."""
