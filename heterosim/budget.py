@@ -45,9 +45,11 @@ quickstart IR, 16 as an upper estimate for the pre-compile check."""
 
 @dataclass(frozen=True)
 class Rate:
-    """Wall seconds of one run = overhead_s + s_per_item x work items + s_per_packet x packets."""
+    """Wall seconds of one run = overhead_s + s_per_gpu x GPUs + s_per_item x work items + s_per_packet x packets."""
     overhead_s: float
     """Fixed cost of a run (backend set-up, compile of a tiny IR)."""
+    s_per_gpu: float
+    """Building the system, the IR's per-rank tables, the symmetry analysis: per GPU."""
     s_per_item: float
     """Seconds per coordinator work item (an op execution, or a message's start or completion)."""
     s_per_packet: float
@@ -58,10 +60,10 @@ class Rate:
 # 2-core CI-class machine (shared: the CPU seconds of each run are printed beside its wall time), from the points
 # that table marks as measured; docs/work-budget.md holds the table of predicted vs measured.
 RATES: dict[str, Rate] = {
-    "flow-sym": Rate(overhead_s=0.5, s_per_item=1.0e-5, s_per_packet=0.0),
-    "flow": Rate(overhead_s=0.3, s_per_item=1.5e-5, s_per_packet=0.0),
-    "ns3": Rate(overhead_s=1.0, s_per_item=1.5e-5, s_per_packet=1.0e-5),
-    "ns3-auto": Rate(overhead_s=1.0, s_per_item=1.5e-5, s_per_packet=1.0e-6),
+    "flow-sym": Rate(overhead_s=0.5, s_per_gpu=0.0, s_per_item=1.0e-5, s_per_packet=0.0),
+    "flow": Rate(overhead_s=0.3, s_per_gpu=0.0, s_per_item=1.5e-5, s_per_packet=0.0),
+    "ns3": Rate(overhead_s=1.0, s_per_gpu=0.0, s_per_item=1.5e-5, s_per_packet=1.0e-5),
+    "ns3-auto": Rate(overhead_s=1.0, s_per_gpu=0.0, s_per_item=1.5e-5, s_per_packet=1.0e-6),
 }
 MODE_LABELS = {
     "flow-sym": "flow backend, symmetry on",
@@ -85,6 +87,8 @@ class WorkEstimate:
     """With symmetry reduction (mode flow-sym): the op executions of the simulated replicas only."""
     sym_messages: int | None = None
     """With symmetry reduction: the flows simulated (a collective orbit's copies are one flow)."""
+    gpus: int = 0
+    """GPUs of the system (its build and per-rank tables cost time whatever is simulated)."""
 
     @property
     def items(self) -> int:
@@ -97,14 +101,15 @@ class WorkEstimate:
     def seconds(self) -> float:
         """Predicted wall seconds of compile + simulation (an approximation: docs/work-budget.md)."""
         r = RATES[self.mode]
-        return r.overhead_s + r.s_per_item * self.items + r.s_per_packet * self.packets
+        return r.overhead_s + r.s_per_gpu * self.gpus + r.s_per_item * self.items + r.s_per_packet * self.packets
 
     def __add__(self, other: "WorkEstimate") -> "WorkEstimate":
         """Two jobs simulated together (heterosim/cluster/run.py): the counts add up, and the merged run has no
         symmetry reduction (the cluster coordinator runs with symmetry off)."""
         modes = {self.mode, other.mode} - {"flow-sym", "flow"}
         mode = "ns3" if "ns3" in modes else ("ns3-auto" if modes else "flow")
-        return WorkEstimate(self.ops + other.ops, self.messages + other.messages, self.packets + other.packets, mode)
+        return WorkEstimate(self.ops + other.ops, self.messages + other.messages, self.packets + other.packets, mode,
+                            gpus=self.gpus + other.gpus)
 
     def short(self) -> str:
         """What ``validate`` prints: the estimate in seconds and the mode it is for."""
@@ -125,7 +130,6 @@ _legacy_noted = False
 def work_budget(explicit: float | None = None) -> float:
     """The budget in force, in seconds: ``explicit``, else ``$HETEROSIM_WORK_BUDGET_S``, else the deprecated
     ``$HETEROSIM_WORK_BUDGET`` (work units, converted), else the default."""
-    global _legacy_noted
     scale = 1.0
     if explicit is not None:
         value, where = explicit, "work_budget"
@@ -143,12 +147,15 @@ def work_budget(explicit: float | None = None) -> float:
             raise UserError("not a number", field=where, value=text) from None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
         raise UserError("must be a positive finite number of seconds" if where != LEGACY_ENV_VAR else
-                        "must be a positive finite number", field=where, value=value)
-    if where == LEGACY_ENV_VAR and not _legacy_noted:
-        _legacy_noted = True
-        print(f"note: {LEGACY_ENV_VAR} (work units) is deprecated; read as {value * scale:.3g} s "
-              f"({LEGACY_UNITS_PER_S:,.0f} units/s); set {ENV_VAR}=<seconds> instead", file=sys.stderr)
+                        f"must be a positive finite number ({_DEPRECATED})", field=where, value=value)
     return float(value) * scale
+
+
+_DEPRECATED = f"{LEGACY_ENV_VAR}, in work units, is deprecated: set {ENV_VAR}, in seconds"
+
+
+def _legacy_in_force() -> bool:
+    return not (os.environ.get(ENV_VAR) or "").strip() and bool((os.environ.get(LEGACY_ENV_VAR) or "").strip())
 
 
 def estimate_before_compile(scenario, plan, lanes_per_stage: list[int]) -> WorkEstimate:
@@ -159,7 +166,7 @@ def estimate_before_compile(scenario, plan, lanes_per_stage: list[int]) -> WorkE
     m = max(plan.microbatches)
     per_lane = [m * max(1, plan.stage_layer_count(s)) * OPS_PER_LAYER_MICROBATCH for s in range(len(lanes_per_stage))]
     ops = sum(lanes * n for lanes, n in zip(lanes_per_stage, per_lane))
-    return WorkEstimate(ops * iters, 0, 0, "flow-sym", sum(per_lane) * iters, 0)
+    return WorkEstimate(ops * iters, 0, 0, "flow-sym", sum(per_lane) * iters, 0)  # GPUs: not built yet
 
 
 def mode_of(backend: str, scenario, symmetry: bool) -> str:
@@ -182,9 +189,12 @@ def estimate(ir, scenario, backend: str, channels: int | None = None, *, system=
     for r, p in enumerate(ir.rank_program):
         lanes_of_prog[p] = lanes_of_prog.get(p, 0.0) + 1.0 / lane_size.get(r, 1)
     group_size = {name: (len(gs[0]) if gs else 1) for name, gs in ir.groups.items()}
-    dp_set = set(ir.groups.get("dp") or [])
-    across = {name for name, gs in ir.groups.items() if dp_set and set(gs) == dp_set}  # connect replicas
     share = _replica_share(ir, system) if symmetry and backend != "ns3" else 1.0
+    node = [g.node_index for g in system.gpus] if getattr(system, "gpus", None) is not None else None
+    first_rank: dict[int, int] = {}
+    for r, p in enumerate(ir.rank_program):
+        first_rank.setdefault(p, r)
+    crossing: dict[str, float] = {}
     ops = messages = packets = sym_msgs = 0.0
     ch = channels or 2
     for pid, prog in enumerate(ir.programs):
@@ -200,29 +210,50 @@ def estimate(ir, scenario, backend: str, channels: int | None = None, *, system=
                 if op.collective == "send":
                     messages += lanes * ch
                     sym_msgs += lanes * ch * share
-                    packets += lanes * math.ceil(op.size_bytes / mtu)
+                    if node is None or node[first_rank[pid]] != node[ir.peer_of(first_rank[pid], op.peer_offset)]:
+                        packets += lanes * math.ceil(op.size_bytes / mtu)  # inter-node: on the packet network
                 continue
             if n < 2:
                 continue
             instances = lanes / n  # one instance per group (counted once, from one lane per group)
             transfers = min(MAX_TRANSFERS, 2 * n * (n - 1) * ch)
             messages += instances * transfers
-            # across replicas: simulated in full, a ring step's n transfers one flow (orbit); inside: one class
-            sym_msgs += instances * transfers * (1.0 / n if op.group in across else share)
-            packets += instances * 2 * (n - 1) * math.ceil(op.size_bytes / mtu)
+            # with symmetry, one flow per orbit of copies: measured (bench_budget.py), the events fall by about the
+            # share of replicas simulated, across replicas too
+            sym_msgs += instances * transfers * share
+            if op.group not in crossing:
+                crossing[op.group] = _crossing(ir.groups.get(op.group) or [], node)
+            packets += instances * 2 * (n - 1) * math.ceil(op.size_bytes / mtu) * crossing[op.group]
     mode = mode_of(backend, scenario, symmetry)
     if backend != "ns3":
         packets = 0
     sym = mode == "flow-sym"
     return WorkEstimate(int(ops * iters), int(messages * iters), int(packets * iters), mode,
-                        int(ops * share * iters) if sym else None, int(sym_msgs * iters) if sym else None)
+                        int(ops * share * iters) if sym else None, int(sym_msgs * iters) if sym else None,
+                        ir.world_size)
+
+
+def _crossing(groups, node) -> float:
+    """The share of a ring's hops (consecutive members, in group order) between two nodes, over all groups of a
+    dimension: the packets of a collective that go over the packet network (NVLink hops stay in the intra
+    model). Unknown nodes: all of them."""
+    if node is None:
+        return 1.0
+    hops = cross = 0
+    for g in groups:
+        if len(g) < 2:
+            continue
+        hops += len(g)
+        cross += sum(node[g[i]] != node[g[i - 1]] for i in range(len(g)))
+    return cross / hops if hops else 0.0
 
 
 def _replica_share(ir, system) -> float:
     """Classes / replicas the symmetry reduction simulates, estimated cheaply: replicas (positions in the dp
-    groups) alike in program, device, slowdown and node group per rank. The reduction also needs alike
-    network paths (heterosim/sim/symmetry.py), so it may keep more classes than this: the rate's fit
-    (bench_budget.py) absorbs the typical factor."""
+    groups) alike in program, device, slowdown and node group per rank, and no fewer than the period of the
+    dp rings' intra/inter-node hops. The reduction also needs alike network paths (heterosim/sim/symmetry.py:
+    leaves, hashed links), so it may keep more classes than this: the rate's fit (bench_budget.py) absorbs
+    the typical factor, and docs/work-budget.md shows the spread."""
     dp = ir.groups.get("dp")
     if not dp or len(dp[0]) < 2 or any(len(g) != len(dp[0]) for g in dp):
         return 1.0
@@ -235,17 +266,29 @@ def _replica_share(ir, system) -> float:
         return ir.rank_program[r], g.device, g.slowdown, g.group
 
     D = len(dp[0])
-    classes = {tuple(sig(g[d]) for g in dp) for d in range(D)}
-    return len(classes) / D
+    classes = len({tuple(sig(g[d]) for g in dp) for d in range(D)})
+    if gpus is not None:  # replicas a ring hop apart are alike only if the rings look alike shifted (symmetry.py)
+        from heterosim.sim.symmetry import _dp_ring_period
+
+        node = [g.node_index for g in gpus]
+        classes = max(classes, _dp_ring_period(dp, lambda a, b: node[a] == node[b]))
+    return classes / D
 
 
 def check(est: WorkEstimate, budget_s: float, file: str | None, what: str = "the run") -> None:
-    """Refuse, in one line, an estimate over the budget (seconds)."""
+    """Refuse, in one line, an estimate over the budget (seconds). A budget read from the deprecated
+    ``HETEROSIM_WORK_BUDGET`` says so: in the refusal, or once on stderr when the run is admitted."""
+    global _legacy_noted
+    legacy = _legacy_in_force()
     if est.seconds > budget_s:
         raise SimulationError(
             f"{what} would take about {est.seconds:.3g} s ({est.describe()}), over the work budget of "
             f"{budget_s:.3g} s; make the scenario smaller, or raise the budget with {ENV_VAR}="
-            f"{_suggest(est.seconds)}", file=file, field=ENV_VAR, value=budget_s)
+            f"{_suggest(est.seconds)}" + (f" ({_DEPRECATED})" if legacy else ""), file=file,
+            field=LEGACY_ENV_VAR if legacy else ENV_VAR, value=os.environ[LEGACY_ENV_VAR] if legacy else budget_s)
+    if legacy and not _legacy_noted:
+        _legacy_noted = True
+        print(f"note: {_DEPRECATED}; read as {budget_s:.3g} s ({LEGACY_UNITS_PER_S:,.0f} units/s)", file=sys.stderr)
 
 
 def _suggest(seconds: float) -> str:
