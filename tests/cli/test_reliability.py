@@ -180,11 +180,11 @@ def test_validate_refuses_what_run_would(tmp_path, capsys, monkeypatch, override
 
 
 def test_work_budget_stops_before_simulating_and_says_how_to_raise_it(tmp_path, scen, capsys, monkeypatch):
-    monkeypatch.setenv("HETEROSIM_WORK_BUDGET", "1000")
+    monkeypatch.setenv("HETEROSIM_WORK_BUDGET_S", "0.01")  # seconds (heterosim/budget.py; tests/test_budget.py)
     code, _, err = cli(capsys, monkeypatch, tmp_path, "run", scen, "--out", tmp_path / "r", "--quiet")
-    one_line(code, err, str(scen), "budget", "HETEROSIM_WORK_BUDGET=")
+    one_line(code, err, str(scen), "budget", "HETEROSIM_WORK_BUDGET_S=")
     assert not (tmp_path / "r").exists()
-    monkeypatch.setenv("HETEROSIM_WORK_BUDGET", "nan")
+    monkeypatch.setenv("HETEROSIM_WORK_BUDGET_S", "nan")
     code, _, err = cli(capsys, monkeypatch, tmp_path, "validate", scen)
     one_line(code, err, "HETEROSIM_WORK_BUDGET")
 
