@@ -189,7 +189,7 @@ def check(prepared: Prepared, *, backend: str | None = None, work_budget: float 
             raise UserError("empty backend name (flow | ns3)", field="--backend" if backend is not None
                             else "network.backend", value=name)
         try:
-            backend_class(name)
+            cls = backend_class(name)
         except UserError as err:
             if backend is not None:
                 err.field = "--backend"
@@ -201,6 +201,7 @@ def check(prepared: Prepared, *, backend: str | None = None, work_budget: float 
         if net.header_bytes >= net.mtu_bytes:  # cross-field rule of the network config (no payload would fit)
             raise UserError(f"must be below mtu_bytes ({net.mtu_bytes})", field="network.header_bytes",
                             value=net.header_bytes)
+        cls.check_config(prepared.system.net, net.model_copy(update={"backend": name}))  # what building it checks
         comm = sc.comm
         world = list(range(prepared.system.num_gpus))
         plan_collective("allreduce", world, 0, prepared.system, algorithm=comm.algorithm, protocol=comm.protocol,
@@ -286,14 +287,7 @@ def simulate(prepared: Prepared, *, backend: str | None = None,
     check(prepared, backend=backend, work_budget=work_budget)
     sc = prepared.scenario
     name = backend or sc.network.backend
-    net_cfg = sc.network.model_copy(update={"backend": name})
-    if name == "ns3" and net_cfg.acceleration.mode != "off":  # say so before any simulation starts
-        from netbackend.ns3.accel import check_acceleration
-
-        try:
-            check_acceleration(net_cfg)
-        except UserError as err:
-            raise err.with_file(prepared.file or "scenario") from None
+    net_cfg = sc.network.model_copy(update={"backend": name})  # (check ran the backend's check_config on it)
     t0 = time.monotonic()
     # The simulation allocates millions of small objects and frees few (_gc_paused).
     with _gc_paused():

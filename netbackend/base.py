@@ -95,6 +95,13 @@ class NetworkBackend(ABC):
     def pending(self) -> int:
         """Messages sent and not yet completed."""
 
+    @classmethod
+    def check_config(cls, topology: NetTopology, config: NetworkConfig) -> None:
+        """Every check the constructor makes on its inputs, without building anything: raises the same
+        one-line :class:`UserError` a run would. ``heterosim validate`` runs it, so validate says what run
+        will say. A backend that checks anything at construction checks it here and calls this from
+        ``__init__``; the default accepts everything."""
+
     def next_event_ns(self) -> int | None:
         """A lower bound on the next completion if nothing new were sent (None: idle).
 

@@ -59,7 +59,7 @@ from netbackend.base import Completion, Message, NetStats, NetworkBackend
 from netbackend.config import NetworkConfig
 from hscommon.errors import NetworkError
 from netbackend.registry import register_backend
-from netbackend.routing import Router
+from netbackend.routing import Router, check_fabric
 from netbackend.topo import NetTopology
 
 FLOW_SETTINGS = frozenset({"backend", "mtu_bytes", "header_bytes", "ecmp", "per_hop_latency_ns", "background",
@@ -754,10 +754,21 @@ class FlowBackend(NetworkBackend):
     ``engine``: ``compiled``, ``python`` or ``auto`` (the compiled one where it builds); None reads
     ``HETEROSIM_FLOW_ENGINE``. Results are the same with either; :attr:`engine` says which runs."""
 
+    @classmethod
+    def check_config(cls, topology: NetTopology, config: NetworkConfig) -> None:
+        """What building the backend checks (``NetworkBackend.check_config``): the fabric routes
+        (``routing.check_fabric``) and every NIC rate given is positive."""
+        check_fabric(topology, config.ecmp)
+        for name, rate_gbps in topology.host_rate_gbps.items():
+            if not rate_gbps > 0:
+                raise NetworkError("host NIC rate must be > 0 Gb/s", field=f"topology.host_rate_gbps.{name}",
+                                   value=rate_gbps)
+
     def __init__(self, topology: NetTopology, config: NetworkConfig | None = None, seed: int = 0,
                  engine: str | None = None):
         super().__init__(topology, config, seed)
         cfg = self.config
+        self.check_config(topology, cfg)
         self.router = Router.shared(topology, mode=cfg.ecmp, seed=seed)
         r = self.router
         self._keyed = r.mode != "rail"
@@ -781,10 +792,7 @@ class FlowBackend(NetworkBackend):
             rate_gbps = topology.host_rate_gbps.get(name)
             if rate_gbps is None:
                 continue
-            if not rate_gbps > 0:
-                raise NetworkError("host NIC rate must be > 0 Gb/s", field=f"topology.host_rate_gbps.{name}",
-                                   value=rate_gbps)
-            nic = rate_gbps / 8
+            nic = rate_gbps / 8  # (> 0: check_config)
             if nic < out_cap[h] * (1 - 1e-12):
                 self._nic_tx[h] = len(cap)
                 cap.append(nic)

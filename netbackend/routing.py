@@ -82,6 +82,31 @@ def _fold32(x: int) -> int:
     return (x ^ (x >> 32)) & _M32
 
 
+def check_fabric(topology: NetTopology, mode: str = "hash") -> None:
+    """What routing needs of a fabric (raises :class:`NetworkError`, one line): a known ECMP mode, unique
+    node names, links between known nodes, not a node to itself, a positive rate, a non-negative delay.
+    ``Router`` runs it first; backends run it in ``check_config`` (what ``heterosim validate`` runs)."""
+    if mode not in ("hash", "rail"):
+        raise NetworkError("ECMP mode must be 'hash' or 'rail'", field="network.ecmp", value=mode)
+    seen: set[str] = set()
+    for n in [*topology.hosts, *topology.switches]:
+        if n in seen:
+            raise NetworkError("node name used twice", field="topology.nodes", value=n)
+        seen.add(n)
+    for i, link in enumerate(topology.links):
+        for end in (link.a, link.b):
+            if end not in seen:
+                raise NetworkError("link end is neither a host nor a switch", field=f"topology.links[{i}]", value=end)
+        if link.a == link.b:
+            raise NetworkError("link connects a node to itself", field=f"topology.links[{i}]", value=link.a)
+        if not link.rate_gbps > 0:
+            raise NetworkError("link rate must be > 0 Gb/s", field=f"topology.links[{i}].rate_gbps",
+                               value=link.rate_gbps)
+        if link.delay_ns < 0:
+            raise NetworkError("link delay must be >= 0 ns", field=f"topology.links[{i}].delay_ns",
+                               value=link.delay_ns)
+
+
 class Router:
     """Shortest-path routing with deterministic ECMP (``mode="hash"``) or rail pinning.
 
@@ -103,8 +128,7 @@ class Router:
         return r
 
     def __init__(self, topology: NetTopology, mode: str = "hash", seed: int = 0):
-        if mode not in ("hash", "rail"):
-            raise NetworkError("ECMP mode must be 'hash' or 'rail'", field="network.ecmp", value=mode)
+        check_fabric(topology, mode)
         self.topology = topology
         self.mode = mode
         self._hashed: dict[tuple[int, int], bool] = {}
@@ -113,8 +137,6 @@ class Router:
         self.node_names: list[str] = names
         self.node_index: dict[str, int] = {}
         for i, n in enumerate(names):
-            if n in self.node_index:
-                raise NetworkError("node name used twice", field="topology.nodes", value=n)
             self.node_index[n] = i
         self.num_hosts = len(topology.hosts)
         n_nodes = len(names)
@@ -127,19 +149,7 @@ class Router:
         self.link_delay_ns: list[int] = []
         # adjacency: node -> {neighbour: [directed link ids]} (parallel links allowed)
         self._adj: list[dict[int, list[int]]] = [dict() for _ in range(n_nodes)]
-        for i, link in enumerate(topology.links):
-            for end in (link.a, link.b):
-                if end not in self.node_index:
-                    raise NetworkError("link end is neither a host nor a switch",
-                                       field=f"topology.links[{i}]", value=end)
-            if link.a == link.b:
-                raise NetworkError("link connects a node to itself", field=f"topology.links[{i}]", value=link.a)
-            if not link.rate_gbps > 0:
-                raise NetworkError("link rate must be > 0 Gb/s", field=f"topology.links[{i}].rate_gbps",
-                                   value=link.rate_gbps)
-            if link.delay_ns < 0:
-                raise NetworkError("link delay must be >= 0 ns", field=f"topology.links[{i}].delay_ns",
-                                   value=link.delay_ns)
+        for link in topology.links:  # (check_fabric vetted every link)
             a, b = self.node_index[link.a], self.node_index[link.b]
             for u, v in ((a, b), (b, a)):
                 lid = len(self.link_src)

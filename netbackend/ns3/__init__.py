@@ -13,7 +13,7 @@ from typing import Any
 
 from netbackend.base import Completion, Message, NetStats, NetworkBackend
 from netbackend.config import NetworkConfig, port_ecn_bytes, resolved_dcqcn
-from netbackend.routing import Router, rail_of
+from netbackend.routing import Router, check_fabric, rail_of
 from hscommon.errors import NetworkError, UserError
 from netbackend.ns3 import driver
 from netbackend.ns3.driver import run_isolated
@@ -107,12 +107,10 @@ class Ns3Backend(NetworkBackend):
                  *, track_message_bytes: bool = False, rate_sample_qps: int = 0):
         super().__init__(topology, config, seed)
         cfg = self.config
-        if cfg.cc not in _CC_IMPLEMENTED:
-            raise UserError("not implemented yet in the ns3 backend (use one of "
-                            f"{', '.join(_CC_IMPLEMENTED)})", field="network.cc", value=cfg.cc)
+        self.check_config(topology, cfg)
         self._host_index = {h: i for i, h in enumerate(topology.hosts)}
         self._rail = ({h: rail_of(i, h) for i, h in enumerate(topology.hosts)} if cfg.ecmp == "rail" else None)
-        self._check_topology()
+        self._unlinked = _unlinked_hosts(topology)
         # The flow backend's Router defines the ECMP hash and per-switch salts; the
         # switches apply the same choice (netbackend/routing.py), so paths agree.
         self._router = Router(topology, mode=cfg.ecmp, seed=seed)
@@ -136,27 +134,28 @@ class Ns3Backend(NetworkBackend):
         self._call_wall_s = 0.0
 
     # ------------------------------------------------------------------ setup
-    def _check_topology(self) -> None:
-        topo = self.topology
-        nodes = set(topo.hosts) | set(topo.switches)
-        if len(nodes) != len(topo.hosts) + len(topo.switches):
-            raise NetworkError("host and switch names must be unique", field="topology")
-        degree = {h: 0 for h in topo.hosts}
-        for link in topo.links:
+    @classmethod
+    def check_config(cls, topology: NetTopology, config: NetworkConfig) -> None:
+        """The CC is implemented, the acceleration settings have a closed form (``acceleration.mode`` not
+        off: ``accel.check_acceleration``), and the fabric is one the module can build (``routing.check_fabric``:
+        unique names, links between known nodes with a rate and a delay; and one NIC port per host)."""
+        if config.cc not in _CC_IMPLEMENTED:
+            raise UserError("not implemented yet in the ns3 backend (use one of "
+                            f"{', '.join(_CC_IMPLEMENTED)})", field="network.cc", value=config.cc)
+        if config.acceleration.mode != "off":
+            from netbackend.ns3.accel import check_acceleration
+
+            check_acceleration(config)
+        check_fabric(topology, config.ecmp)  # names, link ends, rates, delays (as the flow backend)
+        degree = {h: 0 for h in topology.hosts}
+        for link in topology.links:
             for end in (link.a, link.b):
-                if end not in nodes:
-                    raise NetworkError("link end is neither a host nor a switch",
-                                       field="topology.links", value=end)
                 if end in degree:
                     degree[end] += 1
-            if link.rate_gbps <= 0 or link.delay_ns < 0:
-                raise NetworkError("link needs a positive rate and a non-negative delay",
-                                   field="topology.links", value=(link.a, link.b))
         multi = [h for h, d in degree.items() if d > 1]
         if multi:
             raise NetworkError("the ns3 backend models one NIC port per host; host has several links",
                                field="topology.hosts", value=multi[0])
-        self._unlinked = {h for h, d in degree.items() if d == 0}
 
     def _configure(self, sim_cls, track_message_bytes: bool, rate_sample_qps: int) -> None:
         cfg = self.config
@@ -403,3 +402,9 @@ class Ns3Backend(NetworkBackend):
             self.close()
         except Exception:
             pass
+
+
+def _unlinked_hosts(topology: NetTopology) -> set[str]:
+    """Hosts with no link (they can neither send nor receive; ``check_config`` has vetted the rest)."""
+    linked = {end for link in topology.links for end in (link.a, link.b)}
+    return {h for h in topology.hosts if h not in linked}

@@ -179,6 +179,25 @@ def test_validate_refuses_what_run_would(tmp_path, capsys, monkeypatch, override
     one_line(code, err, str(p), field)
 
 
+@pytest.mark.parametrize("sets,field", [
+    (["network.cc=hpcc", "network.acceleration.mode=auto"], "network.cc"),  # the issue's case: no closed form
+    (["network.cc=dcqcn", "network.cc_window=true", "network.acceleration.mode=auto"], "network.cc_window"),
+    (["network.cc=hpcc", "network.acceleration.mode=auto", "network.acceleration.collisions=fluid"],
+     "network.cc"),
+])
+def test_validate_says_what_run_says_when_the_backend_is_built(tmp_path, scen, capsys, monkeypatch, sets, field):
+    """Every check made when building a backend (``NetworkBackend.check_config``) runs in validate: the
+    same line, the same exit code, and run refuses before simulating (nothing written)."""
+    pytest.importorskip("ns3", reason="the ns3 extra")
+    argv = [a for kv in sets for a in ("--set", kv)] + ["--backend", "ns3"]
+    v_code, _, v_err = cli(capsys, monkeypatch, tmp_path, "validate", scen, *argv)
+    one_line(v_code, v_err, str(scen), field)
+    r_code, _, r_err = cli(capsys, monkeypatch, tmp_path, "run", scen, *argv, "--out", tmp_path / "r", "--quiet")
+    one_line(r_code, r_err, str(scen), field)
+    assert v_err.strip() == r_err.strip()
+    assert not (tmp_path / "r").exists()
+
+
 def test_work_budget_stops_before_simulating_and_says_how_to_raise_it(tmp_path, scen, capsys, monkeypatch):
     monkeypatch.setenv("HETEROSIM_WORK_BUDGET_S", "0.01")  # seconds (heterosim/budget.py; tests/test_budget.py)
     code, _, err = cli(capsys, monkeypatch, tmp_path, "run", scen, "--out", tmp_path / "r", "--quiet")

@@ -91,6 +91,29 @@ class BackendConformance:
     def make(self, topo: NetTopology, seed: int = 0):
         return create_backend(self.backend_name, topo, self.config(), seed)
 
+    # ---------------------------------------------------------------- validate = build
+    def test_check_config_refuses_what_the_constructor_refuses(self):
+        """``check_config`` (what ``heterosim validate`` runs) accepts what builds, and raises the very error
+        the constructor raises on a fabric the backend cannot build (a link to a node that does not exist)."""
+        from netbackend.registry import backend_class
+
+        cls = backend_class(self.backend_name)
+        cls.check_config(star(2), self.config())  # a buildable fabric passes
+        bad = NetTopology(hosts=["h0", "h1"], switches=["s0"],
+                          links=[Link("h0", "s0", RATE_GBPS, DELAY_NS), Link("h1", "nowhere", RATE_GBPS, DELAY_NS)])
+        try:
+            self.make(bad).close()
+        except UserError as err:
+            built = str(err)
+        else:
+            built = None
+        if built is None:  # the backend accepts it: check_config must too
+            cls.check_config(bad, self.config())
+        else:
+            with pytest.raises(UserError) as exc:
+                cls.check_config(bad, self.config())
+            assert str(exc.value) == built
+
     # ---------------------------------------------------------------- single flows
     def test_single_flow_idle_path(self):
         cfg = self.config()
