@@ -56,14 +56,15 @@ class Rate:
     """Seconds per estimated packet (ns-3 only: hops, queues, DCQCN per packet in C++)."""
 
 
-# Measured by `PYTHONPATH=$PWD .venv/bin/python benchmarks/bench_budget.py --fit` on 2026-11-26, on the project's
-# 2-core CI-class machine (shared: the CPU seconds of each run are printed beside its wall time), from the points
-# that table marks as measured; docs/work-budget.md holds the table of predicted vs measured.
+# Fitted by `PYTHONPATH=$PWD .venv/bin/python benchmarks/bench_budget.py --json runs.json --fit` (then
+# `--from runs.json --fit` after changing the estimate) on 2026-11-28, on the project's 2-core CI-class machine,
+# shared with other jobs (load 2-4): fitted on each run's CPU seconds, i.e. its wall time on an unloaded core.
+# 16 runs: flow 16-10,752 GPUs, ns-3 16-128 GPUs; the table (predicted vs measured) is docs/work-budget.md.
 RATES: dict[str, Rate] = {
-    "flow-sym": Rate(overhead_s=0.5, s_per_gpu=0.0, s_per_item=1.0e-5, s_per_packet=0.0),
-    "flow": Rate(overhead_s=0.3, s_per_gpu=0.0, s_per_item=1.5e-5, s_per_packet=0.0),
-    "ns3": Rate(overhead_s=1.0, s_per_gpu=0.0, s_per_item=1.5e-5, s_per_packet=1.0e-5),
-    "ns3-auto": Rate(overhead_s=1.0, s_per_gpu=0.0, s_per_item=1.5e-5, s_per_packet=1.0e-6),
+    "flow-sym": Rate(overhead_s=0.449, s_per_gpu=0.00048, s_per_item=6.69e-06, s_per_packet=0.0),
+    "flow": Rate(overhead_s=0.207, s_per_gpu=0.00048, s_per_item=1.07e-05, s_per_packet=0.0),
+    "ns3": Rate(overhead_s=0.714, s_per_gpu=0.00048, s_per_item=1.07e-05, s_per_packet=7.17e-06),
+    "ns3-auto": Rate(overhead_s=0.429, s_per_gpu=0.00048, s_per_item=1.07e-05, s_per_packet=7.2e-07),
 }
 MODE_LABELS = {
     "flow-sym": "flow backend, symmetry on",
