@@ -6,12 +6,12 @@ fresh process: its wall seconds (compile + simulation, what the budget bounds), 
 events, beside the estimate's counts and predicted seconds, and measured / predicted. A point past
 ``--timeout`` seconds is stopped and its row says so (then measured > timeout).
 
-``--fit`` prints the rates (budget.RATES) that these measurements give, to paste into heterosim/budget.py:
-per mode, overhead = the smallest point's wall minus its work at the rate, rate = the geometric mean of
-(wall - overhead) / work over the other points (work items for flow; packets for ns-3, after the items at
-the flow rate without symmetry, which ns-3 runs also use).
+``--fit`` prints the rates (budget.RATES) these measurements give, to paste into heterosim/budget.py
+(:func:`fit`: relative least squares on CPU seconds). ``--json F`` keeps the measurements; ``--from F`` shows
+them beside the estimate of this tree without running anything (to refit after changing the estimate).
 
-    PYTHONPATH=$PWD .venv/bin/python benchmarks/bench_budget.py [--fit] [--only flow-sym,ns3] [--timeout 300]
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/bench_budget.py [--fit] [--json runs.json] [--only flow-sym,ns3]
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/bench_budget.py --from runs.json --fit
     PYTHONPATH=$PWD .venv/bin/python benchmarks/bench_budget.py --list
 """
 from __future__ import annotations
