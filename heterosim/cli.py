@@ -38,13 +38,28 @@ def schema() -> None:
 def validate(scenario: Path = typer.Argument(..., help="Scenario YAML"),
              backend: Optional[str] = typer.Option(None, help="Network backend to check for (default: the scenario's)"),
              set_: List[str] = typer.Option([], "--set", help="Override a field: path=value")) -> None:
-    """Every check `run` makes, without simulating: schema, references, plan, memory, network, work budget."""
-    from heterosim import api
+    """Every check `run` makes, without simulating: schema, references, plan, memory, network, work budget.
 
-    if api.is_cluster_file(scenario):
+    Also takes the other kinds of HeteroSim YAML (cluster, traffic, sweep, topology, node catalog, model zoo:
+    heterosim/filekinds.py) and checks each as the command that uses it would."""
+    from heterosim import api
+    from heterosim.filekinds import RUN_WITH, kind_of_file
+
+    kind = kind_of_file(scenario)
+    if kind == "cluster":
         from heterosim.cluster.cli import validate_cluster
 
         validate_cluster(scenario, backend, set_, _fail)
+        return
+    if kind != "training":
+        from heterosim.validate_kinds import VALIDATORS
+
+        try:
+            detail = VALIDATORS[kind](scenario, backend, set_)
+        except UserError as err:
+            _fail(err.with_file(str(scenario)))
+        out.print(f"[green]ok[/]: {scenario} — {detail}; use: {RUN_WITH[kind].format(file=scenario)}",
+                  soft_wrap=True, highlight=False)
         return
     try:
         sc = api.load(scenario, set_)
@@ -127,10 +142,15 @@ def run(scenario: Path = typer.Argument(Path("scenarios/quickstart.yaml"), help=
         quiet: bool = typer.Option(False, "--quiet", "-q")) -> None:
     """Simulate one training iteration (or, for a `kind: cluster` file, every job on one fabric) and write
     summary, trace, tables and plots."""
-    from heterosim.cluster.cli import is_cluster_file, run_cluster
+    from heterosim.cluster.cli import run_cluster
+    from heterosim.filekinds import RUN_WITH, kind_of_file
 
-    if is_cluster_file(scenario):  # several jobs on one cluster (heterosim/cluster)
+    kind = kind_of_file(scenario)
+    if kind == "cluster":  # several jobs on one cluster (heterosim/cluster)
         return run_cluster(scenario, backend, out_dir, set_, measurements, isolation_baseline, quiet, _fail)
+    if kind != "training":  # a traffic study, a sweep, a topology...: say which command takes it
+        _fail(UserError(f"is a {kind.replace('-', ' ')} file, not a training scenario; use: "
+                        f"{RUN_WITH[kind].format(file=scenario)}", file=str(scenario)))
     if isolation_baseline:
         _fail(UserError("applies to cluster scenarios (kind: cluster) only", file=str(scenario),
                         field="--isolation-baseline", value=True))
