@@ -359,6 +359,10 @@ def _click_exceptions() -> tuple[tuple[type, ...], tuple[type, ...], tuple[type,
 def main() -> None:
     """Run the app; every error is one line on stderr (usage errors too, instead of a usage box)."""
     NoArgsIsHelpError, UsageError, ClickException = _click_exceptions()
+    import warnings
+
+    # A warning the library raises (a renamed field, ...) is one line on the console, not two with source.
+    warnings.formatwarning = lambda message, category, *_a, **_k: f"warning: {message}\n"
 
     code = 0
     try:

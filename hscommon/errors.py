@@ -41,6 +41,11 @@ class UserError(Exception):
         return self
 
 
+class RenamedFieldWarning(FutureWarning):
+    """A config field given under its old name: read for one more release, with this warning (one line on
+    the CLI: ``heterosim/cli.py`` formats warnings so)."""
+
+
 class NetworkError(UserError):
     """A fabric that cannot be built or a network run that cannot finish (e.g. PFC deadlock)."""
 

@@ -40,11 +40,11 @@ def cluster_gpus(cluster: ClusterConfig, file: str | None = None) -> int:
 def check_cluster_size(cluster: ClusterConfig, specs, file: str | None) -> int:
     total = 0
     for gi, (g, spec) in enumerate(zip(cluster.groups, specs)):
-        if spec.intra in ("nvswitch", "c2c") and spec.nvlink_gbps <= 0 and spec.gpus_per_node > 1:
-            field = f"cluster.groups[{gi}].overrides.nvlink_gbps" if "nvlink_gbps" in g.overrides \
+        if spec.intra in ("nvswitch", "c2c") and spec.nvlink_gBps <= 0 and spec.gpus_per_node > 1:
+            field = f"cluster.groups[{gi}].overrides.nvlink_gBps" if "nvlink_gBps" in g.overrides \
                 else f"cluster.groups[{gi}].node_type"
-            raise UserError("an NVSwitch node needs nvlink_gbps > 0 (use intra: pcie for a node without NVLink)",
-                            file=file, field=field, value=g.overrides.get("nvlink_gbps", g.node_type))
+            raise UserError("an NVSwitch node needs nvlink_gBps > 0 (use intra: pcie for a node without NVLink)",
+                            file=file, field=field, value=g.overrides.get("nvlink_gBps", g.node_type))
         total += g.num_nodes * spec.gpus_per_node
     if total > CLUSTER_GPUS_MAX:
         raise UserError(f"{total:,} GPUs; at most {CLUSTER_GPUS_MAX:,} (5x the largest published cluster)",
@@ -196,7 +196,7 @@ def _intra_topology(nodes: list[NodeInfo], gpus: list[GpuInfo]) -> NetTopology:
             sw, ep = f"{node.name}/nvsw", f"{node.name}/nvswitch"
             switches.append(sw)
             hosts.append(ep)
-            rate = spec.nvlink_gbps * 8
+            rate = spec.nvlink_gBps * 8
             for g in names:
                 links.append(Link(g, sw, rate, NVLINK_DELAY_NS))
                 rates[g] = rate
@@ -206,7 +206,7 @@ def _intra_topology(nodes: list[NodeInfo], gpus: list[GpuInfo]) -> NetTopology:
         elif spec.intra == "pcie":
             rc = f"{node.name}/rc"
             switches.append(rc)
-            up = (spec.pcie_switch_uplink_gbps or spec.pcie_gbps) * 8
+            up = (spec.pcie_switch_uplink_gBps or spec.pcie_gBps) * 8
             n_sw = -(-len(names) // spec.gpus_per_pcie_switch)
             for k in range(n_sw):
                 sw = f"{node.name}/pcie{k}"
@@ -214,13 +214,13 @@ def _intra_topology(nodes: list[NodeInfo], gpus: list[GpuInfo]) -> NetTopology:
                 links.append(Link(sw, rc, up, PCIE_DELAY_NS))
             for j, g in enumerate(names):
                 links.append(Link(g, f"{node.name}/pcie{j // spec.gpus_per_pcie_switch}",
-                                  spec.pcie_gbps * 8, PCIE_DELAY_NS))
-                rates[g] = spec.pcie_gbps * 8
+                                  spec.pcie_gBps * 8, PCIE_DELAY_NS))
+                rates[g] = spec.pcie_gBps * 8
         else:  # c2c: GH200 superchips, GPUs meshed by direct NVLink links
             n = len(names)
-            pair = spec.nvlink_gbps * 8 / max(1, n - 1)
+            pair = spec.nvlink_gBps * 8 / max(1, n - 1)
             for a in range(n):
-                rates[names[a]] = spec.nvlink_gbps * 8 if n > 1 else 0.0
+                rates[names[a]] = spec.nvlink_gBps * 8 if n > 1 else 0.0
                 for b in range(a + 1, n):
                     links.append(Link(names[a], names[b], pair, NVLINK_DELAY_NS))
     return NetTopology(hosts=hosts, switches=switches, links=links, host_rate_gbps=rates)
@@ -248,7 +248,7 @@ def _graph(nodes: list[NodeInfo], gpus: list[GpuInfo], net: NetTopology, intra: 
     # GPU <-> NIC attachment (GPUDirect RDMA path)
     for node in nodes:
         spec = node.spec
-        pcie_rate = spec.pcie_gbps * 8
+        pcie_rate = spec.pcie_gBps * 8
         for r in node.gpu_ranks:
             gpu = gpus[r]
             if spec.intra == "pcie":

@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from hscommon.errors import UserError
 from topologies._util import read_yaml, user_error_from_validation
-from topologies.config import NodeType
+from topologies.config import NodeType, renamed_node_fields
 
 CATALOG_FILE = Path(__file__).with_name("node_types.yaml")
 
@@ -47,6 +47,10 @@ def node_type(name: str, overrides: dict[str, Any] | None = None, file: str | No
     if not overrides:
         return base
     prefix = field.rsplit(".", 1)[0] + ".overrides" if "." in field else "overrides"
+    try:
+        overrides = renamed_node_fields(overrides, prefix)
+    except UserError as err:
+        raise err.with_file(file) if file else err
     for key in overrides:
         if key not in NodeType.model_fields:
             raise UserError(f"not a node-type field; fields: {', '.join(NodeType.model_fields)}",

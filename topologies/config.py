@@ -7,7 +7,8 @@ NIC ``{node}/nic{k}``, switches as the generator names them (``leaf3``, ``spine0
 """
 from __future__ import annotations
 
-from typing import Annotated, Literal, Union
+import warnings
+from typing import Annotated, Any, Literal, Union
 
 from pydantic import Field, model_validator
 
@@ -23,24 +24,54 @@ Radix = Bounded(int, 1, SWITCH_RADIX_MAX)
 Oversubscription = Bounded(float, 1.0, OVERSUBSCRIPTION_MAX)
 
 
+RENAMED_NODE_FIELDS = {"nvlink_gbps": "nvlink_gBps", "pcie_gbps": "pcie_gBps",
+                       "pcie_switch_uplink_gbps": "pcie_switch_uplink_gBps"}
+"""Old -> new names of the node fields in GB/s: ``_gbps`` is the project's suffix for Gb/s (``nic_gbps``), so
+these were misnamed. The old names are read, with a :class:`RenamedFieldWarning`, for one release."""
+
+
+def renamed_node_fields(data: Any, where: str = "") -> Any:
+    """``data`` with old node-field names replaced by the new ones (a warning for each); both given is an error."""
+    from hscommon.errors import RenamedFieldWarning, UserError
+
+    if not isinstance(data, dict) or not RENAMED_NODE_FIELDS.keys() & data.keys():
+        return data
+    data = dict(data)
+    for old, new in RENAMED_NODE_FIELDS.items():
+        if old not in data:
+            continue
+        loc = f"{where}.{old}" if where else old
+        if new in data:
+            raise UserError(f"give {new} only ({old} is its old name)", field=loc, value=data[old])
+        warnings.warn(f"{loc} is renamed {new} (GB/s; the _gbps suffix means Gb/s); the old name is read "
+                      "for this release only", RenamedFieldWarning, stacklevel=2)
+        data[new] = data.pop(old)
+    return data
+
+
 class NodeType(_Strict):
     """A server design; ``topologies/node_types.yaml`` holds the catalog."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: Any) -> Any:
+        return renamed_node_fields(data)
 
     gpu: str
     """Device catalog key (``H100-SXM``, ``A100-80``, ``L40S``...)."""
     gpus_per_node: Bounded(int, 1, GPUS_PER_NODE_MAX) = 8
     intra: Literal["nvswitch", "pcie", "c2c"] = "nvswitch"
     """NVSwitch all-to-all, PCIe switches only, or a Grace-Hopper superchip."""
-    nvlink_gbps: Bounded(float, 0.0, NVLINK_GBYTES_MAX, unit="GB/s") = 0.0
+    nvlink_gBps: Bounded(float, 0.0, NVLINK_GBYTES_MAX, unit="GB/s") = 0.0
     """Per-GPU NVLink bandwidth per direction, GB/s (0 = none)."""
     nvls: bool = False
     """NVSwitch supports in-switch reductions (NVLink SHARP, Hopper+)."""
-    pcie_gbps: Bounded(float, PCIE_GBYTES_MIN, PCIE_GBYTES_MAX, unit="GB/s") = 32.0
+    pcie_gBps: Bounded(float, PCIE_GBYTES_MIN, PCIE_GBYTES_MAX, unit="GB/s") = 32.0
     """Per-direction PCIe bandwidth of a GPU/NIC slot, GB/s (Gen4 x16 ~ 32, Gen5 ~ 64)."""
     gpus_per_pcie_switch: Bounded(int, 1, GPUS_PER_NODE_MAX) = 2
     """GPUs (and their NIC) sharing one PCIe switch uplink."""
-    pcie_switch_uplink_gbps: Bounded(float, PCIE_GBYTES_MIN, PCIE_GBYTES_MAX, unit="GB/s") | None = None
-    """PCIe switch -> root complex bandwidth, GB/s; None = pcie_gbps."""
+    pcie_switch_uplink_gBps: Bounded(float, PCIE_GBYTES_MIN, PCIE_GBYTES_MAX, unit="GB/s") | None = None
+    """PCIe switch -> root complex bandwidth, GB/s; None = pcie_gBps."""
     nics_per_node: Bounded(int, 1, NICS_PER_NODE_MAX) = 8
     nic_gbps: LinkGbps = 400.0
     """Per-NIC line rate, Gb/s."""

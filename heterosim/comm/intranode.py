@@ -41,19 +41,19 @@ def _resources(t, system) -> list[tuple[tuple, float]]:
     if t.link == "nvls":
         gpu = t.dst if t.src == NVSWITCH else t.src
         spec = system.node_of(gpu).spec
-        return [(("rx" if t.src == NVSWITCH else "tx", gpu), spec.nvlink_gbps)]
+        return [(("rx" if t.src == NVSWITCH else "tx", gpu), spec.nvlink_gBps)]
     spec = system.node_of(t.src).spec
     if t.link == "nvlink":
-        return [(("tx", t.src), spec.nvlink_gbps), (("rx", t.dst), spec.nvlink_gbps)]
+        return [(("tx", t.src), spec.nvlink_gBps), (("rx", t.dst), spec.nvlink_gBps)]
     if t.link == "c2c":
-        pair = spec.nvlink_gbps / max(1, spec.gpus_per_node - 1)
+        pair = spec.nvlink_gBps / max(1, spec.gpus_per_node - 1)
         return [(("pair", t.src, t.dst), pair)]
     if t.link == "pcie":
-        out = [(("tx", t.src), spec.pcie_gbps), (("rx", t.dst), spec.pcie_gbps)]
+        out = [(("tx", t.src), spec.pcie_gBps), (("rx", t.dst), spec.pcie_gBps)]
         sa = gpus[t.src].local // spec.gpus_per_pcie_switch
         sb = gpus[t.dst].local // spec.gpus_per_pcie_switch
         if sa != sb:
-            up = spec.pcie_switch_uplink_gbps or spec.pcie_gbps
+            up = spec.pcie_switch_uplink_gBps or spec.pcie_gBps
             node = gpus[t.src].node_index
             out += [(("up", node, sa), up), (("down", node, sb), up)]
         return out

@@ -176,7 +176,7 @@ class CostModel:
             return 0.0
         if cell_a.node == cell_b.node:
             spec = self._first_node[cell_a.group].spec
-            bw = (spec.nvlink_gbps or spec.pcie_gbps) * NVLINK_EFFICIENCY
+            bw = (spec.nvlink_gBps or spec.pcie_gBps) * NVLINK_EFFICIENCY
             return nbytes / bw + 1_000
         bw = min(self.nic_GBps(cell_a.group), self.nic_GBps(cell_b.group))
         return nbytes / bw + NET_LATENCY_NS
@@ -190,7 +190,7 @@ class CostModel:
         nodes = {c.node for c in cells}
         if len(nodes) == 1:
             spec = self._first_node[cells[0].group].spec
-            bw = (spec.nvlink_gbps or spec.pcie_gbps) * NVLINK_EFFICIENCY
+            bw = (spec.nvlink_gBps or spec.pcie_gBps) * NVLINK_EFFICIENCY
             return factor * nbytes / bw
         bw = min(self.nic_GBps(c.group) for c in cells)
         bw /= self.oversubscription(len(nodes))

@@ -157,10 +157,10 @@ def test_node_type_overrides_are_bounded(tmp_path, value, needle):
 
 
 def test_node_type_overrides_are_bounded_with_the_users_field(tmp_path):
-    sc = load_scenario(write(tmp_path, BASE), ["cluster.groups[0].overrides={nvlink_gbps: 0}"])
+    sc = load_scenario(write(tmp_path, BASE), ["cluster.groups[0].overrides={nvlink_gBps: 0}"])
     with pytest.raises(UserError) as exc:
         api.prepare(sc)
-    one_line_error(exc, "cluster.groups[0].overrides.nvlink_gbps", "NVSwitch")
+    one_line_error(exc, "cluster.groups[0].overrides.nvlink_gBps", "NVSwitch")
 
 
 def test_rate_ratio_cannot_build_millions_of_switches(tmp_path):

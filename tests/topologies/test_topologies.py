@@ -33,10 +33,10 @@ def test_catalog_entries_valid_and_sourced():
     for name in ("dgx-a100", "dgx-h100", "hgx-h200", "hgx-b200", "hgx-a100-40", "pcie-l40s", "pcie-a10", "gh200"):
         assert name in types
         assert types[name].source
-    assert types["dgx-h100"].nvlink_gbps == 450 and types["dgx-h100"].nvls
-    assert types["dgx-a100"].nvlink_gbps == 300 and not types["dgx-a100"].nvls
-    assert types["hgx-b200"].nvlink_gbps == 900
-    assert types["pcie-l40s"].intra == "pcie" and types["pcie-l40s"].nvlink_gbps == 0
+    assert types["dgx-h100"].nvlink_gBps == 450 and types["dgx-h100"].nvls
+    assert types["dgx-a100"].nvlink_gBps == 300 and not types["dgx-a100"].nvls
+    assert types["hgx-b200"].nvlink_gBps == 900
+    assert types["pcie-l40s"].intra == "pcie" and types["pcie-l40s"].nvlink_gBps == 0
 
 
 def test_node_type_overrides_and_errors():
