@@ -36,6 +36,10 @@ def run_cluster(path: Path, backend, out_dir, set_, measurements, isolation_base
     except UserError as err:
         fail(err)
         return
+    import sys
+
+    for w in res.summary.get("warnings", []):  # settings the backend ignores (summary.json "warnings")
+        print(f"warning: {w}", file=sys.stderr)
     if quiet:
         return
     s = res.summary
@@ -72,6 +76,12 @@ def validate_cluster(path: Path, backend, set_, fail) -> None:
     except UserError as err:
         fail(err)
         return
+    import sys
+
+    from heterosim.pipeline import config_warnings
+
+    for w in config_warnings(prep.scenario, backend):  # what a run records in summary.json "warnings"
+        print(f"warning: {w}", file=sys.stderr)
     out = Console()
     out.print(f"[green]ok[/]: {path} — {prep.system.num_gpus} GPUs, {len(prep.jobs)} jobs, "
               f"work {est.short()}",

@@ -27,6 +27,8 @@ def _iteration_row(k: int, s: dict) -> dict:
 
 
 def summarize(res) -> dict:
+    from heterosim.pipeline import config_warnings  # settings the backend ignores, as a single job's summary
+
     cs = res.prepared.scenario
     jobs = []
     for job, jr in zip(res.jobs_run, res.jobs):
@@ -62,7 +64,8 @@ def summarize(res) -> dict:
     return {"scenario": cs.name, "kind": "cluster", "backend": res.backend, "gpus": res.prepared.system.num_gpus,
             "makespan_s": res.sim.iteration_time_ns / 1e9, "jobs": jobs, "fabric": fabric,
             "background": cs.network.background.model_dump() if cs.network.background is not None else None,
-            "simulation": {"events": res.sim.events, "wall_s": res.wall_s}}
+            "simulation": {"events": res.sim.events, "wall_s": res.wall_s},
+            "warnings": config_warnings(cs, res.backend)}
 
 
 def _max_util(fab: dict) -> dict:

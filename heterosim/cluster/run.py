@@ -201,6 +201,7 @@ def simulate(prep: ClusterPrepared, *, backend: str | None = None, only: list[in
 
 def job_iterations(job: JobRun, sim, system, backend: str, wall_s: float, offsets: bool = True) -> list[dict]:
     """The job's iterations cut out of the merged run, each summarised as a single-job run would be."""
+    from heterosim.pipeline import config_warnings
     from heterosim.results.summary import make_summary
     from heterosim.sim.coordinator import Lane, SimResult, _prepare_program
 
@@ -238,7 +239,8 @@ def job_iterations(job: JobRun, sim, system, backend: str, wall_s: float, offset
         view = SimResult(t_end - t_start, view_lanes, progs, {}, [], [], 0,
                          net_bytes=sum(m.size_bytes for m in net), net_messages=len(net),
                          all_messages=len(it_msgs), inter_node_busy_ns=busy_ns(net))
-        s = make_summary(job.scenario, view_system, job.ir, view, backend=backend, wall_s=wall_s)
+        s = make_summary(job.scenario, view_system, job.ir, view, backend=backend, wall_s=wall_s,
+                         warnings=config_warnings(job.scenario, backend))
         s["start_ns"], s["end_ns"] = t_start, t_end
         out.append(s)
         t_start = t_end
