@@ -17,6 +17,12 @@ each case, the full run (every lane and transfer, the reference) against each re
 
     .venv/bin/python benchmarks/bench_hash_agreement.py [--cases 256,512,1024,hetero512,short]
         [--modes ops,ops_and_replicas,ops_and_shifted_replicas]
+    .venv/bin/python benchmarks/bench_hash_agreement.py --small 60 [--small-seed 40]
+
+``--small N``: issue 40's case (4 DGX H100, GPT-3 1.7B cut to 4 layers, TP4 PP2 DP4, one node per leaf, hash
+ECMP, at 2:1 and 1:1) and N random small fabrics and plans (2-8 GPUs and NICs per node, 1-2 nodes per leaf,
+1:1-4:1, hash or rails pinned, TP/PP/DP, order, 1-8 micro-batches, seed), every mode's iteration time against
+the full run: the matrix behind the default (docs/symmetry-reduction.md).
 
 Cases: a GPU count is bench_run.py's GPT-3 175B shape (TP8 PP16, DP = GPUs / 128, leaf-spine, hash
 ECMP); ``hetero512`` is GPT-3 175B on 32 DGX H100 (400G NICs) + 32 DGX A100 (200G NICs), TP4 PP8 DP16,
@@ -75,6 +81,108 @@ def short_scenario() -> dict:
     }
 
 
+SMALL_MODES = ("exact", "ops", "ops_and_replicas", "ops_and_shifted_replicas")
+
+
+def small_scenario(*, gpus_per_node: int, nodes: int, nodes_per_leaf: int, oversubscription: float, ecmp: str,
+                   tp: int, pp: int, micro_batches: int, order: str = "tp-cp-ep-dp-pp", seed: int = 0,
+                   sequence_parallel: bool = False, zero_stage: int = 0) -> dict:
+    """A small fabric and plan (the matrix below and tests/sim/test_hash_default.py's property test): DGX H100
+    nodes cut to ``gpus_per_node`` GPUs and as many 400G NICs, ``nodes_per_leaf`` nodes on each leaf of a
+    leaf-spine at ``oversubscription``:1, GPT-3 1.7B cut to two layers per stage, TP x PP x DP filling the
+    nodes, ``micro_batches`` per replica (1F1B)."""
+    world = gpus_per_node * nodes
+    dp = world // (tp * pp)
+    assert dp * tp * pp == world and gpus_per_node % tp == 0, (world, tp, pp)
+    return {
+        "name": "small", "model": {"zoo": "gpt3-1.7b", "num_layers": 2 * pp}, "seed": seed,
+        "parallelism": {"tp": tp, "pp": pp, "order": order, "sequence_parallel": sequence_parallel,
+                        "zero_stage": zero_stage},
+        "training": {"global_batch_size": micro_batches * dp, "micro_batch_size": 1, "seq_length": 2048},
+        "cluster": {"groups": [{"name": "h", "node_type": "dgx-h100", "num_nodes": nodes,
+                                "overrides": {"gpus_per_node": gpus_per_node, "nics_per_node": gpus_per_node}}]},
+        "fabric": {"kind": "leaf_spine", "hosts_per_leaf": gpus_per_node * nodes_per_leaf, "uplink_gbps": 400,
+                   "oversubscription": oversubscription},
+        "network": {"backend": "flow", "ecmp": ecmp},
+        "output": {"trace": False, "plots": False},
+    }
+
+
+def issue40_scenario(oversubscription: float) -> dict:
+    """Issue 40's case: 4 DGX H100, GPT-3 1.7B cut to 4 layers, TP4 PP2 DP4, one node per leaf, hashed ECMP
+    (8 micro-batches per replica, seed 1: -0.999% at 2:1 and -0.579% at 1:1 with ops_and_shifted_replicas)."""
+    return small_scenario(gpus_per_node=8, nodes=4, nodes_per_leaf=1, oversubscription=oversubscription,
+                          ecmp="hash", tp=4, pp=2, micro_batches=8, seed=1)
+
+
+def draw_small(rng) -> dict:
+    """One random point of the small-fabric matrix (the property test draws the same space with hypothesis):
+    at least two nodes and two data-parallel replicas, hashed ECMP three times in four (where the modes differ)."""
+    while True:
+        gpn, nodes = rng.choice([2, 4, 8]), rng.choice([2, 4, 8])
+        tp = rng.choice([t for t in (1, 2, 4, 8) if t <= gpn])
+        pp = rng.choice([1, 2, 4])
+        if (gpn * nodes) % (tp * pp) == 0 and gpn * nodes // (tp * pp) >= 2:
+            break
+    return dict(gpus_per_node=gpn, nodes=nodes, nodes_per_leaf=rng.choice([1, 2]),
+                oversubscription=float(rng.choice([1, 2, 3, 4])), ecmp=rng.choice(["hash", "hash", "hash", "rail"]),
+                tp=tp, pp=pp, micro_batches=rng.choice([1, 2, 4, 8]),
+                order=rng.choice(["tp-cp-ep-dp-pp", "tp-cp-ep-pp-dp"]), seed=rng.randrange(1000))
+
+
+def matrix(points: int, modes: list[str], seed: int = 40) -> list[dict]:
+    """``points`` random small fabrics and plans (issue 40's case at 2:1 and 1:1 first): each mode's iteration time
+    against the full run, and wall seconds of each simulation."""
+    import random
+
+    rng = random.Random(seed)
+    cases = [("issue40 2:1", issue40_scenario(2.0)), ("issue40 1:1", issue40_scenario(1.0)),
+             ("issue40 2:1, dp outermost, 1 micro-batch, seed 0", small_scenario(
+                 gpus_per_node=8, nodes=4, nodes_per_leaf=1, oversubscription=2.0, ecmp="hash", tp=4, pp=2,
+                 micro_batches=1, order="tp-cp-ep-pp-dp", seed=0))]
+    cases += [(f"random {i}", small_scenario(**draw_small(rng))) for i in range(points)]
+    rows = []
+    for label, d in cases:
+        sc = scenario_from_dict(d)
+        prep = api.prepare(sc)
+        t0 = time.perf_counter()
+        full = api.simulate(prep, record_messages=False, symmetry=False)
+        row = {"case": label, "params": d, "full_s": time.perf_counter() - t0, "T": full.sim.iteration_time_ns}
+        for mode in modes:
+            p = api.prepare(api.with_overrides(sc, {"simulation.hashed_copies": mode}))
+            t0 = time.perf_counter()
+            red = api.simulate(p, record_messages=False, symmetry=True)
+            row[mode] = ((red.sim.iteration_time_ns - row["T"]) / row["T"], time.perf_counter() - t0)
+        rows.append(row)
+        print(f"  {label}: {_describe(d)} full {row['T'] / 1e6:.3f} ms; "
+              + "; ".join(f"{m} {row[m][0]:+.3%}" for m in modes), flush=True)
+    return rows
+
+
+def _describe(d: dict) -> str:
+    g = d["cluster"]["groups"][0]
+    par = d["parallelism"]
+    gpn = g["overrides"]["gpus_per_node"]
+    dp = g["num_nodes"] * gpn // (par["tp"] * par["pp"])
+    return (f"{g['num_nodes']}x{gpn} GPUs, {d['fabric']['hosts_per_leaf'] // gpn}/leaf, "
+            f"{d['fabric']['oversubscription']:g}:1, {d['network']['ecmp']}, TP{par['tp']} PP{par['pp']} DP{dp}, "
+            f"{par['order'].split('-')[-1]} outermost, {d['training']['global_batch_size'] // dp} micro-batches, "
+            f"seed {d['seed']}")
+
+
+def print_matrix(rows: list[dict], modes: list[str]) -> None:
+    print("\nsmall-fabric matrix: iteration time of each simulation.hashed_copies mode (symmetry on) against the "
+          "full run (symmetry off); flow backend")
+    print(f"{'mode':>26} | {'cases':>5} | {'max |rel|':>9} | {'cases > 0.5%':>12} | {'worst case':<60} | "
+          f"{'wall s full':>11} {'mode':>8}")
+    full_s = sum(r["full_s"] for r in rows)
+    for m in modes:
+        worst = max(rows, key=lambda r: abs(r[m][0]))
+        bad = sum(abs(r[m][0]) > TOLERANCE for r in rows)
+        print(f"{m:>26} | {len(rows):>5} | {abs(worst[m][0]):9.3%} | {bad:>12} | "
+              f"{worst['case'] + ': ' + format(worst[m][0], '+.3%'):<60} | {full_s:11.2f} {sum(r[m][1] for r in rows):8.2f}")
+
+
 def case(name: str):
     if name == "short":
         return scenario_from_dict(short_scenario()), "GPT-3 1.7B, 32 DGX H100, TP8 PP4 DP8, 8 micro-batches each"
@@ -121,7 +229,14 @@ def main() -> None:
     ap.add_argument("--cases", default="256,512,1024,hetero512")
     ap.add_argument("--modes", default="ops,ops_and_replicas,ops_and_shifted_replicas",
                     help="simulation.hashed_copies values to compare")
+    ap.add_argument("--small", type=int, default=None, metavar="N",
+                    help="instead: issue 40's case and N random small fabrics and plans, every mode (exact too)")
+    ap.add_argument("--small-seed", type=int, default=40)
     args = ap.parse_args()
+    if args.small is not None:
+        modes = list(SMALL_MODES) if args.modes == ap.get_default("modes") else args.modes.split(",")
+        print_matrix(matrix(args.small, modes, args.small_seed), modes)
+        return
     rows = []
     for name in args.cases.split(","):
         for r in compare(name.strip(), args.modes.split(",")):

@@ -54,7 +54,80 @@ def make_summary(scenario, system, ir, sim, *, backend: str, wall_s: float,
         "network": {"bytes_inter_node": net_bytes, "messages": sim.all_messages},
         "per_rank": per_rank,
         "simulation": _simulation_stats(sim, wall_s),
+        "approximations": approximations(scenario, sim, backend),
     }
+
+
+HASHED_COPIES_BOUNDS = {
+    # worst |reduced - full| / full of the iteration time, over issue 40's case and 100 random small fabrics and
+    # plans (`benchmarks/bench_hash_agreement.py --small 100`) and the GPT-3 175B / short cases
+    # (`bench_hash_agreement.py --cases ...`); the table: docs/symmetry-reduction.md, "Which mode is the default"
+    "ops": 0.0466,
+    "ops_and_replicas": 0.0466,
+    "ops_and_shifted_replicas": 0.0466,
+}
+"""simulation.hashed_copies mode -> measured bound on the iteration time (relative), for the label."""
+
+FLOW_LEVEL_BOUND = 0.0133
+"""Flow-level (max-min fair) rates against ns-3 packet level, iteration time: GPT-3 175B b64 on 128 H100 +0.08%
+(plain packet level), H1/H2-LLaMA-65B -1.32% / -1.33%, H3/H4-GPT-3 175B -0.005% / -0.10% (accelerated packet
+level); `benchmarks/bench_ns3_training.py`, docs/symmetry-reduction.md "What a run labels as approximate"."""
+
+ACCELERATION_BOUNDS = {
+    # iteration time, accelerated against plain packet level on quickstart, H4-LLaMA-65B and GPT-3 175B b64
+    # (`benchmarks/bench_ns3_accel.py --h4 --gpt3 [--collisions fluid]`, docs/packet-level-acceleration.md,
+    # "Issue 12's targets on one tree")
+    "packet": 0.0047,
+    "fluid": 0.0013,
+}
+
+
+def approximations(scenario, sim, backend: str) -> list[dict]:
+    """The approximations this run's result comes from, each with its measured bound (relative, on the iteration
+    time) and what measured it; empty for an exact run (packet level, nothing reduced approximately)."""
+    out = []
+    if backend == "flow":
+        out.append({"name": "backend=flow",
+                    "what": "flow-level max-min fair rates instead of packets (no queues, ECN, PFC or CC dynamics)",
+                    "bound_rel": FLOW_LEVEL_BOUND, "measured_by": "benchmarks/bench_ns3_training.py",
+                    "measured_on": "5 training scenarios (128 GPUs) against ns-3 packet level",
+                    "doc": "docs/symmetry-reduction.md"})
+    sym = getattr(sim, "symmetry", None) or {}
+    mode = sym.get("hashed_copies")
+    if sym.get("approximate") and mode in HASHED_COPIES_BOUNDS:
+        out.append({"name": f"hashed_copies={mode}",
+                    "what": "copies whose paths differ only in the links the ECMP hash chose are merged "
+                            "(simulation.hashed_copies; exact: every copy its own flow)",
+                    "bound_rel": HASHED_COPIES_BOUNDS[mode], "measured_by": "benchmarks/bench_hash_agreement.py",
+                    "measured_on": "iteration time against the full run (symmetry off), 103 small fabrics and plans "
+                                   "and GPT-3 175B at 256-4,096 GPUs",
+                    "doc": "docs/symmetry-reduction.md"})
+    acc = _acceleration_used(scenario, sim, backend)
+    if acc is not None:
+        out.append({"name": f"acceleration=auto (collisions: {acc})",
+                    "what": "flows alone on their path computed in closed form"
+                            + (", colliding flows by the fluid model (no PFC)" if acc == "fluid" else ""),
+                    "bound_rel": ACCELERATION_BOUNDS[acc], "measured_by": "benchmarks/bench_ns3_accel.py",
+                    "measured_on": "3 training scenarios against plain packet level (mode: off)",
+                    "doc": "docs/packet-level-acceleration.md"})
+    return out
+
+
+def _acceleration_used(scenario, sim, backend: str) -> str | None:
+    """The collision mode of ns-3's acceleration where it computed some bytes other than packet by packet; from the
+    backend's report where there is one, else from the settings (a cluster job's view carries no report)."""
+    if backend != "ns3":
+        return None
+    cfg = getattr(getattr(getattr(scenario, "network", None), "acceleration", None), "collisions", None)
+    mode = getattr(getattr(getattr(scenario, "network", None), "acceleration", None), "mode", "off")
+    extra = getattr(getattr(sim, "net_stats", None), "extra", None) or {}
+    acc = extra.get("acceleration")
+    if acc:
+        if acc.get("fallback_packet_level") or not (acc.get("bytes_closed_form") or acc.get("bytes_fluid")
+                                                    or acc.get("bytes_fast_forwarded") or acc.get("bytes_replayed")):
+            return None
+        return "fluid" if acc.get("bytes_fluid") else "packet"
+    return (cfg or "packet") if mode == "auto" else None
 
 
 def _simulation_stats(sim, wall_s: float) -> dict:

@@ -1529,6 +1529,10 @@ class Coordinator:
         if self.symmetry:
             sym = {"lanes_simulated": len(active), "lanes_total": len(self.lanes),
                    "hashed_copies": self.hashed_copies,
+                   # whether the result may come from the approximate merging of hashed copies: a mode other
+                   # than exact, on a fabric where some path depends on the ECMP hash (heterosim/results/summary.py
+                   # labels it with its measured bound)
+                   "approximate": self.hash_slowest and not self._rails_pinned(),
                    "replica_classes": self.sym.summary() if self.sym is not None else None, **self._sym_stats}
         return SimResult(end, self.lanes, self.programs, self._dur_tables, self.messages, self._finished_instances,
                          self.events, net.stats(), intra.stats() if intra is not None else None,
