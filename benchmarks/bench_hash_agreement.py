@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_run import flat_breakdown, scenario, stage_means  # noqa: E402
+from bench_run import flat_breakdown, scenario, scenario_for, stage_means  # noqa: E402
 
 from heterosim import api  # noqa: E402
 from heterosim.config.loader import scenario_from_dict  # noqa: E402
@@ -183,6 +183,23 @@ def print_matrix(rows: list[dict], modes: list[str]) -> None:
               f"{worst['case'] + ': ' + format(worst[m][0], '+.3%'):<60} | {full_s:11.2f} {sum(r[m][1] for r in rows):8.2f}")
 
 
+def speed(sizes: list[str], modes: list[str]) -> None:
+    """The cost of each mode on bench_run.py's large scenarios (hash ECMP), measured side by side in one process."""
+    rows = []
+    for size in sizes:
+        sc, title, _ = scenario_for(size.strip())
+        for mode in modes:
+            prep = api.prepare(api.with_overrides(sc, {"simulation.hashed_copies": mode}))
+            w0, c0 = time.perf_counter(), time.process_time()
+            res = api.simulate(prep, record_messages=False, symmetry=True)
+            rows.append((title, mode, time.perf_counter() - w0, time.process_time() - c0, res.sim.iteration_time_ns,
+                         res.sim.symmetry["lanes_simulated"], res.sim.symmetry["lanes_total"]))
+            print(f"  {rows[-1]}", flush=True)
+    print(f"\n{'scenario':>40} {'mode':>26} | {'wall s':>7} {'CPU s':>7} | {'iteration s':>12} | lanes")
+    for title, mode, w, c, T, ls, lt in rows:
+        print(f"{title[:40]:>40} {mode:>26} | {w:7.1f} {c:7.1f} | {T / 1e9:12.6f} | {ls}/{lt}")
+
+
 def case(name: str):
     if name == "short":
         return scenario_from_dict(short_scenario()), "GPT-3 1.7B, 32 DGX H100, TP8 PP4 DP8, 8 micro-batches each"
@@ -232,7 +249,14 @@ def main() -> None:
     ap.add_argument("--small", type=int, default=None, metavar="N",
                     help="instead: issue 40's case and N random small fabrics and plans, every mode (exact too)")
     ap.add_argument("--small-seed", type=int, default=40)
+    ap.add_argument("--speed", default=None, metavar="SIZES",
+                    help="instead: bench_run.py's sizes (e.g. 1024,mlperf), simulated once per mode in this process "
+                         "(symmetry on): wall and CPU s of the simulation and the iteration, side by side")
     args = ap.parse_args()
+    if args.speed:
+        speed(args.speed.split(","), args.modes.split(",") if args.modes != ap.get_default("modes")
+              else ["exact", "ops_and_shifted_replicas"])
+        return
     if args.small is not None:
         modes = list(SMALL_MODES) if args.modes == ap.get_default("modes") else args.modes.split(",")
         print_matrix(matrix(args.small, modes, args.small_seed), modes)
