@@ -31,12 +31,19 @@ class TrainingConfig(Strict):
     """Precision of the gradient buffer and its data-parallel reduction. Megatron-LM keeps fp32 main
     grads and reduces them in fp32 for bf16/fp16 training unless told otherwise
     (``--accumulate-allreduce-grads-in-fp32``, default on with the distributed optimizer)."""
-    memory_overhead_bytes: int = Field(3 * 2**30, ge=0)
-    """Per-GPU memory reserved beyond the model's tensors (Megatron's theoretical memory formula leaves
-    it out): CUDA context and cuBLAS/cuDNN workspaces (~0.5-1 GiB), NCCL communicator buffers
-    (NCCL_BUFFSIZE, 4 MiB by default per channel and peer, NCCL docs: ~1 GiB over the TP/PP/DP
-    communicators) and caching-allocator fragmentation (~1 GiB). Default 3 GiB is that estimate, not a
-    measurement: set it from torch.cuda.max_memory_reserved minus the theoretical figure of your runs."""
+    memory_overhead_bytes: int | None = Field(None, ge=0)
+    """Per-GPU memory beyond the model's tensors (Megatron's theoretical formula leaves it out). None
+    (default): the sum of named, cited parts that scales with what the run creates
+    (heterosim.workload.memory.overhead_parts: CUDA context, cuBLAS workspaces, NCCL buffers of each
+    communicator the rank uses, and an allocator/temporaries reserve of 5% of activations, Megatron's
+    own ``overhead_factor``). A number replaces all of them: set it from your runs'
+    torch.cuda.max_memory_reserved() minus the theoretical footprint."""
+    fp8_primary_weights: bool = True
+    """With precision fp8: the model's weights are stored in fp8 (Megatron ``--fp8-param-gather`` /
+    ``fp8_param``, TE ``quantized_model_init``), so the 1 B fp8 weight and its 1 B transpose replace the
+    2 B bf16 weight. False: bf16 weights plus Transformer Engine's cached fp8 weight and transpose
+    (``is_first_microbatch`` workspace), +2 B per GEMM parameter. Default from NVIDIA's FP8 performance
+    recipes (Megatron-Bridge perf configs set ``fp8_param_gather = True``, "perf-optimal, = MLM")."""
     iterations: Bounded(int, 1, ITERATIONS_MAX) = 1
     """Iterations to simulate (results report the last / mean)."""
     microbatch_split: list[Bounded(int, 0, BATCH_MAX)] | None = None
