@@ -220,15 +220,17 @@ class MemoryModel:
     _vectors: dict[tuple, list[tuple[int, ...]]] = {}
 
     def __init__(self, scenario, plan) -> None:
-        from heterosim.workload.memory import activation_bytes_per_layer, state_bytes_per_param
+        from heterosim.workload.memory import (activation_bytes_per_layer, activation_reserve_fraction,
+                                               fp8_weight_cache, overhead_parts, state_bytes_per_param)
 
         self.scenario, self.plan = scenario, plan
         model, tr = scenario.model, scenario.training
         prec = tr.precision
-        self.pb, self.gb, self.ob = state_bytes_per_param(prec, tr.grad_reduce_dtype)
+        self.pb, self.gb, self.ob = state_bytes_per_param(prec, tr.grad_reduce_dtype, fp8_weight_cache(tr))
         self.act_layer = activation_bytes_per_layer(model, plan, prec, attention=tr.attention)
         self.act_full = activation_bytes_per_layer(model, plan, prec, recompute="none", attention=tr.attention)
-        self.overhead = float(tr.memory_overhead_bytes)
+        self.overhead = sum(overhead_parts(scenario, plan).values())
+        self.reserve = activation_reserve_fraction(tr)
         self.lp = layer_params(model, plan.tp, plan.ep)
         self.emb = embedding_params(model, plan.tp)
         self.head = head_params(model, plan.tp, plan.pp)
@@ -285,7 +287,7 @@ class MemoryModel:
                    for vec in self.vectors(plan.schedule, pp, m, stage, v))
         if plan.recompute == "full" and n:
             acts += self.act_full
-        return states + acts + self.overhead
+        return states + acts * (1 + self.reserve) + self.overhead
 
     def need(self, stage: int, m: int, layers: int) -> float:
         """Bytes with ``layers`` layers spread over the stage's chunks as ``vstage_partition`` does."""

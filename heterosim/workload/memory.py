@@ -20,9 +20,15 @@ the unfused attention kernel: flash / cuDNN fused attention keep no score matrix
 (``auto`` counts as fused: only Volta defaults to unfused, and no Volta run fits
 anyway without selective recompute).
 
-Beyond the tensors, ``training.memory_overhead_bytes`` is reserved per GPU (CUDA
-context, NCCL buffers, allocator fragmentation): a documented field, not a hidden
-constant.
+FP8 (``precision: fp8``, Transformer Engine): which saved activations are fp8 and which stay
+16-bit follows TE's modules as Megatron-Core's TE layer spec uses them (see
+``activation_bytes_per_layer`` and docs/memory-model.md); with bf16 primary weights TE also caches an
+fp8 weight and its transpose across micro-batches (``training.fp8_primary_weights``).
+
+Beyond the tensors, a per-GPU allowance: ``training.memory_overhead_bytes`` when set (a measured
+total), otherwise the sum of named parts of ``overhead_parts`` (CUDA context, cuBLAS workspaces,
+NCCL buffers per communicator the rank uses) plus a reserve of 5% of the activations (allocator
+fragmentation and temporaries, Megatron's ``overhead_factor``), each cited where it is defined.
 The number of micro-batches whose activations a stage holds at once comes from the
 schedule itself (1F1B: pp - stage; interleaved: Megatron's warm-up; GPipe: all).
 """
@@ -36,40 +42,107 @@ from heterosim.workload.schedules import peak_in_flight, schedule_for
 GiB = 1 << 30
 
 
-def state_bytes_per_param(precision: str, grad_reduce_dtype: str = "fp32") -> tuple[int, int, int]:
-    """(parameter, gradient, optimizer) bytes per parameter."""
+def state_bytes_per_param(precision: str, grad_reduce_dtype: str = "fp32",
+                          fp8_weight_cache: bool = False) -> tuple[int, int, int]:
+    """(parameter, gradient, optimizer) bytes per parameter.
+
+    ``fp8_weight_cache``: fp8 training with bf16 primary weights, where Transformer Engine keeps the
+    quantized weight of every fp8 GEMM across micro-batches (Megatron passes ``is_first_microbatch``,
+    TE ``module/linear.py`` ``quantize_weight(..., cache=...)``) with both row-wise and column-wise
+    usage, i.e. the fp8 weight and its transpose on Hopper (TE docs, "Performance considerations /
+    Memory usage": "2 MB (weight) + 1 MB (weight in FP8)" for forward only, plus the column-wise copy
+    once the input needs a gradient): +2 B. Counted on every parameter of the rank (norms, biases and
+    embeddings are not fp8 GEMM weights: an overcount of under 0.1% of layer parameters, plus the
+    embedding share on the first and last stage)."""
     if precision == "fp32":
         return 4, 4, 8
-    return 2, (2 if grad_reduce_dtype == "bf16" else 4), 12
+    return 2 + (2 if fp8_weight_cache else 0), (2 if grad_reduce_dtype == "bf16" else 4), 12
+
+
+def fp8_weight_cache(training) -> bool:
+    """Whether TE keeps fp8 weight copies beside bf16 weights (see ``state_bytes_per_param``)."""
+    return training.precision == "fp8" and not training.fp8_primary_weights
+
+
+def saved_tensor_bytes(model, plan: Plan, precision: str, recompute: str | None = None,
+                       attention: str = "auto") -> dict[str, tuple[float, float]]:
+    """Each tensor one layer saves for backward, per micro-batch: name -> (elements per token on one
+    rank before the TP/SP split, bytes per element), and whether it is split by TP (key prefix ``tp:``)
+    or only by SP (``rep:``).
+
+    16-bit: Korthikanti et al. 2022, Sec. 4.1 (34 sbh with h=4h FFN and MHA): each norm keeps its input,
+    each GEMM its input, attention its Q, K, V (and, fused/flash, its output), the FFN its fc1 output
+    (activation input) and activation output (fc2 input), dropout its 1-byte mask.
+    FP8 (Transformer Engine, Megatron-Core's TE spec: TELayerNormColumnParallelLinear for QKV and fc1,
+    TERowParallelLinear for proj and fc2, TEDotProductAttention): TE saves the *quantized* input of every
+    fp8 GEMM for the weight gradient, 1 byte per element, column-wise only (``module/linear.py``:
+    "Discard row-wise data since it is not needed in backward pass"; with sequence parallelism the
+    local shard, row-wise, to re-gather: ``layernorm_linear.py`` ``ln_out_needs_gather``) and the norm
+    of a LayerNormLinear writes its output directly in fp8 (``with_quantized_norm``), so
+      - norm outputs feeding QKV and fc1: 1 B (were 2); the norm inputs (residual stream) stay 2 B;
+      - fc2 input (activation output): 1 B; fc1 output (activation input, kept by Megatron's own
+        activation function for its backward) stays 2 B;
+      - Q, K, V stay 2 B (fp8 attention, ``fp8_dpa``, is off by default in Megatron);
+      - the attention output: fused/flash attention keeps its bf16 output for its own backward and
+        proj keeps its fp8 copy besides (TE docs, "Memory usage": the quantized copy "may lead to
+        increased memory usage, if the high precision tensor also needs to be saved for backward - for
+        example if it is the attention output"), 2 + 1 B; with selective recompute the attention is
+        recomputed, so only proj's 1 B copy stays; with the unfused kernel proj's 1 B copy only;
+      - dropout masks stay 1 B.
+    fp32: 4 B per element, masks 1 B. The fp32 per-token norm statistics (mu, rsigma: 8 B per token
+    per norm, < 0.1% at h >= 2048) are left out, as Korthikanti does."""
+    recompute = plan.recompute if recompute is None else recompute
+    h = model.hidden_size
+    e = float(ACT_ELEM_BYTES[precision]) if precision != "fp8" else 2.0
+    fp8 = precision == "fp8"
+    q = 1.0 if fp8 else e  # input of an fp8 GEMM, saved quantized
+    kvd = model.kv_heads * model.head_dim
+    fused = attention != "unfused"
+    if not fp8:
+        proj_in = e
+    else:
+        proj_in = (e + 1.0) if (fused and recompute == "none") else 1.0
+    out = {
+        "rep:norm1_input": (h, e), "rep:qkv_input": (h, q), "rep:attn_dropout_mask": (h, 1.0),
+        "rep:norm2_input": (h, e), "rep:fc1_input": (h, q), "rep:mlp_dropout_mask": (h, 1.0),
+        "tp:q": (h, e), "tp:k_v": (2 * kvd, e), "tp:proj_input": (h, proj_in),
+    }
+    fc1_width = 2 if model.activation == "swiglu" else 1  # gate and up projections
+    if model.is_moe:
+        fe = model.moe_ffn_hidden_size or model.ffn_hidden_size
+        k = model.moe_top_k
+        out["rep:expert_inputs"] = (k * h, q)  # permuted tokens, the experts' fc1 input
+        out["tp:fc1_output"] = (k * fc1_width * fe, e)
+        out["tp:fc2_input"] = (k * fe, q)
+    else:
+        out["tp:fc1_output"] = (fc1_width * model.ffn_hidden_size, e)
+        out["tp:fc2_input"] = (model.ffn_hidden_size, q)
+    return out
 
 
 def activation_bytes_per_layer(model, plan: Plan, precision: str, recompute: str | None = None,
                                attention: str = "auto") -> float:
-    """Activation bytes one layer keeps for one micro-batch on one rank (Korthikanti et al. 2022, generalised)."""
+    """Activation bytes one layer keeps for one micro-batch on one rank (Korthikanti et al. 2022,
+    generalised to GQA, any FFN width, SwiGLU, MoE and Transformer Engine's fp8 storage)."""
     recompute = plan.recompute if recompute is None else recompute
-    t, b, sl, s, h = plan.tp, plan.micro_batch, plan.seq_local, plan.seq, model.hidden_size
-    scale = ACT_ELEM_BYTES[precision] / 2  # the paper's coefficients assume 2-byte activations
-    sbh = sl * b * h
+    t, b, sl, s = plan.tp, plan.micro_batch, plan.seq_local, plan.seq
+    tokens = sl * b
     sp_div = t if plan.sp else 1
+    e = float(ACT_ELEM_BYTES[precision]) if precision != "fp8" else 2.0
     if recompute == "full":
-        return 2 * sbh / sp_div * scale
-    kvd = model.kv_heads * model.head_dim
-    # not split by TP (only by SP): QKV input 2, attention dropout mask 1, MLP input 2, MLP dropout mask 1,
-    # two norm inputs 2 + 2  -> 10 sbh
-    replicated = 10 * sbh
-    # split by TP: Q 2sbh, K and V 2*s*b*kvd each, projection input 2sbh
-    sharded = 4 * sbh + 4 * sl * b * kvd
-    nf = 6 if model.activation == "swiglu" else 4  # FFN activations: fc1 output(s) + activation output
-    if model.is_moe:
-        fe = model.moe_ffn_hidden_size or model.ffn_hidden_size
-        k = model.moe_top_k
-        replicated += k * 2 * sbh  # permuted expert inputs
-        sharded += k * nf * sl * b * fe
-    else:
-        sharded += nf * sl * b * model.ffn_hidden_size
+        return e * tokens * model.hidden_size / sp_div  # the checkpointed layer input
+    rep = shard = 0.0
+    for name, (width, nbytes) in saved_tensor_bytes(model, plan, precision, recompute, attention).items():
+        if name.startswith("rep:"):
+            rep += width * nbytes
+        else:
+            shard += width * nbytes
+    # softmax output 2, its dropout mask 1, dropout output 2 bytes per score (16-bit; x2 in fp32):
+    # only the unfused kernel keeps the score matrix, selective recompute drops it
     unfused = attention == "unfused"
-    attn_matrix = 5.0 * model.num_attention_heads * sl * s * b if unfused and recompute != "selective" else 0.0
-    return (replicated / sp_div + (sharded + attn_matrix) / t) * scale
+    attn_matrix = (5.0 * e / 2 * model.num_attention_heads * sl * s * b
+                   if unfused and recompute != "selective" else 0.0)
+    return tokens * rep / sp_div + (tokens * shard + attn_matrix) / t
 
 
 def _stage_params(model, plan: Plan, stage: int) -> tuple[float, float]:
@@ -89,13 +162,88 @@ def _stage_params(model, plan: Plan, stage: int) -> tuple[float, float]:
     return dense, expert
 
 
+# --------------------------------------------------------------------------- the per-GPU allowance
+
+CUDA_CONTEXT_BYTES = 723 * 2**20
+"""CUDA context of a PyTorch process: GPU memory in use after the first CUDA tensor, measured at
+723 MiB (PyTorch forums, "What is the reason for pytorch's GPU memory floor?", discuss.pytorch.org/t/73021;
+the context and the loaded kernel modules). CUDA >= 12.2 loads modules lazily (CUDA Programming Guide,
+"Lazy Loading"), which lowers it: an upper figure for recent stacks."""
+
+CUBLAS_WORKSPACE_BYTES = 2 * (32 * 2**20)
+"""cuBLAS workspaces: 32 MiB each on Hopper and newer (cuBLAS docs, cublasSetWorkspace, recommended
+size; PyTorch's per-handle/stream cuBLASLt workspace, pytorch#120925; Transformer Engine's own,
+``cpp_extensions/gemm.py`` ``get_cublas_workspace_size_bytes``): one PyTorch + one TE workspace.
+Pre-Hopper they are 4 MiB: 56 MiB too much there."""
+
+NCCL_CONNECTION_BYTES = 8 * 512 * 8 * 16 + 120 * 640 * 8 * 8 + (1 << 22)
+"""Receive buffers of one NCCL connection, all three protocols (NCCL ``src/init.cc`` computeBuffSizes):
+LL 8 lines x 512 threads x 8 steps x 16 B = 512 KiB, LL128 120 x 640 threads x 8 steps x 8 B =
+4.69 MiB, Simple NCCL_BUFFSIZE 4 MiB: 9.19 MiB."""
+
+NCCL_COLL_CHANNELS = 16
+"""Channels of a collective (ring) communicator: NCCL's target of 60 GB/s per channel on sm90
+(``src/graph/search.cc`` sm90SpeedArrayIntra) over an H100's ~450 GB/s of NVLink per direction gives
+8 rings, which NCCL duplicates (ncclTopoPostset): 16. One ring connection (receive side) per channel;
+NVLink SHARP and tree buffers are not counted (NeMo/Megatron runs reduce-scatter / all-gather, which
+use rings). Bound: NCCL's maximum of 64 channels (MAXCHANNELS) would be 4x this part."""
+
+NCCL_P2P_PEER_BYTES = 2 * (1 << 19) * 8
+"""Point-to-point buffers per peer (pipeline send/recv, context-parallel ring, expert all-to-all):
+Simple protocol only, NCCL_P2P_NVL_CHUNKSIZE 512 KiB x NCCL_STEPS 8 (``src/init.cc``,
+``src/include/device.h``) on 2 channels per peer (NCCL_NCHANNELS_PER_NET_PEER's historical default)."""
+
+ACTIVATION_RESERVE_FRACTION = 0.05
+"""Caching-allocator fragmentation and short-lived temporaries, as a fraction of the activations:
+Megatron-LM's theoretical memory estimator adds "buffer for optimizer and miscellaneous temporaries
+(5% overhead)", ``overhead_factor = 1.05`` (megatron/training/theoretical_memory_usage.py)."""
+
+
+def nccl_communicators(model, plan: Plan) -> dict[str, float]:
+    """NCCL buffer bytes per communicator one rank of ``plan`` uses. NCCL connects lazily
+    (NCCL_RUNTIME_CONNECT, default on since 2.22): a group that never communicates costs nothing."""
+    coll = NCCL_COLL_CHANNELS * NCCL_CONNECTION_BYTES
+    out: dict[str, float] = {}
+    if plan.tp > 1:
+        out["tp"] = coll
+    if plan.dp * plan.cp > 1:
+        out["dp"] = coll  # gradient reduce-scatter / all-reduce, parameter all-gather
+    if plan.cp > 1:
+        out["cp"] = 2 * NCCL_P2P_PEER_BYTES  # ring attention: previous and next rank
+    if plan.ep > 1:
+        out["ep"] = (plan.ep - 1) * NCCL_P2P_PEER_BYTES  # token all-to-all
+    if plan.pp > 1:
+        out["pp"] = 2 * NCCL_P2P_PEER_BYTES  # activations to the next stage, gradients to the previous
+        if model.tie_embeddings:
+            out["embedding"] = coll  # first and last stage all-reduce the tied embedding's gradient
+    return out
+
+
+def overhead_parts(scenario, plan: Plan) -> dict[str, float]:
+    """The fixed part of the per-GPU allowance, by name (bytes). A set
+    ``training.memory_overhead_bytes`` replaces all of it (and the activation reserve): {"measured": x}."""
+    tr = scenario.training
+    if tr.memory_overhead_bytes is not None:
+        return {"measured": float(tr.memory_overhead_bytes)}
+    parts = {"cuda_context": float(CUDA_CONTEXT_BYTES), "cublas_workspace": float(CUBLAS_WORKSPACE_BYTES)}
+    for name, nbytes in nccl_communicators(scenario.model, plan).items():
+        parts[f"nccl_{name}"] = nbytes
+    return parts
+
+
+def activation_reserve_fraction(training) -> float:
+    """Allocator/temporaries reserve per activation byte: 0 when a measured overhead is given."""
+    return 0.0 if training.memory_overhead_bytes is not None else ACTIVATION_RESERVE_FRACTION
+
+
 def memory_for_plan(scenario, plan: Plan) -> dict[tuple[int, int], dict[str, float]]:
     """Memory breakdown (bytes) per (stage, micro-batch count) program."""
     model, tr = scenario.model, scenario.training
     prec = tr.precision
-    pb, gb, ob = state_bytes_per_param(prec, tr.grad_reduce_dtype)
+    pb, gb, ob = state_bytes_per_param(prec, tr.grad_reduce_dtype, fp8_weight_cache(tr))
     attn = tr.attention
-    overhead = float(tr.memory_overhead_bytes)
+    fixed = sum(overhead_parts(scenario, plan).values())
+    reserve = activation_reserve_fraction(tr)
     zero = plan.zero_stage == 1
     dp_dense = plan.dp * plan.cp
     dp_expert = dp_dense // plan.ep
@@ -128,6 +276,7 @@ def memory_for_plan(scenario, plan: Plan) -> dict[tuple[int, int], dict[str, flo
             acts = peak_in_flight(steps, weights)
             if plan.recompute == "full" and plan.stage_layer_count(stage):
                 acts += activation_bytes_per_layer(model, plan, prec, recompute="none", attention=attn)
+            overhead = fixed + reserve * acts
             out[(stage, m)] = {"params": params, "grads": grads, "optimizer": opt, "activations": acts,
                                "overhead": overhead, "total": params + grads + opt + acts + overhead}
     return out
