@@ -87,11 +87,14 @@ def with_overrides(scenario: Scenario, overrides: list[str] | dict | None) -> Sc
     """The scenario with ``--set``-style overrides applied and everything re-validated."""
     if not overrides:
         return scenario
+    from heterosim.config.frameworks import without_preset_values
     from heterosim.config.loader import scenario_from_dict
 
     file = getattr(scenario, "_source_file", None) or "<scenario>"
     base = Path(file).parent if file and not file.startswith("<") else None
-    return scenario_from_dict(scenario.model_dump(exclude_unset=False), file=file, base=base, overrides=overrides)
+    # the framework preset's values go back to being defaults (an override may name another framework)
+    data = without_preset_values(scenario.model_dump(exclude_unset=False), getattr(scenario, "_framework_fields", {}))
+    return scenario_from_dict(data, file=file, base=base, overrides=overrides)
 
 
 def prepare(scenario: Scenario, *, measurements: str | None = None, work_budget: float | None = None,
@@ -255,19 +258,29 @@ def compute_model(scenario: Scenario, measurements: str | None = None):
 
 def framework_summary(prepared: Prepared) -> dict[str, Any]:
     """The framework behaviour the run assumed: padded vocabulary, attention kernel and compute-time
-    source per device, gradient-reduction precision, memory allowance."""
+    source per device, gradient-reduction precision, memory allowance; with ``training.framework``, the
+    preset's name and the fields it set (the others were the user's: heterosim/config/frameworks.py)."""
     from heterosim.hardware import get_device
     from heterosim.hardware.compute import attention_impl
 
     meta, tr = prepared.ir.meta, prepared.scenario.training
     devs = sorted({g.device for g in prepared.system.gpus})
-    return {
+    out = {
         "vocab_size": meta.get("vocab_size"), "padded_vocab_size": meta.get("padded_vocab_size"),
         "attention": {d: attention_impl(tr.attention, get_device(d).family) for d in devs},
         "compute_source": {d: prepared.compute.source(get_device(d)) for d in devs},
         "grad_reduce_dtype": tr.grad_reduce_dtype,
         "memory_overhead_bytes": tr.memory_overhead_bytes,
     }
+    if tr.framework is not None:  # (no keys added to runs without a preset)
+        out["preset"] = tr.framework
+        from heterosim.config.frameworks import get_preset
+
+        out["preset_fields"] = dict(getattr(prepared.scenario, "_framework_fields", None) or {})
+        # what a field the preset set cannot express of the framework (frameworks.yaml ``note``)
+        out["preset_notes"] = {r.path: r.note for r in get_preset(tr.framework).fields
+                               if r.note and r.path in out["preset_fields"]}
+    return out
 
 
 def intra_config(scenario: Scenario):

@@ -129,8 +129,6 @@ _REF_KEYS = ("model", "system", "cluster", "fabric")
 
 def load_scenario(path: str | Path, overrides: list[str] | dict[str, Any] | None = None):
     """Read, resolve references, apply ``--set`` overrides, validate."""
-    from heterosim.config.scenario import Scenario
-
     path = Path(path)
     file = str(path)
     raw = load_yaml(path)
@@ -147,16 +145,25 @@ def load_scenario(path: str | Path, overrides: list[str] | dict[str, Any] | None
     for key, value in items:
         if key not in _REF_KEYS:
             set_path(data, key, value, file=file)
+    return _validate_scenario(data, file)
+
+
+def _validate_scenario(data: dict, file: str):
+    """The framework preset (``training.framework``) as defaults where the data gives no value, then
+    validation; the scenario records its source file and the fields its preset set."""
+    from heterosim.config.frameworks import apply_framework
+    from heterosim.config.scenario import Scenario
+
+    applied = apply_framework(data, file=file)
     scenario = validate_model(Scenario, data, file=file)
     scenario._source_file = file  # type: ignore[attr-defined]
+    scenario._framework_fields = applied  # type: ignore[attr-defined]
     return scenario
 
 
 def scenario_from_dict(data: dict, *, file: str = "<dict>", base: Path | None = None,
                        overrides: list[str] | dict[str, Any] | None = None):
     """Validate a scenario given as a dict (references resolved against ``base``), with overrides."""
-    from heterosim.config.scenario import Scenario
-
     items = _iter_overrides(overrides, file)
     data = copy.deepcopy(data)
     for key, value in items:
@@ -166,9 +173,7 @@ def scenario_from_dict(data: dict, *, file: str = "<dict>", base: Path | None = 
     for key, value in items:
         if key not in _REF_KEYS:
             set_path(data, key, value, file=file)
-    scenario = validate_model(Scenario, data, file=file)
-    scenario._source_file = file  # type: ignore[attr-defined]
-    return scenario
+    return _validate_scenario(data, file)
 
 
 def _iter_overrides(overrides, file):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from heterosim.config.base import Bounded, Strict
 from heterosim.config.model import SEQ_MAX
@@ -44,10 +44,26 @@ class TrainingConfig(Strict):
     2 B bf16 weight. False: bf16 weights plus Transformer Engine's cached fp8 weight and transpose
     (``is_first_microbatch`` workspace), +2 B per GEMM parameter. Default from NVIDIA's FP8 performance
     recipes (Megatron-Bridge perf configs set ``fp8_param_gather = True``, "perf-optimal, = MLM")."""
+    framework: str | None = None
+    """A framework preset (heterosim/config/frameworks.yaml; docs/framework-presets.md): megatron-lm-2021,
+    megatron-core, nemo, megatron-bridge, deepspeed (torchtitan, deepspeed-zero2/3 refuse: not expressible).
+    It fills the attention kernel, gradient dtype and bucket, overlaps, distributed optimizer, sequence
+    parallelism and vocabulary padding the framework uses, each cited, wherever the scenario gives no value
+    (an explicit value wins). None: no preset (every field at its own default)."""
     iterations: Bounded(int, 1, ITERATIONS_MAX) = 1
     """Iterations to simulate (results report the last / mean)."""
     microbatch_split: list[Bounded(int, 0, BATCH_MAX)] | None = None
     """Micro-batches per data-parallel replica (non-uniform); None = equal split."""
+
+    @field_validator("framework")
+    @classmethod
+    def _known_framework(cls, v: str | None) -> str | None:
+        from heterosim.config.frameworks import known_or_reason
+
+        why = known_or_reason(v)
+        if why:
+            raise ValueError(why)
+        return v
 
     @model_validator(mode="after")
     def _check(self):
