@@ -222,3 +222,41 @@ def preset_table() -> list[dict[str, Any]]:
                 "; ".join([f"{r.by}={k}: {v}" for k, v in r.cases] + [f"otherwise: {r.otherwise}"])
             rows.append({"preset": p.name, "field": r.path, "value": value, "source": r.source, "note": r.note})
     return rows
+
+
+def markdown_table() -> str:
+    """docs/framework-presets.md's table (``python -m heterosim.config.frameworks``)."""
+    def cell(v: Any) -> str:
+        text = str(v).lower() if isinstance(v, bool) else (f"{v:,}" if isinstance(v, int) else str(v))
+        return text.replace("|", "\\|")
+
+    lines = ["| preset | field | value | source |", "|---|---|---|---|"]
+    for r in preset_table():
+        src = r["source"] + (f" **Not modelled:** {r['note']}" if r["note"] else "")
+        lines.append(f"| {r['preset']} | `{r['field']}` | {cell(r['value'])} | {cell(src)} |")
+    return "\n".join(lines)
+
+
+def markdown_matrix() -> str:
+    """Field x preset at a glance (docs/framework-presets.md); conditional values in short form."""
+    ps = [p for p in presets().values() if not p.refuse_reason]
+    paths = list(dict.fromkeys(r.path for p in ps for r in p.fields))
+
+    def short(r: FieldRule | None) -> str:
+        if r is None:
+            return "-"
+        fmt = (lambda v: str(v).lower() if isinstance(v, bool) else (f"{v:,}" if isinstance(v, int) else str(v)))
+        if r.by is None:
+            return fmt(r.value)
+        return ", ".join([f"{k}: {fmt(v)}" for k, v in r.cases] + [f"else {fmt(r.otherwise)}"]) + \
+            f" (by `{r.by.split('.')[-1]}`)"
+
+    lines = ["| field | " + " | ".join(p.name for p in ps) + " |", "|---" * (len(ps) + 1) + "|"]
+    for path in paths:
+        cells = [short(next((r for r in p.fields if r.path == path), None)) for p in ps]
+        lines.append(f"| `{path}` | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(markdown_matrix() + "\n\n" + markdown_table())

@@ -205,3 +205,10 @@ def test_summary_records_what_the_preset_set(tmp_path):
     assert set(fw["preset_notes"]) == {p for p, r in RAW["megatron-core"]["fields"].items() if r.get("note")}
     plain = simulate(prepare(_scenario(tmp_path, None)), record_messages=False).summary["framework"]
     assert "preset" not in plain and "preset_fields" not in plain
+
+
+def test_the_docs_page_matches_the_data_file():
+    from heterosim.config.frameworks import markdown_matrix, markdown_table
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "framework-presets.md").read_text()
+    assert markdown_matrix() in page and markdown_table() in page
