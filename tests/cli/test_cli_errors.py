@@ -1,28 +1,20 @@
 """Bad input through the real CLI: one line on stderr, exit 2, no traceback, nothing written."""
 from __future__ import annotations
 
-import subprocess
-import sys
 import textwrap
 
 import pytest
+from cli_helpers import cli_subprocess, one_line
 from tiny_scenario import TINY_YAML
 
 GOOD = TINY_YAML
 
 
-def cli(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "heterosim", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=300)
+cli = cli_subprocess
 
 
 def check_one_line_error(proc, *needles):
-    assert proc.returncode == 2, proc.stderr + proc.stdout
-    assert "Traceback" not in proc.stderr
-    lines = [l for l in proc.stderr.strip().splitlines() if l.strip()]
-    assert len(lines) == 1, proc.stderr
-    for n in needles:
-        assert n in lines[0], lines[0]
+    one_line(proc.returncode, proc.stderr, *needles, out=proc.stdout)
 
 
 @pytest.mark.parametrize("old,new,needles", [

@@ -6,33 +6,17 @@ from __future__ import annotations
 import json
 import os
 import stat
-import sys
 import textwrap
 
 import pytest
 
-from heterosim.cli import main
+from cli_helpers import cli_in_process, one_line
 from tiny_scenario import TINY_YAML
 
 GOOD = TINY_YAML
 
 
-def cli(capsys, monkeypatch, cwd, *args):
-    monkeypatch.chdir(cwd)
-    monkeypatch.setattr(sys, "argv", ["heterosim", *map(str, args)])
-    with pytest.raises(SystemExit) as exc:
-        main()
-    out, err = capsys.readouterr()
-    return exc.value.code, out, err
-
-
-def one_line(code, err, *needles):
-    assert code == 2, err
-    assert "Traceback" not in err
-    lines = [ln for ln in err.strip().splitlines() if ln.strip()]
-    assert len(lines) == 1, err
-    for n in needles:
-        assert n in lines[0], lines[0]
+cli = cli_in_process
 
 
 def listing(d):

@@ -5,12 +5,11 @@ missing`, and sweeps, topologies and the catalogs failed the same way.
 """
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
-from heterosim.cli import main
+from cli_helpers import cli_in_process
 from heterosim.filekinds import kind_of_data
 
 REPO = Path(__file__).resolve().parents[2]
@@ -18,12 +17,7 @@ SHIPPED = sorted(p for d in ("scenarios", "topologies", "heterosim/zoo/models") 
 
 
 def cli(capsys, monkeypatch, *args):
-    monkeypatch.chdir(REPO)
-    monkeypatch.setattr(sys, "argv", ["heterosim", *map(str, args)])
-    with pytest.raises(SystemExit) as exc:
-        main()
-    out, err = capsys.readouterr()
-    return exc.value.code, out, err
+    return cli_in_process(capsys, monkeypatch, REPO, *args)
 
 
 def test_the_shipped_yaml_is_all_there():

@@ -11,17 +11,13 @@ import pytest
 from heterosim import api, pipeline
 from heterosim.config.loader import load_scenario, parse_scalar
 from heterosim.errors import ConfigError, UserError
+from cli_helpers import one_line_message
 from tiny_scenario import TINY_YAML, write
 
 BASE = TINY_YAML
 
 
-def one_line_error(exc_info, *needles):
-    msg = str(exc_info.value)
-    assert "\n" not in msg, msg
-    for n in needles:
-        assert n in msg, msg
-    return msg
+one_line_error = one_line_message
 
 
 # ---------------------------------------------------------------- YAML safety

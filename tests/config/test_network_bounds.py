@@ -14,6 +14,7 @@ import pytest
 
 from heterosim.config.loader import load_scenario
 from heterosim.errors import ConfigError
+from cli_helpers import one_line_message
 from tiny_scenario import TINY_YAML, write
 
 PAUSE_MAX_NS = 65535 * 512 * 1  # quanta x bits per quantum x ns per bit at 1 Gb/s
@@ -25,12 +26,7 @@ def _load(tmp_path, *sets):
     return load_scenario(write(tmp_path, TINY_YAML), list(sets))
 
 
-def _one_line(exc_info, *needles):
-    msg = str(exc_info.value)
-    assert "\n" not in msg, msg
-    for n in needles:
-        assert n in msg, msg
-    return msg
+_one_line = one_line_message
 
 
 @pytest.mark.parametrize("field,value,needle", [

@@ -10,20 +10,17 @@ mtime, before and after.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from cli_helpers import cli_subprocess, one_line
 from tiny_scenario import TINY_YAML
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def cli(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "heterosim", *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, timeout=300)
+cli = cli_subprocess
 
 
 def snapshot(root: Path) -> dict:
@@ -39,12 +36,7 @@ def snapshot(root: Path) -> dict:
 
 
 def refused_untouched(proc, before: dict, root: Path, *needles):
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert "Traceback" not in proc.stderr
-    lines = [line for line in proc.stderr.strip().splitlines() if line.strip()]
-    assert len(lines) == 1, proc.stderr
-    for n in needles:
-        assert n in lines[0], lines[0]
+    one_line(proc.returncode, proc.stderr, *needles, out=proc.stdout)
     assert snapshot(root) == before, "the user's files were touched"
     strays = [p.name for p in root.parent.iterdir() if p.name.startswith(f".{root.name}.")]
     assert not strays, strays
