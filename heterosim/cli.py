@@ -74,6 +74,10 @@ def validate(scenario: Path = typer.Argument(..., help="Scenario YAML"),
     memory = f"peak memory {peak:.1f} GiB/GPU" if mem else "memory not modelled (recorded trace)"
     out.print(f"[green]ok[/]: {scenario} — {prep.system.num_gpus} GPUs, {len(prep.ir.programs)} programs, "
               f"{memory}, work {est.short()}", soft_wrap=True, highlight=False)
+    preset = getattr(sc, "_framework_fields", None)
+    if sc.training.framework is not None:  # what the preset filled in (the rest was the scenario's own)
+        filled = ", ".join(f"{k}={v}" for k, v in (preset or {}).items()) or "nothing (every field given)"
+        out.print(f"framework preset {sc.training.framework}: set {filled}", soft_wrap=True, highlight=False)
     breakdown = prep.ir.meta.get("memory_breakdown") or {}
     if breakdown:  # per stage (and micro-batch count), GiB
         cols = list(next(iter(breakdown.values())))

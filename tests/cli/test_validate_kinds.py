@@ -81,3 +81,18 @@ def test_validate_sweep_refuses_a_parameter_that_names_no_field(tmp_path, capsys
 ])
 def test_kinds_are_told_apart(data, kind):
     assert kind_of_data(data) == kind
+
+
+def test_validate_says_what_a_framework_preset_filled_in(capsys, monkeypatch):
+    """The preset fills only the fields the scenario leaves empty; validate lists them (summary.json too)."""
+    import yaml
+
+    data = yaml.safe_load((REPO / "heterosim/config/frameworks.yaml").read_text())
+    assert "nemo" in str(data)
+    code, out, err = cli(capsys, monkeypatch, "validate", "scenarios/quickstart.yaml",
+                         "--set", "training.framework=nemo")
+    assert code == 0, err
+    line = next(ln for ln in out.splitlines() if ln.startswith("framework preset nemo: set "))
+    assert "parallelism.overlap_grad_reduce=True" in line
+    code, out, _ = cli(capsys, monkeypatch, "validate", "scenarios/quickstart.yaml")
+    assert "framework preset" not in out
