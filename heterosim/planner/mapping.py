@@ -269,4 +269,7 @@ def apply_overrides(scenario, overrides: dict):
         set_path(data, k, v, file=file)
     new = validate_model(Scenario, data, file=file)
     new._source_file = file  # type: ignore[attr-defined]
+    fields = getattr(scenario, "_framework_fields", None)  # what a framework preset filled in (summary.json)
+    if fields is not None:
+        new._framework_fields = {k: v for k, v in fields.items() if k not in overrides}  # type: ignore[attr-defined]
     return new
