@@ -28,8 +28,39 @@ class ParallelConfig(Strict):
     schedule: Literal["1f1b", "interleaved", "gpipe"] = "1f1b"
     virtual_stages: Bounded(int, 1, LAYERS_MAX) = 1
     """Model chunks per pipeline rank for the interleaved schedule."""
-    zero_stage: Literal[0, 1] = 0
-    """1 = distributed optimizer (ZeRO-1): grads reduce-scattered, params all-gathered."""
+    zero_stage: Literal[0, 1, 2, 3] = 0
+    """ZeRO stage (Rajbhandari et al. 2020, "ZeRO: Memory Optimizations Toward Training Trillion
+    Parameter Models", Sec. 5; Megatron-Core ``--data-parallel-sharding-strategy`` no_shard / optim /
+    optim_grads / optim_grads_params; DeepSpeed ``zero_optimization.stage``):
+    0 = replicated data parallelism (DDP): gradient buckets all-reduced;
+    1 = distributed optimizer (Megatron ``--use-distributed-optimizer``): optimizer states sharded over the
+    DP group, gradient buckets reduce-scattered once after the last micro-batch, updated parameters
+    all-gathered (``overlap_param_gather``);
+    2 = optimizer states and gradients sharded: gradient buckets reduce-scattered during every
+    micro-batch's backward (DeepSpeed ZeRO-2 and FSDP keep only their gradient shard, so gradient
+    accumulation reduces each micro-batch), parameters all-gathered after the step as with 1;
+    3 = parameters sharded too (ZeRO-3, PyTorch FSDP/FSDP2 ``fully_shard``, Megatron-FSDP): each unit
+    (embedding, every transformer layer, final norm + output layer) is all-gathered before its forward
+    and again before its backward (``reshard_after_forward``) with the next unit's all-gather
+    prefetched behind the current unit's compute (FSDP's default one-unit forward/backward prefetch),
+    and its gradients reduce-scattered after its backward. See docs/fsdp.md."""
+    shard_size: Degree | None = None
+    """Hybrid sharding (HSDP): ZeRO-2/3 states are sharded inside groups of ``shard_size`` data-parallel
+    ranks (consecutive DP coordinates, x cp with context parallelism) and replicated across the
+    dp / shard_size groups, which all-reduce their gradient shards after each reduce-scatter (PyTorch
+    FSDP ``ShardingStrategy.HYBRID_SHARD``; FSDP2 ``fully_shard`` on a 2-D (replicate, shard) DeviceMesh;
+    torchtitan ``data_parallel_shard_degree`` x ``data_parallel_replicate_degree``). None = shard over the
+    whole DP group. Needs zero_stage 2 or 3 and must divide dp."""
+    reshard_after_forward: bool = True
+    """ZeRO-3: FSDP2 ``fully_shard(reshard_after_forward=True)`` (its default; FSDP1 FULL_SHARD) frees each
+    unit's gathered parameters after its forward and all-gathers them again before its backward; False
+    keeps them from forward to backward (FSDP1 SHARD_GRAD_OP, ZeRO-2-like: one all-gather less per unit
+    and micro-batch, the whole stage's parameters unsharded at the peak). Only with zero_stage 3."""
+    fp8_param_allgather: bool = False
+    """ZeRO-3 with fp8 training: all-gather the transformer layers' weights in float8, 1 byte per parameter
+    instead of 2 (torchtitan ``float8.enable_fsdp_float8_all_gather``, Float8Linear weights; the embedding and
+    the output layer, which torchtitan leaves out of float8, stay 16-bit). Needs zero_stage 3 and
+    training.precision fp8."""
     recompute: Literal["none", "selective", "full"] = "none"
     order: str = "tp-cp-ep-dp-pp"
     """Rank layout, fastest-varying first (Megatron's RankGenerator order)."""
@@ -62,6 +93,20 @@ class ParallelConfig(Strict):
             if len(part) == pp * self.virtual_stages else None)
         if per_stage is not None and 0 in per_stage:
             raise ValueError(f"pipeline stage {per_stage.index(0)} has no layers: layer_partition {part}")
+        return self
+
+    @model_validator(mode="after")
+    def _sharding_fields(self):
+        """The FSDP fields only mean something with the ZeRO stage that has them."""
+        if self.shard_size is not None and self.zero_stage < 2:
+            raise ValueError(f"shard_size {self.shard_size} (hybrid sharding) needs zero_stage 2 or 3, "
+                             f"zero_stage is {self.zero_stage}")
+        if not self.reshard_after_forward and self.zero_stage != 3:
+            raise ValueError(f"reshard_after_forward: false needs zero_stage 3 (sharded parameters), "
+                             f"zero_stage is {self.zero_stage}")
+        if self.fp8_param_allgather and self.zero_stage != 3:
+            raise ValueError(f"fp8_param_allgather needs zero_stage 3 (sharded parameters), "
+                             f"zero_stage is {self.zero_stage}")
         return self
 
     @field_validator("order")

@@ -27,10 +27,12 @@ from __future__ import annotations
 from heterosim.errors import PlanError
 from heterosim.workload.costs import (LayerShapes, embedding_params, head_params, layer_params,
                                       model_flops_per_iteration, padded_vocab, total_params, bwd_kernels)
+from heterosim.workload.groups import hybrid_shard_groups
 from heterosim.workload.ir import IR, Op, Program
 from heterosim.workload.memory import memory_for_plan
 from heterosim.workload.plan import Plan, resolve_plan
 from heterosim.workload.schedules import schedule_for
+from heterosim.workload.sharding import FsdpEmitter, Sharding, sharding_of
 
 GRAD_BYTES = 4
 """Gradients are accumulated and reduced in fp32 (Megatron's default for bf16 training); see
@@ -293,7 +295,12 @@ class _Emitter:
 
 
 def _build_program(pid: int, stage: int, m: int, plan: Plan, shapes: LayerShapes, kern: dict, scenario,
-                   loss_bytes: int, pp_bytes: int, grad_items: dict) -> Program:
+                   loss_bytes: int, pp_bytes: int, grad_items: dict, sh: Sharding | None = None) -> Program:
+    """The ops of one (stage, micro-batch count) program. Beyond a plain forward/backward schedule:
+    ZeRO-1/2's parameter all-gathers (``gate``), ZeRO-2's per-micro-batch gradient reduce-scatters after
+    each backward step, ZeRO-3's per-unit all-gathers and reduce-scatters (``FsdpEmitter``: ``pre`` before
+    every unit's forward and backward, ``post_bwd`` after its backward). Walks the schedule once; long
+    because each phase's emission is spelled out in order (the order is the stream order)."""
     moe = scenario.model.is_moe
     prog = _Prog(plan, shapes, kern)
     em = _Emitter(prog, moe, ub=_ub(scenario, plan))
@@ -303,16 +310,32 @@ def _build_program(pid: int, stage: int, m: int, plan: Plan, shapes: LayerShapes
     loss_op: dict[int, tuple] = {}
     full_rc = plan.recompute == "full"
     has_tp = plan.tp > 1
-    overlap_gather = plan.zero_stage == 1 and scenario.parallelism.overlap_param_gather
+    overlap_gather = plan.zero_stage in (1, 2) and scenario.parallelism.overlap_param_gather
     need: dict = {}
+    dense = (sh.dense_group, sh.dense_n) if sh is not None else None
     if overlap_gather:
         prog.plan_precision = scenario.training.precision
-        need = _emit_param_gathers(prog, _bucket_plan(plan, scenario, stage, grad_items))
+        need = _emit_param_gathers(prog, _bucket_plan(plan, scenario, stage, grad_items, dense))
+    fsdp = FsdpEmitter(prog, sh, steps, plan, stage, grad_items, scenario.training.precision,
+                       grad_bytes(scenario.training)) if plan.zero_stage == 3 else None
+    zero2_reduce: list[int] = []
 
-    def gate(deps: tuple, chunk: int, key) -> tuple:
-        """The first forward use of a parameter waits for its bucket's all-gather."""
+    def gate(deps: tuple, chunk: int, key, mb: int = -1) -> tuple:
+        """The first forward use of a parameter waits for its bucket's all-gather (ZeRO-1/2), or each
+        forward use of a unit for its all-gather (ZeRO-3)."""
+        if fsdp is not None:
+            return fsdp.pre(deps, "fwd", mb, chunk, key)
         g = need.pop((chunk, key), None)
         return deps + g if g else deps
+
+    def bgate(deps: tuple, mb: int, chunk: int, key) -> tuple:
+        """ZeRO-3: a unit's backward waits for its parameters (re-gathered unless still there)."""
+        return fsdp.pre(deps, "bwd", mb, chunk, key) if fsdp is not None else deps
+
+    def reduced(prod: tuple | int, mb: int, chunk: int, key) -> None:
+        """ZeRO-3: the unit's gradients are reduce-scattered once its backward is done."""
+        if fsdp is not None:
+            fsdp.post_bwd(prod[0] if isinstance(prod, tuple) else prod, mb, chunk, key)
 
     for phase, mb, chunk in steps:
         vs = chunk * pp + stage
@@ -322,12 +345,12 @@ def _build_program(pid: int, stage: int, m: int, plan: Plan, shapes: LayerShapes
                 dep = prog.comm("pp_recv_act", "recv", "pp", pp_bytes, f"pp:f:mb{mb}:vs{vs - 1}", (), "fwd",
                                 mb, -1, chunk, stream="pp_recv", kind="pp", peer=-1)
             else:
-                e = prog.compute("embedding", "embed_fwd", gate((), chunk, "embed"), "fwd", mb, -1, chunk)
+                e = prog.compute("embedding", "embed_fwd", gate((), chunk, "embed", mb), "fwd", mb, -1, chunk)
                 dep = em.post_tp(f"tp:f:mb{mb}:embed", e, "fwd", mb, -1, chunk)
             for layer in layers:
-                dep = em.layer_fwd(gate(dep, chunk, layer), mb, layer, chunk)
+                dep = em.layer_fwd(gate(dep, chunk, layer, mb), mb, layer, chunk)
             if vs == last_vs:
-                hd = em.pre_tp(f"tp:f:mb{mb}:head", gate(dep, chunk, "head"), "fwd", mb, -1, chunk)
+                hd = em.pre_tp(f"tp:f:mb{mb}:head", gate(dep, chunk, "head", mb), "fwd", mb, -1, chunk)
                 hd = prog.compute("lm_head_loss", "head_fwd", hd, "fwd", mb, -1, chunk)
                 if has_tp:
                     hd = prog.comm("tp_loss_allreduce", "allreduce", "tp", loss_bytes, f"tp:f:mb{mb}:loss", hd,
@@ -338,27 +361,40 @@ def _build_program(pid: int, stage: int, m: int, plan: Plan, shapes: LayerShapes
                           chunk, stream="pp_send", kind="pp", peer=+1)
         else:
             if vs == last_vs:
-                hb = prog.compute("lm_head_loss_bwd", "head_bwd", loss_op.pop(mb), "bwd", mb, -1, chunk)
+                hb = prog.compute("lm_head_loss_bwd", "head_bwd", bgate(loss_op.pop(mb), mb, chunk, "head"), "bwd",
+                                  mb, -1, chunk)
                 grad_ready["head"] = hb[0]
+                reduced(hb, mb, chunk, "head")
                 # the head's input was all-gathered (SP) or copied (no SP) into the TP region
                 dep = em.post_tp(f"tp:b:mb{mb}:head", hb, "bwd", mb, -1, chunk)
             else:
                 dep = prog.comm("pp_recv_grad", "recv", "pp", pp_bytes, f"pp:b:mb{mb}:vs{vs}", (), "bwd", mb, -1,
                                 chunk, stream="pp_recv", kind="pp", peer=+1)
             for layer in reversed(layers):
+                dep = bgate(dep, mb, chunk, layer)
                 if full_rc:
                     # Megatron's full recompute: re-run this layer's forward from its checkpointed input when
                     # its gradient arrives, then run its backward
                     dep = em.layer_fwd(dep, mb, layer, chunk, recompute=True)
                 dep = em.layer_bwd(dep, mb, layer, chunk)
                 grad_ready[layer] = prog.last_compute()
+                reduced(grad_ready[layer], mb, chunk, layer)
             if vs == 0:
-                e = prog.compute("embedding_bwd", "embed_bwd", dep, "bwd", mb, -1, chunk)
+                e = prog.compute("embedding_bwd", "embed_bwd", bgate(dep, mb, chunk, "embed"), "bwd", mb, -1, chunk)
                 grad_ready["embed"] = e[0]
+                reduced(e, mb, chunk, "embed")
             else:
                 prog.comm("pp_send_grad", "send", "pp", pp_bytes, f"pp:b:mb{mb}:vs{vs - 1}", dep,
                           "bwd", mb, -1, chunk, stream="pp_send", kind="pp", peer=-1)
-    _emit_grad_sync(prog, plan, scenario, stage, grad_items, grad_ready, gathered=overlap_gather)
+            if plan.zero_stage == 2:
+                zero2_reduce += _emit_step_buckets(prog, plan, scenario, stage, chunk, mb, grad_items, grad_ready, sh)
+    if sh is None:
+        _emit_grad_sync(prog, plan, scenario, stage, grad_items, grad_ready, gathered=overlap_gather)
+    else:
+        if fsdp is not None:
+            fsdp.finished()
+        _emit_sharded_sync(prog, plan, scenario, stage, grad_items, fsdp.reduce_ops if fsdp else zero2_reduce,
+                           overlap_gather, sh)
     return Program(id=pid, ops=prog.ops, stage=stage, label=f"stage{stage}/mb{m}")
 
 
@@ -367,13 +403,17 @@ def _ub(scenario, plan: Plan) -> bool:
     return bool(scenario.parallelism.tp_comm_overlap and plan.sp and plan.tp > 1)
 
 
-def _bucket_plan(plan: Plan, scenario, stage: int, grad_items: dict) -> list[tuple[str, int, int, float, tuple]]:
+def _bucket_plan(plan: Plan, scenario, stage: int, grad_items: dict,
+                 dense: tuple[str, int] | None = None) -> list[tuple[str, int, int, float, tuple]]:
     """DP buckets of one stage as Megatron-Core's DDP forms them: per chunk, parameters in the order
     backward finalises their grads (head, layers last to first, embedding), cut when a bucket reaches
-    grad_bucket_bytes. Returns (group, chunk, k, params, item keys) in production order."""
+    grad_bucket_bytes. Returns (group, chunk, k, params, item keys) in production order. ``dense`` =
+    (group, size) the dense buckets are reduced over when not the whole DP group (HSDP's shard group)."""
     dp_dense = plan.dp * plan.cp
     dp_expert = dp_dense // plan.ep
     dense_group = "dp_cp" if plan.cp > 1 else "dp"
+    if dense is not None:
+        dense_group, dp_dense = dense
     bucket_bytes = scenario.parallelism.grad_bucket_bytes
     gb = grad_bytes(scenario.training)
     out = []
@@ -447,16 +487,71 @@ def _emit_grad_sync(prog: _Prog, plan: Plan, scenario, stage: int, grad_items: d
     dense = sum(x[1] for c in range(plan.chunks) for x in grad_items[(stage, c)])
     expert = sum(x[2] for c in range(plan.chunks) for x in grad_items[(stage, c)])
     shard = dense / (dp_dense if zero else 1) + expert / (dp_expert if zero else 1)
+    opt = _optimizer(ops, deps, shard)
+    if zero:
+        for group, tag, nbytes, chunk in gathers:
+            prog.comm("zero_param_allgather", "allgather", group, nbytes, tag, (opt,), "opt", chunk=chunk,
+                      stream="dp", kind="dp")
+
+
+def _optimizer(ops: list, deps: tuple, shard: float) -> int:
+    """The Adam step over ``shard`` parameters (this rank's share with ZeRO), after ``deps``."""
     opt = len(ops)
     ops.append(Op(id=opt, kind="compute", name="optimizer_step", phase="opt", deps=deps, stream="compute",
                   op_class="optimizer", flops=OPTIMIZER_FLOPS_PER_PARAM * shard,
                   bytes=OPTIMIZER_BYTES_PER_PARAM * shard,
                   kernels=(("optimizer", OPTIMIZER_FLOPS_PER_PARAM * shard, OPTIMIZER_BYTES_PER_PARAM * shard,
                             ("adam",)),)))
-    if zero:
-        for group, tag, nbytes, chunk in gathers:
-            prog.comm("zero_param_allgather", "allgather", group, nbytes, tag, (opt,), "opt", chunk=chunk,
-                      stream="dp", kind="dp")
+    return opt
+
+
+def _emit_step_buckets(prog: _Prog, plan: Plan, scenario, stage: int, chunk: int, mb: int, grad_items: dict,
+                       grad_ready: dict, sh: Sharding) -> list[int]:
+    """ZeRO-2 after one backward step: each bucket of ``chunk`` reduce-scattered as soon as this micro-batch's
+    backward produced its gradients (DeepSpeed ZeRO-2 ``overlap_comm`` / FSDP SHARD_GRAD_OP reduce every
+    micro-batch: only the rank's gradient shard is kept); with HSDP the shard is then all-reduced over the
+    replicate group. Returns the op ids."""
+    gb = grad_bytes(scenario.training)
+    last = len(prog.ops) - 1
+    out = []
+    for group, c, k, acc, keys in _bucket_plan(plan, scenario, stage, grad_items, (sh.dense_group, sh.dense_n)):
+        if c != chunk:
+            continue
+        prod = max(grad_ready[key] for key in keys) if scenario.parallelism.overlap_grad_reduce else last
+        rs = prog.comm("grad_reducescatter", "reducescatter", group, int(acc * gb), f"{group}:c{c}:mb{mb}:bucket{k}",
+                       (prod,), "bwd", mb, chunk=c, stream="dp", kind="dp")
+        out.append(rs[0])
+        if sh.hybrid and group == "shard":
+            ar = prog.comm("grad_replicate_allreduce", "allreduce", "replicate", int(acc * gb / sh.dense_n),
+                           f"replicate:c{c}:mb{mb}:bucket{k}", rs, "bwd", mb, chunk=c, stream="dp_replicate",
+                           kind="dp")
+            out.append(ar[0])
+    return out
+
+
+def _emit_sharded_sync(prog: _Prog, plan: Plan, scenario, stage: int, grad_items: dict, reduce_ops: list[int],
+                       gathered: bool, sh: Sharding) -> None:
+    """ZeRO-2/3 end of iteration: tied-embedding gradient shards synced between the first and last stage,
+    the optimizer step over this rank's shard, and (ZeRO-2 only, unless already overlapped with the next
+    forward: ``gathered``) the updated parameters all-gathered per bucket. ZeRO-3 keeps parameters sharded:
+    the next forward's all-gathers fetch them."""
+    ops = prog.ops
+    gb = grad_bytes(scenario.training)
+    deps = tuple(reduce_ops) if reduce_ops else (len(ops) - 1,)
+    model = scenario.model
+    if plan.pp > 1 and model.tie_embeddings and stage in (0, plan.pp - 1):
+        emb_tp = min(plan.stage_tp[0], plan.stage_tp[-1]) if plan.stage_tp is not None else plan.tp
+        n = padded_vocab(model, emb_tp) // emb_tp * model.hidden_size
+        deps = prog.comm("embedding_grad_allreduce", "allreduce", "embd", n * gb // sh.dense_n, "embd:grad", deps,
+                         "opt", stream="dp", kind="dp")
+    dense = sum(x[1] for c in range(plan.chunks) for x in grad_items[(stage, c)])
+    expert = sum(x[2] for c in range(plan.chunks) for x in grad_items[(stage, c)])
+    opt = _optimizer(ops, deps, dense / sh.dense_n + expert / sh.expert_n)
+    if sh.stage == 2 and not gathered:
+        pbytes = 4 if scenario.training.precision == "fp32" else 2
+        for group, c, k, acc, _keys in _bucket_plan(plan, scenario, stage, grad_items, (sh.dense_group, sh.dense_n)):
+            prog.comm("zero_param_allgather", "allgather", group, int(acc * pbytes), f"{group}:c{c}:params{k}",
+                      (opt,), "opt", chunk=c, stream="dp", kind="dp")
 
 
 def _bucket(prog: _Prog, group: str, zero: bool, params: float, chunk: int, k: int, prod: int, gb: int) -> int:
@@ -496,6 +591,11 @@ def compile_workload(scenario, world_size: int, rank_devices: list[str] | None =
         raise PlanError(f"{len(rank_devices)} device names for {world_size} ranks", field="cluster",
                         value=len(rank_devices))
     model, tr = scenario.model, scenario.training
+    try:
+        sh = sharding_of(scenario, plan)
+    except PlanError as err:
+        f = file if file is not None else getattr(scenario, "_source_file", None)
+        raise err.with_file(f) if f else err
     stage_ctx: dict[int, tuple] = {}
 
     def ctx(stage: int) -> tuple:
@@ -523,9 +623,16 @@ def compile_workload(scenario, world_size: int, rank_devices: list[str] | None =
         if pid is None:
             pid = len(programs)
             key_to_pid[key] = pid
-            programs.append(_build_program(pid, key[0], key[1], *ctx(key[0])[:3], scenario, *ctx(key[0])[3:]))
+            programs.append(_build_program(pid, key[0], key[1], *ctx(key[0])[:3], scenario, *ctx(key[0])[3:], sh=sh))
         rank_program[r] = pid
-    ir = IR(world_size=world_size, programs=programs, rank_program=rank_program, groups=layout.groups())
+    groups = layout.groups()
+    if sh is not None and sh.hybrid:
+        def dp_cp(r: int) -> tuple[int, int]:
+            c = layout.coords(r)
+            return c["dp"], c["cp"]
+        groups["shard"], groups["replicate"] = hybrid_shard_groups(groups["dp_cp" if plan.cp > 1 else "dp"], dp_cp,
+                                                                   scenario.parallelism.shard_size)
+    ir = IR(world_size=world_size, programs=programs, rank_program=rank_program, groups=groups)
     mem = memory_for_plan(scenario, plan)
     per_rank_mem = [0] * world_size
     for r in range(world_size):

@@ -235,3 +235,27 @@ def check_tp_in_nodes(tp_groups: list[tuple[int, ...]], rank_nodes: list[str], s
             fld, value = ("parallelism.stage_tp", stage_tp) if stage_tp else ("parallelism.tp", len(g))
             raise PlanError(f"tensor-parallel group of ranks {g[0]}-{g[-1]} spans nodes {nodes}; TP must stay "
                             f"inside a node", file=file, field=fld, value=value)
+
+
+def hybrid_shard_groups(dense_groups: list[tuple[int, ...]], dp_coord, shard_size: int
+                        ) -> tuple[list[tuple[int, ...]], list[tuple[int, ...]]]:
+    """(shard groups, replicate groups) of hybrid sharding (HSDP, ``parallelism.shard_size``).
+
+    Each dense data-parallel group (``dp``, or ``dp_cp`` with context parallelism) is cut by data-parallel
+    coordinate: ranks with ``dp // shard_size`` equal form a shard group (they hold one full copy of the
+    sharded states between them, FSDP2's "shard" mesh dimension); ranks with ``dp % shard_size`` equal
+    (and the same cp coordinate) form a replicate group (one rank per copy, holding the same shard: the
+    "replicate" dimension, which all-reduces gradient shards). Members keep their order in the dense group.
+    ``dp_coord(rank)`` gives a rank's (dp, cp) coordinates."""
+    shard: list[tuple[int, ...]] = []
+    replicate: list[tuple[int, ...]] = []
+    for g in dense_groups:
+        by_shard: dict[int, list[int]] = {}
+        by_pos: dict[tuple[int, int], list[int]] = {}
+        for r in g:
+            d, c = dp_coord(r)
+            by_shard.setdefault(d // shard_size, []).append(r)
+            by_pos.setdefault((d % shard_size, c), []).append(r)
+        shard.extend(tuple(v) for v in by_shard.values())
+        replicate.extend(tuple(v) for v in by_pos.values())
+    return shard, replicate

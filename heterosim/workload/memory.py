@@ -6,7 +6,11 @@ bf16/fp16 parameters 2 B, the main-grad buffer 4 B (fp32, ``grad_reduce_dtype``;
 for bf16), optimizer 12 B (fp32 master copy + Adam m and v) = 18 B/param; the
 distributed optimizer (ZeRO-1) shards the 12 B over the data-parallel (x
 context-parallel) ranks: 6 + 12/dp B/param. fp32 training: 4 + 4 + 8 B. The
-vocabulary is Megatron's padded one.
+vocabulary is Megatron's padded one. ZeRO-2 and ZeRO-3 / FSDP (Rajbhandari et al. 2020, Figure 1:
+P_os (2+2+K)Psi -> 2Psi + 2Psi + K Psi/N_d, P_os+g 2Psi + (2+K)Psi/N_d, P_os+g+p (2+2+K)Psi/N_d with
+N_d the ranks sharing the states: the DP group, or HSDP's shard group) shard the gradients, then the
+parameters too; beside the shards they hold unsharded working copies (``zero_buffers``, see
+:func:`sharded_model_states`).
 
 Activations (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large
 Transformer Models", Sec. 4): per layer and micro-batch s*b*h*(34 + 5*a*s/h)
@@ -236,9 +240,60 @@ def activation_reserve_fraction(training) -> float:
     return 0.0 if training.memory_overhead_bytes is not None else ACTIVATION_RESERVE_FRACTION
 
 
+def _unit_params(model, plan: Plan, stage: int) -> list[tuple[object, float]]:
+    """(key, parameters) of each FSDP unit a rank of ``stage`` holds: embedding, layers, head."""
+    lp = layer_params(model, plan.tp, plan.ep)
+    out: list[tuple[object, float]] = []
+    last_vs = plan.num_vstages - 1
+    for c in range(plan.chunks):
+        vs = c * plan.pp + stage
+        out += [(layer, lp.dense + lp.expert) for layer in plan.vstage_layers[vs]]
+        if vs == 0:
+            out.append(("embed", embedding_params(model, plan.tp)))
+        if vs == last_vs:
+            out.append(("head", head_params(model, plan.tp, plan.pp)))
+    return out
+
+
+def sharded_model_states(scenario, plan: Plan, stage: int, sh) -> dict[str, float]:
+    """ZeRO-2/3 model states of one rank of ``stage`` (bytes): the ZeRO paper's Figure 1 per stage with
+    N_d = ``sh.dense_n`` (``sh.expert_n`` for expert parameters), plus the unsharded working copies:
+
+    * ZeRO-2 (P_os+g): full parameters, gradient and optimizer shards; ``zero_buffers`` = one gradient
+      bucket being reduce-scattered unsharded (``grad_bucket_bytes``, DeepSpeed's ``reduce_bucket_size``),
+      at most the stage's gradients;
+    * ZeRO-3 (P_os+g+p): parameter shards too (16-bit; TE's fp8 weight cache is not kept under FSDP);
+      ``zero_buffers`` = the gathered parameters of the two largest units (the one computing and the one
+      prefetched, in the all-gather's bytes per parameter) plus one unit's unsharded gradients before its
+      reduce-scatter; with ``reshard_after_forward: false`` every unit of the stage stays gathered from its
+      forward to its backward, so the gathered part is the whole stage's parameters."""
+    from heterosim.workload.sharding import allgather_bytes_per_param
+
+    model, tr = scenario.model, scenario.training
+    pb, gb, ob = state_bytes_per_param(tr.precision, tr.grad_reduce_dtype, fp8_weight_cache(tr))
+    dense, expert = _stage_params(model, plan, stage)
+    shard = dense / sh.dense_n + expert / sh.expert_n
+    if sh.stage == 2:
+        return {"params": (dense + expert) * pb, "grads": shard * gb, "optimizer": shard * ob,
+                "zero_buffers": min(float(scenario.parallelism.grad_bucket_bytes), (dense + expert) * gb)}
+    base_pb = 4 if tr.precision == "fp32" else 2
+    units = _unit_params(model, plan, stage)
+    held = sorted((n * allgather_bytes_per_param(sh, key, tr.precision) for key, n in units), reverse=True)
+    gathered = sum(held[:2]) if sh.reshard_after_forward else sum(held)
+    return {"params": shard * base_pb, "grads": shard * gb, "optimizer": shard * ob,
+            "zero_buffers": gathered + max(n for _, n in units) * gb}
+
+
 def memory_for_plan(scenario, plan: Plan) -> dict[tuple[int, int], dict[str, float]]:
     """Memory breakdown (bytes) per (stage, micro-batch count) program."""
+    from heterosim.workload.sharding import sharding_of
+
     model, tr = scenario.model, scenario.training
+    try:
+        sh = sharding_of(scenario, plan)
+    except PlanError as err:
+        f = getattr(scenario, "_source_file", None)
+        raise err.with_file(f) if f else err
     prec = tr.precision
     pb, gb, ob = state_bytes_per_param(prec, tr.grad_reduce_dtype, fp8_weight_cache(tr))
     attn = tr.attention
@@ -260,6 +315,9 @@ def memory_for_plan(scenario, plan: Plan) -> dict[tuple[int, int], dict[str, flo
         params = (dense + expert) * pb
         grads = (dense + expert) * gb
         opt = dense * ob / (dp_dense if zero else 1) + expert * ob / (dp_expert if zero else 1)
+        states = sharded_model_states(scenario, plan, stage, sh) if sh is not None else None
+        if states is not None:
+            params, grads, opt = states["params"], states["grads"], states["optimizer"]
         weights = []
         for c in range(plan.chunks):
             vs = c * plan.pp + stage
@@ -279,6 +337,9 @@ def memory_for_plan(scenario, plan: Plan) -> dict[tuple[int, int], dict[str, flo
             overhead = fixed + reserve * acts
             out[(stage, m)] = {"params": params, "grads": grads, "optimizer": opt, "activations": acts,
                                "overhead": overhead, "total": params + grads + opt + acts + overhead}
+            if states is not None:
+                out[(stage, m)]["zero_buffers"] = states["zero_buffers"]
+                out[(stage, m)]["total"] += states["zero_buffers"]
     return out
 
 
