@@ -8,7 +8,7 @@ Every row of ``benchmarks/validation/runs.yaml`` with ``expressible_today: true`
 one-line reason, never dropped. Then: MAPE and worst row per source, GPU generation, scale band, dense/MoE and
 overall; the leave-one-source-out (LOSO) error over the FITTED registry below; the scaling series' trends.
 
-    .venv/bin/python benchmarks/validate_published.py                      # every expressible row (~25 min)
+    .venv/bin/python benchmarks/validate_published.py                      # every expressible row (~95 s on 2 cores)
     .venv/bin/python benchmarks/validate_published.py --quick              # 3 small rows (CI)
     .venv/bin/python benchmarks/validate_published.py --max-gpus 512 --json small.json
     .venv/bin/python benchmarks/validate_published.py --min-gpus 513 --json big.json
