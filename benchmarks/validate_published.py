@@ -291,7 +291,7 @@ def scenario_of(run, measurements: str = "builtin") -> tuple[dict, dict, list[st
            "recompute": recompute_of(run, settings, gaps),
            "tp_comm_overlap": bool(tpo) if tpo is not None else False}
     if p.get("fsdp"):
-        raise RowError("parallelism.fsdp = true: HeteroSim has no FSDP")
+        raise RowError("parallelism.fsdp = true: not mapped by this script yet (the corpus marks FSDP rows not expressible)")
     training = {"global_batch_size": gbs, "micro_batch_size": int(mbs), "seq_length": int(seq),
                 "precision": precision, "attention": attention_of(run, settings)}
 
