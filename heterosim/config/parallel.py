@@ -66,6 +66,14 @@ class ParallelConfig(Strict):
     """Rank layout, fastest-varying first (Megatron's RankGenerator order)."""
     layer_partition: list[Bounded(int, 0, LAYERS_MAX)] | None = None
     """Layers per pipeline stage (non-uniform); None = equal split."""
+    account_for_embedding_in_pipeline_split: bool = False
+    """Megatron-Core's option of the same name: the embedding counts as one layer when the layers are split
+    over the (virtual) pipeline stages, so the first virtual stage builds one layer fewer (Megatron-Core
+    ``transformer_block.get_num_layers_to_build``: num_layers + 1, split evenly, first chunk less one). Used
+    by Megatron-Bridge's large recipes (e.g. Llama 3.1 405B at PP8 VP8: 126 + 2 = 128 = 64 x 2). Ignored when
+    ``layer_partition`` is given."""
+    account_for_loss_in_pipeline_split: bool = False
+    """The same for the output layer and loss: the last virtual stage builds one layer fewer."""
     stage_tp: list[Bounded(int, 0, GPUS_PER_NODE_MAX)] | None = None  # 0: the plan says "one TP degree >= 1"
     """TP degree of each pipeline stage (uneven TP across device groups, e.g. [8, 4]); None = ``tp``
     everywhere. Needs dp given or derivable; world = dp * cp * sum(stage_tp); each entry must divide the

@@ -217,11 +217,7 @@ def _finish(scenario, world_size: int, tp: int, pp: int, dp: int, seq: int, seq_
     nvs = pp * chunks
     part = par.layer_partition
     if part is None:
-        if L % nvs:
-            what = "pp" if chunks == 1 else "pp*virtual_stages"
-            raise PlanError(f"{what} = {nvs} does not divide num_layers ({L}); set parallelism.layer_partition",
-                            field="parallelism.pp", value=pp)
-        counts = [L // nvs] * nvs
+        counts = _even_split(L, nvs, chunks, pp, par)
     else:
         part = list(part)
         if any(x < 0 for x in part):
@@ -250,3 +246,24 @@ def _finish(scenario, world_size: int, tp: int, pp: int, dp: int, seq: int, seq_
                 micro_batch=mb, seq=seq, seq_local=seq_local, microbatches=microbatches,
                 vstage_layers=vstage_layers, sp=sp, recompute=par.recompute, zero_stage=par.zero_stage,
                 layout=layout)
+
+
+def _even_split(num_layers: int, nvs: int, chunks: int, pp: int, par) -> list[int]:
+    """Layers per virtual stage when none are given: an even split, where the embedding and the loss may
+    each count as one layer (``account_for_*_in_pipeline_split``, Megatron-Core's rule): the first virtual
+    stage then builds one layer fewer, the last one fewer."""
+    emb, loss = int(par.account_for_embedding_in_pipeline_split), int(par.account_for_loss_in_pipeline_split)
+    total = num_layers + emb + loss
+    if total % nvs:
+        what = "pp" if chunks == 1 else "pp*virtual_stages"
+        extra = " + embedding" * emb + " + loss" * loss
+        raise PlanError(f"{what} = {nvs} does not divide num_layers{extra} ({total}); set "
+                        "parallelism.layer_partition", field="parallelism.pp", value=pp)
+    counts = [total // nvs] * nvs
+    counts[0] -= emb
+    counts[-1] -= loss
+    if min(counts) < 1:
+        raise PlanError(f"a virtual stage would hold no layer ({counts[0]} first, {counts[-1]} last); use fewer "
+                        "stages or layer_partition", field="parallelism.account_for_embedding_in_pipeline_split",
+                        value=bool(emb))
+    return counts
