@@ -57,7 +57,7 @@ def test_the_data_file_cites_a_source_for_every_value():
 def test_each_preset_sets_what_its_data_file_says(tmp_path, name, precision):
     sc = _scenario(tmp_path, name, [f"training.precision={precision}"])
     # TINY_YAML: tp 2; fields the preset sets are read as it set them (file order)
-    context = {"training.precision": precision, "parallelism.tp": 2}
+    context = {"training.precision": precision, "parallelism.tp": 2, "parallelism.pp": 2}
     for path, rule in RAW[name]["fields"].items():
         want = _expected(rule, context)
         context[path] = want
@@ -150,8 +150,11 @@ def test_inexpressible_preset_refuses_in_one_line(tmp_path, name):
     assert RAW[name]["refuse"]["field"] in msg and "cannot express" in msg
 
 
-def test_torchtitan_names_fsdp():
-    assert "FSDP" in RAW["torchtitan"]["refuse"]["reason"]
+def test_fsdp_presets_shard_what_their_frameworks_shard(tmp_path):
+    """torchtitan's FSDP2 default and DeepSpeed's stages map to zero_stage 3 / 2 (issue 38 made them expressible)."""
+    assert _scenario(tmp_path, "torchtitan").parallelism.zero_stage == 3
+    assert _scenario(tmp_path, "deepspeed-zero2").parallelism.zero_stage == 2
+    assert _scenario(tmp_path, "deepspeed-zero3").parallelism.zero_stage == 3
 
 
 def test_validation_without_the_loader_refuses_too():
@@ -159,8 +162,6 @@ def test_validation_without_the_loader_refuses_too():
 
     with pytest.raises(ValidationError, match="unknown framework preset"):
         TrainingConfig(global_batch_size=8, framework="nope")
-    with pytest.raises(ValidationError, match="FSDP"):
-        TrainingConfig(global_batch_size=8, framework="torchtitan")
 
 
 def test_an_override_switches_the_preset(tmp_path):
