@@ -6,7 +6,7 @@ defaults: a field the user gave (in the file, a cluster job or ``--set``) keeps 
 the preset set is recorded on the scenario (``framework_fields``) and reported in summary.json's
 ``framework`` section. Without ``training.framework`` nothing is applied (today's behaviour).
 
-A preset for something HeteroSim cannot express (FSDP, ZeRO-2/3) refuses with one line naming the
+A preset for something HeteroSim cannot express (a ``refuse`` entry in the data file; none today) refuses with one line naming the
 field that cannot hold it.
 """
 from __future__ import annotations
