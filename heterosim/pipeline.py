@@ -355,7 +355,8 @@ def _simulate_iterations(prepared, sc, name, net_cfg, progress, record_messages,
                                 progress=progress, record_messages=bool(record_messages),
                                 message_limit=None if isinstance(record_messages, bool) else record_messages,
                                 symmetry=sym_on,
-                                hashed_copies=getattr(getattr(sc, "simulation", None), "hashed_copies", None))
+                                hashed_copies=getattr(getattr(sc, "simulation", None), "hashed_copies", None),
+                                contention=getattr(getattr(sc, "simulation", None), "compute_contention", None))
             if coord.needs_warm_up():
                 coord.shift_replicas_by(_warm_up(coord, prepared, sc, name, net_cfg, it))
             sim = coord.run(wall_limit_s=sc.network.wall_limit_s)
@@ -371,7 +372,7 @@ def _warm_up(main, prepared, sc, name, net_cfg, it: int) -> dict:
         coord = Coordinator(prepared.ir, prepared.system, prepared.compute, net, intra,
                             precision=sc.training.precision, comm_options=sc.comm.model_dump(),
                             record_messages=False, symmetry=True, hashed_copies="ops", like=main,
-                            replica_classes=False)
+                            replica_classes=False, contention=main._ct.model.name if main._ct else "none")
         return coord.warm_up(wall_limit_s=sc.network.wall_limit_s)
 
 

@@ -64,6 +64,14 @@ class SimulationConfig(Strict):
     with data-parallel outermost, 1 micro-batch) and over 0.5% on 2 (ops), 8 (ops_and_replicas) and 14
     (ops_and_shifted_replicas) of the 103; exact within 0.23% (an open bug, not by design). The approximate modes are several times faster at 1,024+
     GPUs under hashed ECMP; a run that uses one says so in summary.json ``approximations`` with its bound."""
+    compute_contention: Literal["none", "sm_share"] = "sm_share"
+    """How communication in flight on a GPU slows its compute (heterosim/sim/contention.py). sm_share (default):
+    NCCL runs a collective or send/recv as one thread block per channel, each holding an SM for the kernel's run
+    (NCCL src/enqueue.cc; Transformer Engine userbuffers pieces hold their ``num_sm``), so while k of the GPU's S
+    SMs (devices.yaml ``sm_count``) are held its GEMM and attention kernels progress at (S - k) / S, re-timed at
+    every start and end of its communication; memory-bound kernels keep their rate. none: overlapped
+    communication is free for compute (HeteroSim before this field). The default is the mechanism every NCCL
+    and userbuffers kernel has, not a fit: docs/compute-contention.md gives its measured effect."""
 
 
 class CommConfig(Strict):

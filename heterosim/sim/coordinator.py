@@ -226,6 +226,8 @@ class SimResult:
     """Time during which some inter-node transfer was in flight."""
     symmetry: dict | None = None
     """What the symmetry reduction did (lanes simulated vs total, replica classes, collective orbits)."""
+    contention: dict | None = None
+    """What compute contention did (heterosim/sim/contention.py ``summary``); None: ``compute_contention: none``."""
 
 
 class Coordinator:
@@ -237,11 +239,13 @@ class Coordinator:
                  progress: Callable[[int, int], None] | None = None, record_messages: bool = True,
                  symmetry: bool = False, message_limit: int | None = None,
                  release_ns: dict[int, int] | None = None, hashed_copies: str | None = None,
-                 like: "Coordinator | None" = None, replica_classes: bool = True):
+                 like: "Coordinator | None" = None, replica_classes: bool = True, contention: str | None = None):
         """``like``: a coordinator of the same IR and system whose precomputation (programs, local op durations,
         planned schedules) this one reuses (a warm-up run beside the main one, :meth:`warm_up`).
         ``replica_classes`` False: every replica simulated, collectives still reduced by orbits (a warm-up
-        measures every replica's offsets; finding classes would cost a second of CPU at 1,024 GPUs)."""
+        measures every replica's offsets; finding classes would cost a second of CPU at 1,024 GPUs).
+        ``contention``: how communication in flight slows a GPU's compute (``simulation.compute_contention``,
+        heterosim/sim/contention.py; None = its default)."""
         if plan_collective is None or intra_time_ns is None:
             from heterosim.comm import intra_time_ns as _intra, plan_collective as _plan
 
@@ -340,6 +344,10 @@ class Coordinator:
                 like._merge_memo
         if symmetry and replica_classes:
             self._detect_symmetry()
+        from heterosim.sim.contention import tracker_for
+
+        self._ct = tracker_for(self, contention)
+        """Compute slowed by the GPU's communication in flight (None: compute ops take their fixed time)."""
 
     # ------------------------------------------------------------------ setup
     def _build_lanes(self) -> None:
@@ -643,6 +651,9 @@ class Coordinator:
         lane.start_ns[oid] = now
         d = lane.dur[oid]
         if d >= 0:
+            if self._ct is not None:  # (its duration depends on the communication beside it)
+                self._ct.start_local(lane, oid)
+                return
             end = now + d
             if lane.prog.chain_next[oid] >= 0:
                 end, oid = self._run_chain(lane, oid, end)
@@ -682,6 +693,8 @@ class Coordinator:
 
     def _complete_op(self, lane: Lane, oid: int) -> None:
         prog = lane.prog
+        if self._ct is not None:
+            self._ct.op_done(lane, oid)
         lane.end_ns[oid] = self._now
         lane.done_count += 1
         stream_of = prog.stream_of
@@ -945,6 +958,8 @@ class Coordinator:
         inst = _Instance(("p2p",) + key, sop, ranks, 2, {send_side[0]: send_side[1], recv_side[0]: recv_side[1]})
         inst.p2p_ops = (send_side, recv_side)  # type: ignore[attr-defined]
         inst.start_ns = self._now
+        if self._ct is not None:
+            self._ct.comm_moving(inst)
         if self._p2p_log is not None:
             self._log_p2p(send_side[0], recv_side[0], key[2], self._now)
         shifts = None
@@ -1012,6 +1027,8 @@ class Coordinator:
     def _start_instance(self, inst: _Instance, followers=(), images=None) -> None:
         inst.start_ns = self._now
         op = inst.op
+        if self._ct is not None:
+            self._ct.comm_moving(inst, followers)
         del self._instances[inst.key]
         if followers:
             for f in followers:
@@ -1502,6 +1519,8 @@ class Coordinator:
                     elif what == "shadow_start":
                         for i in arg.struct_roots:
                             self._start_transfer(arg, i)
+                    elif what == "ct_done":
+                        self._ct.done(arg)
                     elif what == "lane_start":
                         for s in range(len(arg.prog.streams)):
                             self._try_start_stream(arg, s)
@@ -1537,7 +1556,8 @@ class Coordinator:
         return SimResult(end, self.lanes, self.programs, self._dur_tables, self.messages, self._finished_instances,
                          self.events, net.stats(), intra.stats() if intra is not None else None,
                          net_bytes=self.net_bytes, net_messages=self.net_messages, all_messages=self.all_messages,
-                         inter_node_busy_ns=self._net_busy_ns, symmetry=sym)
+                         inter_node_busy_ns=self._net_busy_ns, symmetry=sym,
+                         contention=self._ct.summary(active) if self._ct is not None else None)
 
     def _alias_mirrors(self) -> list[Lane]:
         """A lane that was not executed has its representative's timeline (the same lists, no copy), unless it
@@ -1606,9 +1626,9 @@ class Coordinator:
                 start[o] = ready
                 moving[o] = max(hit[0], ready)
                 end[o] = max(hit[1], moving[o])
-            elif dur[o] >= 0:
+            elif dur[o] >= 0:  # (as long as it took in src: compute contention may have stretched it)
                 start[o] = ready
-                end[o] = ready + dur[o]
+                end[o] = ready + e0[o] - s0[o]
             elif ready > s0[o]:
                 start[o] = ready
                 m = m0.get(o, s0[o])
