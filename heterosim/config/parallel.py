@@ -25,7 +25,10 @@ class ParallelConfig(Strict):
     """Expert-parallel size (MoE only); carved out of the data-parallel ranks."""
     sequence_parallel: bool = False
     """Megatron SP: TP all-reduce becomes reduce-scatter + all-gather, activations sharded."""
-    schedule: Literal["1f1b", "interleaved", "gpipe"] = "1f1b"
+    schedule: Literal["1f1b", "interleaved", "gpipe", "zb-h1"] = "1f1b"
+    """Pipeline schedule: 1F1B (PipeDream-flush), interleaved 1F1B (``virtual_stages``), GPipe, or zb-h1
+    (zero-bubble ZB-H1, Qi et al. ICLR 2024: backward split into input- and weight-gradient passes, the
+    latter filling bubbles; see docs/pipeline-schedules.md)."""
     virtual_stages: Bounded(int, 1, LAYERS_MAX) = 1
     """Model chunks per pipeline rank for the interleaved schedule."""
     zero_stage: Literal[0, 1, 2, 3] = 0

@@ -33,6 +33,7 @@ from heterosim.workload.memory import memory_for_plan
 from heterosim.workload.plan import Plan, resolve_plan
 from heterosim.workload.schedules import schedule_for
 from heterosim.workload.sharding import FsdpEmitter, Sharding, sharding_of
+from heterosim.workload.zero_bubble import split_kernels, splits_w
 
 GRAD_BYTES = 4
 """Gradients are accumulated and reduced in fp32 (Megatron's default for bf16 training); see
@@ -133,7 +134,44 @@ def ub_block_ns(pieces_ns: tuple, allgather_ns: float, reducescatter_ns: tuple, 
     return max(head + local, (0.0 if bwd else head) + allgather_ns) + mid + max(rest, rs_first) + rs_last
 
 
-def _kernel_table(sh: LayerShapes, moe: bool, recompute: str, ub: bool = False) -> dict:
+def _kernel_table(sh: LayerShapes, moe: bool, recompute: str, ub: bool = False, split_w: bool = False) -> dict:
+    """Fused kernels of every compute op, by key. ``split_w`` (zero-bubble schedules): the ``*_bwd`` entries
+    keep only B (input-gradient) kernels and ``layer_wgrad`` / ``head_wgrad`` hold the W (wgrad GEMMs)."""
+    t = _kernel_table_1(sh, moe, recompute, ub and not split_w)
+    if split_w:
+        _split_w_table(t, sh, moe, ub)
+    return t
+
+
+def _split_w_table(t: dict, sh: LayerShapes, moe: bool, ub: bool) -> None:
+    """Zero-bubble split of a kernel table (see :mod:`heterosim.workload.zero_bubble`): every backward entry
+    loses its wgrad GEMMs, which move to one W op per layer (``layer_wgrad``) and one for the LM head
+    (``head_wgrad``); userbuffers pieces are cut from the B kernels."""
+    layer_w: list = []
+    for key in ("mlp_bwd", "router_bwd", "experts_bwd", "attn_bwd", "core_bwd", "qkv_bwd", "head_bwd"):
+        if key not in t:
+            continue
+        b, w = split_kernels(t[key][2])
+        t[key] = _fused(b)
+        if key == "head_bwd":
+            t["head_wgrad"] = _fused(w)
+        elif key not in ("core_bwd", "qkv_bwd"):  # attn_bwd holds the same wgrads as core_bwd + qkv_bwd
+            layer_w += w
+    t["layer_wgrad"] = _fused(layer_w)
+    if ub:
+        for key in ("attn_bwd", "mlp_bwd"):
+            if moe and key == "mlp_bwd":
+                continue
+            for j, piece in enumerate(ub_split(list(t[key][2]), sh.tp, True)):
+                t[f"{key}:ub{j}"] = piece
+        for key, kernels in (("attn_fwd", sh.attn_all()), ("mlp_fwd", sh.mlp())):
+            if moe and key == "mlp_fwd":
+                continue
+            for j, piece in enumerate(ub_split(kernels, sh.tp, False)):
+                t[f"{key}:ub{j}"] = piece
+
+
+def _kernel_table_1(sh: LayerShapes, moe: bool, recompute: str, ub: bool = False) -> dict:
     eb = sh.gemm_eb
     attn_fwd = sh.attn_all()
     core = sh.attn_core() + sh.attn_out()
@@ -316,9 +354,11 @@ def _build_program(pid: int, stage: int, m: int, plan: Plan, shapes: LayerShapes
     if overlap_gather:
         prog.plan_precision = scenario.training.precision
         need = _emit_param_gathers(prog, _bucket_plan(plan, scenario, stage, grad_items, dense))
-    fsdp = FsdpEmitter(prog, sh, steps, plan, stage, grad_items, scenario.training.precision,
-                       grad_bytes(scenario.training)) if plan.zero_stage == 3 else None
+    fsdp = FsdpEmitter(prog, sh, [s for s in steps if s[0] != "w"], plan, stage, grad_items,
+                       scenario.training.precision, grad_bytes(scenario.training)) if plan.zero_stage == 3 else None
     zero2_reduce: list[int] = []
+    split_w = splits_w(plan.schedule)
+    b_done: dict = {}  # zero-bubble: (mb, layer / "head") -> the B op its W waits for
 
     def gate(deps: tuple, chunk: int, key, mb: int = -1) -> tuple:
         """The first forward use of a parameter waits for its bucket's all-gather (ZeRO-1/2), or each
@@ -340,6 +380,11 @@ def _build_program(pid: int, stage: int, m: int, plan: Plan, shapes: LayerShapes
     for phase, mb, chunk in steps:
         vs = chunk * pp + stage
         layers = plan.vstage_layers[vs]
+        if phase == "w":
+            _emit_w(prog, b_done, grad_ready, reduced, mb, chunk, layers, vs == last_vs)
+            if plan.zero_stage == 2:
+                zero2_reduce += _emit_step_buckets(prog, plan, scenario, stage, chunk, mb, grad_items, grad_ready, sh)
+            continue
         if phase == "fwd":
             if vs > 0:
                 dep = prog.comm("pp_recv_act", "recv", "pp", pp_bytes, f"pp:f:mb{mb}:vs{vs - 1}", (), "fwd",
@@ -363,8 +408,11 @@ def _build_program(pid: int, stage: int, m: int, plan: Plan, shapes: LayerShapes
             if vs == last_vs:
                 hb = prog.compute("lm_head_loss_bwd", "head_bwd", bgate(loss_op.pop(mb), mb, chunk, "head"), "bwd",
                                   mb, -1, chunk)
-                grad_ready["head"] = hb[0]
-                reduced(hb, mb, chunk, "head")
+                if split_w:
+                    b_done[(mb, "head")] = hb[0]
+                else:
+                    grad_ready["head"] = hb[0]
+                    reduced(hb, mb, chunk, "head")
                 # the head's input was all-gathered (SP) or copied (no SP) into the TP region
                 dep = em.post_tp(f"tp:b:mb{mb}:head", hb, "bwd", mb, -1, chunk)
             else:
@@ -377,8 +425,11 @@ def _build_program(pid: int, stage: int, m: int, plan: Plan, shapes: LayerShapes
                     # its gradient arrives, then run its backward
                     dep = em.layer_fwd(dep, mb, layer, chunk, recompute=True)
                 dep = em.layer_bwd(dep, mb, layer, chunk)
-                grad_ready[layer] = prog.last_compute()
-                reduced(grad_ready[layer], mb, chunk, layer)
+                if split_w:
+                    b_done[(mb, layer)] = prog.last_compute()
+                else:
+                    grad_ready[layer] = prog.last_compute()
+                    reduced(grad_ready[layer], mb, chunk, layer)
             if vs == 0:
                 e = prog.compute("embedding_bwd", "embed_bwd", bgate(dep, mb, chunk, "embed"), "bwd", mb, -1, chunk)
                 grad_ready["embed"] = e[0]
@@ -386,7 +437,7 @@ def _build_program(pid: int, stage: int, m: int, plan: Plan, shapes: LayerShapes
             else:
                 prog.comm("pp_send_grad", "send", "pp", pp_bytes, f"pp:b:mb{mb}:vs{vs - 1}", dep,
                           "bwd", mb, -1, chunk, stream="pp_send", kind="pp", peer=-1)
-            if plan.zero_stage == 2:
+            if plan.zero_stage == 2 and not split_w:
                 zero2_reduce += _emit_step_buckets(prog, plan, scenario, stage, chunk, mb, grad_items, grad_ready, sh)
     if sh is None:
         _emit_grad_sync(prog, plan, scenario, stage, grad_items, grad_ready, gathered=overlap_gather)
@@ -396,6 +447,22 @@ def _build_program(pid: int, stage: int, m: int, plan: Plan, shapes: LayerShapes
         _emit_sharded_sync(prog, plan, scenario, stage, grad_items, fsdp.reduce_ops if fsdp else zero2_reduce,
                            overlap_gather, sh)
     return Program(id=pid, ops=prog.ops, stage=stage, label=f"stage{stage}/mb{m}")
+
+
+def _emit_w(prog: _Prog, b_done: dict, grad_ready: dict, reduced, mb: int, chunk: int, layers: list,
+            head: bool) -> None:
+    """A zero-bubble W step: the weight-gradient GEMMs of one micro-batch on one chunk, one op per layer in
+    the order backward reached them (the head first), each after its own B; the layer's gradients are
+    final (DP bucket / ZeRO reduce-scatter may start) once its W is done."""
+    items = (["head"] if head else []) + list(reversed(layers))
+    for key in items:
+        b = b_done.pop((mb, key))
+        if key == "head":
+            w = prog.compute("lm_head_wgrad", "head_wgrad", (b,), "bwd", mb, -1, chunk)
+        else:
+            w = prog.compute("layer_wgrad", "layer_wgrad", (b,), "bwd", mb, key, chunk)
+        grad_ready[key] = w[0]
+        reduced(w, mb, chunk, key)
 
 
 def _ub(scenario, plan: Plan) -> bool:
@@ -607,7 +674,8 @@ def compile_workload(scenario, world_size: int, rank_devices: list[str] | None =
             sp = plan.for_stage(stage)
             shapes = LayerShapes.of(model, sp, tr.precision, tr.attention)
             # pipeline messages: this rank's shard of the activation (b*s*h/tp with SP, else b*s*h)
-            c = (sp, shapes, _kernel_table(shapes, model.is_moe, sp.recompute, _ub(scenario, sp)), 3 * shapes.tokens * 4,
+            c = (sp, shapes, _kernel_table(shapes, model.is_moe, sp.recompute, _ub(scenario, sp), splits_w(sp.schedule)),
+                 3 * shapes.tokens * 4,
                  shapes.hidden_bytes(), _grad_items(sp, model))
             stage_ctx[key] = c
         return c

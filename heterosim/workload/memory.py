@@ -34,7 +34,9 @@ total), otherwise the sum of named parts of ``overhead_parts`` (CUDA context, cu
 NCCL buffers per communicator the rank uses) plus a reserve of 5% of the activations (allocator
 fragmentation and temporaries, Megatron's ``overhead_factor``), each cited where it is defined.
 The number of micro-batches whose activations a stage holds at once comes from the
-schedule itself (1F1B: pp - stage; interleaved: Megatron's warm-up; GPipe: all).
+schedule itself (1F1B: pp - stage; interleaved: Megatron's warm-up; GPipe: all; zero-bubble ZB-H1: each
+micro-batch holds its activations from forward to B, then what its W needs until W, Qi et al. 2024 Table 1,
+see heterosim/workload/zero_bubble.py).
 """
 from __future__ import annotations
 
@@ -42,6 +44,7 @@ from heterosim.errors import PlanError
 from heterosim.workload.costs import ACT_ELEM_BYTES, embedding_params, head_params, layer_params, padded_vocab
 from heterosim.workload.plan import Plan, resolve_plan
 from heterosim.workload.schedules import peak_in_flight, schedule_for
+from heterosim.workload.zero_bubble import peak_retained, splits_w, w_retained_bytes
 
 GiB = 1 << 30
 
@@ -329,9 +332,10 @@ def memory_for_plan(scenario, plan: Plan) -> dict[tuple[int, int], dict[str, flo
                 w += (2 * sbh / sp_div * scale
                       + 4.0 * plan.seq_local * plan.micro_batch * padded_vocab(model, plan.tp) / plan.tp)
             weights.append(w)
+        w_weights = _w_weights(model, plan, stage, prec, attn) if splits_w(plan.schedule) else None
         for m in sorted(set(plan.microbatches)):
             steps = schedule_for(plan.schedule, plan.pp, m, stage, plan.chunks)
-            acts = peak_in_flight(steps, weights)
+            acts = peak_in_flight(steps, weights) if w_weights is None else peak_retained(steps, weights, w_weights)
             if plan.recompute == "full" and plan.stage_layer_count(stage):
                 acts += activation_bytes_per_layer(model, plan, prec, recompute="none", attention=attn)
             overhead = fixed + reserve * acts
@@ -340,6 +344,25 @@ def memory_for_plan(scenario, plan: Plan) -> dict[tuple[int, int], dict[str, flo
             if states is not None:
                 out[(stage, m)]["zero_buffers"] = states["zero_buffers"]
                 out[(stage, m)]["total"] += states["zero_buffers"]
+    return out
+
+
+def _w_weights(model, plan: Plan, stage: int, prec: str, attention: str) -> list[float]:
+    """Zero-bubble schedules: bytes one micro-batch keeps per chunk from its B to its W (the weight GEMMs'
+    inputs and output gradients, ``zero_bubble.w_retained_bytes``; Qi et al. 2024's M_W)."""
+    from heterosim.workload.costs import LayerShapes
+
+    sh = LayerShapes.of(model, plan, prec, attention)
+    layer = sh.attn_all() + (sh.moe_router() + sh.moe_experts() if model.is_moe else sh.mlp())
+    per_layer = w_retained_bytes(layer, sh.gemm_eb, sh.act_eb)
+    last_vs = plan.num_vstages - 1
+    out = []
+    for c in range(plan.chunks):
+        vs = c * plan.pp + stage
+        w = len(plan.vstage_layers[vs]) * per_layer
+        if vs == last_vs:
+            w += w_retained_bytes(sh.head(), sh.gemm_eb, sh.act_eb)
+        out.append(w)
     return out
 
 

@@ -1,7 +1,8 @@
 """Pipeline schedules: the order in which one pipeline rank runs its (micro-batch, chunk) passes.
 
 Each function returns a list of ``(phase, microbatch, chunk)`` with phase
-``"fwd"`` or ``"bwd"``. The orders follow Megatron-LM's
+``"fwd"`` or ``"bwd"`` (zero-bubble schedules, :mod:`heterosim.workload.zero_bubble`, also ``"w"``: their
+``"bwd"`` is the input-gradient pass only). The orders follow Megatron-LM's
 ``forward_backward_pipelining_{without,with}_interleaving`` (warm-up forwards,
 steady one-forward-one-backward, cool-down backwards), so simulated bubbles and
 in-flight activation counts match what Megatron does.
@@ -82,7 +83,12 @@ def schedule_for(name: str, pp: int, microbatches: int, rank: int, chunks: int =
         return one_f_one_b(pp, microbatches, rank)
     if name == "interleaved":
         return interleaved(pp, microbatches, rank, chunks)
-    raise PlanError("unknown pipeline schedule (gpipe, 1f1b, interleaved)", field="parallelism.schedule", value=name)
+    if name == "zb-h1":
+        from heterosim.workload.zero_bubble import zb_h1
+
+        return zb_h1(pp, microbatches, rank)
+    raise PlanError("unknown pipeline schedule (gpipe, 1f1b, interleaved, zb-h1)", field="parallelism.schedule",
+                    value=name)
 
 
 def peak_in_flight(steps: list[Step], weights: list[float] | None = None) -> float:
