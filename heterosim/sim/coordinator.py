@@ -239,13 +239,14 @@ class Coordinator:
                  progress: Callable[[int, int], None] | None = None, record_messages: bool = True,
                  symmetry: bool = False, message_limit: int | None = None,
                  release_ns: dict[int, int] | None = None, hashed_copies: str | None = None,
-                 like: "Coordinator | None" = None, replica_classes: bool = True, contention: str | None = None):
+                 like: "Coordinator | None" = None, replica_classes: bool = True, contention: str = "none"):
         """``like``: a coordinator of the same IR and system whose precomputation (programs, local op durations,
         planned schedules) this one reuses (a warm-up run beside the main one, :meth:`warm_up`).
         ``replica_classes`` False: every replica simulated, collectives still reduced by orbits (a warm-up
         measures every replica's offsets; finding classes would cost a second of CPU at 1,024 GPUs).
-        ``contention``: how communication in flight slows a GPU's compute (``simulation.compute_contention``,
-        heterosim/sim/contention.py; None = its default)."""
+        ``contention``: how communication in flight slows a GPU's compute (heterosim/sim/contention.py): a
+        scenario's run passes its ``simulation.compute_contention`` (heterosim.pipeline); built directly (hand IRs,
+        multi-job runs, collective benchmarks) a coordinator keeps communication free for compute (none)."""
         if plan_collective is None or intra_time_ns is None:
             from heterosim.comm import intra_time_ns as _intra, plan_collective as _plan
 
