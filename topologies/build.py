@@ -101,9 +101,19 @@ def build_system(cluster: ClusterConfig | dict, fabric=None, *, file: str | None
     net = NetTopology(hosts=nic_names, switches=switches, links=links,
                       host_rate_gbps={nic: n.spec.nic_gbps for n in nodes for nic in n.nics})
     _check_connected(net, file)
+    if fabric.in_network_reduction == "sharp":  # SHARP aggregation endpoints (topologies/sharp.py)
+        net = _with_sharp(net)
     intra = _intra_topology(nodes, gpus)
     graph = _graph(nodes, gpus, net, intra)
     return SystemTopology(gpus=gpus, nodes=nodes, net=net, intra=intra, graph=graph, source=file)
+
+
+def _with_sharp(net: NetTopology) -> NetTopology:
+    from topologies.sharp import aggregation_links
+
+    hosts, links, rates = aggregation_links(net.switches, net.links)
+    return NetTopology(hosts=net.hosts + hosts, switches=net.switches, links=net.links + links,
+                       host_rate_gbps={**net.host_rate_gbps, **rates})
 
 
 def _apply_stragglers(cluster: ClusterConfig, gpus: list[GpuInfo], file: str | None) -> list[GpuInfo]:

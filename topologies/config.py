@@ -145,7 +145,20 @@ class LinkSpec(_Strict):
     delay_ns: DelayNs = 500
 
 
-class LeafSpineFabric(_Strict):
+class _Fabric(_Strict):
+    """Fields every fabric kind has."""
+
+    in_network_reduction: Literal["none", "sharp"] = "none"
+    """Switch-side reduction the fabric's switches offer. ``sharp``: InfiniBand SHARP streaming aggregation
+    (SHARPv2 on NVIDIA Quantum HDR switches, SHARPv3 on Quantum-2 NDR, SHARPv4 on Quantum-3 XDR: NVIDIA SHARP
+    docs; Graham et al., "SHARP Streaming-Aggregation Hardware Design and Evaluation", ISC 2020), which NCCL uses
+    through its CollNet plugin (Mellanox/nccl-rdma-sharp-plugins, ``NCCL_COLLNET_ENABLE=1``): every switch gets an
+    aggregation endpoint ``{switch}/sharp`` (topologies/sharp.py) and the comm planner's ``collnet`` algorithm
+    reduces there (docs/in-network-reduction.md). Flow backend only; the ns-3 backend refuses it. ``none``: no
+    in-network reduction (what HeteroSim modelled before this field)."""
+
+
+class LeafSpineFabric(_Fabric):
     """Two tiers: NICs -> leaves -> spines (every leaf to every spine)."""
 
     kind: Literal["leaf_spine"] = "leaf_spine"
@@ -159,7 +172,7 @@ class LeafSpineFabric(_Strict):
     link_delay_ns: DelayNs = 500
 
 
-class FatTreeFabric(_Strict):
+class FatTreeFabric(_Fabric):
     """Three tiers: leaves -> aggregation (per pod) -> core."""
 
     kind: Literal["fat_tree"] = "fat_tree"
@@ -173,7 +186,7 @@ class FatTreeFabric(_Strict):
     link_delay_ns: DelayNs = 500
 
 
-class RailOptimizedFabric(_Strict):
+class RailOptimizedFabric(_Fabric):
     """NIC k of every node in a block goes to rail leaf k; leaves -> spines."""
 
     kind: Literal["rail_optimized"] = "rail_optimized"
@@ -185,7 +198,7 @@ class RailOptimizedFabric(_Strict):
     link_delay_ns: DelayNs = 500
 
 
-class LinkListFabric(_Strict):
+class LinkListFabric(_Fabric):
     """Anything else: switches and links listed by name (NICs named ``{node}/nic{k}``)."""
 
     kind: Literal["links"] = "links"

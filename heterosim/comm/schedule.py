@@ -10,7 +10,8 @@ coordinator runs it as follows:
   transfers without deps). A transfer with no deps starts when the collective
   starts (when every member rank has reached it);
 * ``link == "net"``: ``src_ep``/``dst_ep`` are NIC names (hosts of
-  ``system.net``); send it to the network backend as a Message with
+  ``system.net``), or for CollNet a switch's SHARP aggregation endpoint ``{switch}/sharp`` (also a host
+  of ``system.net``; the matching ``src``/``dst`` rank is ``collnet.SHARP_SWITCH``); send it to the network backend as a Message with
   ``flow_key`` for ECMP entropy (one value per NCCL channel);
 * ``link in ("nvlink", "pcie", "c2c", "nvls")``: ``src_ep``/``dst_ep`` are hosts of
   ``system.intra`` (GPU names ``{node}/gpu{j}``; for ``nvls`` one end is the
@@ -88,6 +89,9 @@ class FlowSchedule:
     """Consecutive ring steps merged into one transfer (to bound the transfer count)."""
     inflation: float = 1.0
     root: int | None = None
+    tuned: str | None = None
+    """``algorithm/protocol`` NCCL's tuning model picked when ``auto`` resolved across nodes (its names:
+    ring, tree, collnet_direct, collnet_chain, nvls, nvls_tree, pat; heterosim/comm/tuning.py); None otherwise."""
 
     def bytes_sent(self, rank: int) -> int:
         return sum(t.size_bytes for t in self.transfers if t.src == rank)
