@@ -93,9 +93,21 @@ def heads_of(layout: list[list[int]], system) -> list[list[int]]:
     return [x[:h] for x in out]
 
 
+COLLNET_MIN_CHUNKS = 8
+"""Chunks a CollNet schedule keeps whatever the transfer budget: with K chunks the four network stages add
+~3/K of the transfer time to it (8: < 40%; measured, docs/in-network-reduction.md)."""
+
+
+def leaf_count(layout: list[list[int]], system) -> int:
+    """Leaf switches summed over the heads' trees."""
+    heads = heads_of(layout, system)
+    return sum(len({_leaf_of(system.net, system.gpus[heads[i][h]].nic) for i in range(len(layout))})
+               for h in range(len(heads[0])))
+
+
 def count_transfers(layout: list[list[int]], heads: int, leaves: int, chunks: int) -> int:
     intra = sum(2 * (len(rs) - 1) for rs in layout)
-    return chunks * heads * (intra + 2 * len(layout) + 2 * leaves)
+    return chunks * (heads * (intra + 2 * len(layout)) + 2 * leaves)
 
 
 def build(b, layout: list[list[int]], size: int, chunks: int, step_bytes: int) -> None:

@@ -658,10 +658,14 @@ def plan_collective(op: str, ranks: Sequence[int], size_bytes: int, system, *, a
         from heterosim.comm import collnet
 
         heads = len(collnet.heads_of(layout, system)[0])
-        leaves = len({system.gpus[r].nic for r in ranks})  # an upper bound on leaves x trees
-        K = collnet.want_chunks(size_bytes, heads, MAX_CHUNK_BYTES, MIN_CHUNK_BYTES, PIPELINE_CHUNKS)
+        leaves = collnet.leaf_count(layout, system)
+        K0 = collnet.want_chunks(size_bytes, heads, MAX_CHUNK_BYTES, MIN_CHUNK_BYTES, PIPELINE_CHUNKS)
+        K = K0
         while K > 1 and collnet.count_transfers(layout, heads, leaves, K) > max_transfers:
             K = max(1, K // 2)
+        # the network legs are four store-and-forward stages (NIC -> leaf -> root -> leaf -> NIC): unpipelined
+        # they would take ~4x as long, so keep COLLNET_MIN_CHUNKS chunks even past the transfer budget
+        K = max(K, min(K0, collnet.COLLNET_MIN_CHUNKS))
         C, g = heads, 1
         collnet.build(b, layout, size_bytes, K, NCCL_STEP_BYTES)
     elif algo == "tree":

@@ -140,7 +140,8 @@ class Ns3Backend(NetworkBackend):
         off: ``accel.check_acceleration``), and the fabric is one the module can build (``routing.check_fabric``:
         unique names, links between known nodes with a rate and a delay; and one NIC port per host)."""
         if any(h.endswith("/sharp") for h in topology.hosts):  # topologies/sharp.py's SHARP aggregation endpoints
-            raise UserError("SHARP in-network reduction is not modelled by the ns3 backend (use the flow backend)", field="fabric.in_network_reduction", value="sharp")
+            raise UserError("SHARP in-network reduction is not modelled by the ns3 backend (use the flow backend)",
+                            field="fabric.in_network_reduction", value="sharp")
         if config.cc not in _CC_IMPLEMENTED:
             raise UserError("not implemented yet in the ns3 backend (use one of "
                             f"{', '.join(_CC_IMPLEMENTED)})", field="network.cc", value=config.cc)
