@@ -41,8 +41,10 @@ def layer_params(m) -> int:
 
 def state_bytes_per_param(zero_stage: int, dp: int) -> float:
     """Megatron-LM docs (distributed optimizer): bf16 weights 2 + fp32 grads 4 + fp32 master and Adam moments
-    12 = 18 bytes per parameter; the distributed optimizer shards the 12 over dp: 6 + 12/dp."""
-    return 6 + 12 / dp if zero_stage == 1 else 18
+    12 = 18 bytes per parameter; ZeRO (Rajbhandari et al. 2020, Figure 1) shards over the dp (or shard) group
+    the optimizer state (stage 1: 6 + 12/dp), also the gradients (stage 2: 2 + 16/dp), also the weights
+    (stage 3: 18/dp)."""
+    return {0: 18, 1: 6 + 12 / dp, 2: 2 + 16 / dp, 3: 18 / dp}[zero_stage]
 
 
 @pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: str(p.relative_to(ROOT)))
@@ -58,7 +60,7 @@ def test_scenario_is_physically_sound(path):
         prog = ir.programs[ir.rank_program[r]]
         assert any(op.kind == "compute" and op.flops > 0 for op in prog.ops), f"rank {r} computes nothing"
     # memory: at least the states of its layers, at most the HBM of its GPU
-    per_param = state_bytes_per_param(meta["zero_stage"], meta["dp"])
+    per_param = state_bytes_per_param(meta["zero_stage"], sc.parallelism.shard_size or meta["dp"])
     layers = meta["layers_per_stage"]
     layout = resolve_plan(sc, ir.world_size).layout
     for r in range(ir.world_size):
