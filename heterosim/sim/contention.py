@@ -77,11 +77,14 @@ MODELS: dict[str, ContentionModel] = {m.name: m for m in (NoContention(), SmShar
 class _Run:
     """Local ops of one lane started as one step (a chain, or one op), with their provisional times."""
 
-    __slots__ = ("lane", "ops", "idx", "t_a", "w_a", "k", "version", "compute", "end")
+    __slots__ = ("lane", "ops", "idx", "t_a", "w_a", "k", "version", "compute", "end", "nominal")
 
-    def __init__(self, lane, ops: list[int], k: int, w0: int, now: int, compute: bool, end: int) -> None:
+    def __init__(self, lane, ops: list[int], k: int, w0: int, now: int, compute: bool, end: int,
+                 nominal: int) -> None:
         self.lane, self.ops, self.idx, self.t_a, self.w_a, self.k = lane, ops, 0, now, w0, k
         self.version = 0
+        self.nominal = nominal
+        """The ops' summed nominal time (what the run takes with nothing held)."""
         self.end = end
         """The last op's end (the ops before it have theirs in the lane's ``end_ns``, as a chain's do)."""
         self.compute = compute
@@ -91,10 +94,20 @@ class _Run:
 class _LaneKind:
     """Per lane kind (its duration table): SM count, compute-bound ns per op, whether chains may run."""
 
-    __slots__ = ("sm", "dc", "chains")
+    __slots__ = ("sm", "dc", "chains", "walls", "dur")
 
-    def __init__(self, sm: int, dc: list[int], chains: bool) -> None:
-        self.sm, self.dc, self.chains = sm, dc, chains
+    def __init__(self, sm: int, dc: list[int], chains: bool, dur: list[int]) -> None:
+        self.sm, self.dc, self.chains, self.dur = sm, dc, chains, dur
+        self.walls: dict[tuple[int, int], list[int]] = {}
+        """(num, den) -> per op its whole duration at that rate (-1: not computed yet); comm ops: nominal."""
+
+    def walls_at(self, num: int, den: int) -> list[int]:
+        w = self.walls.get((num, den))
+        if w is None:
+            dur, dc = self.dur, self.dc
+            w = self.walls[(num, den)] = [d if c < 0 else ContentionTracker._wall(d, d, c, num, den)
+                                          for d, c in zip(dur, dc)]
+        return w
 
 
 class ContentionTracker:
@@ -138,7 +151,7 @@ class ContentionTracker:
                 continue
             streams.add(op.stream)
             dc.append(self._compute_part(op, d, device))
-        return _LaneKind(int(getattr(device, "sm_count", 0) or 0), dc, len(streams) <= 1)
+        return _LaneKind(int(getattr(device, "sm_count", 0) or 0), dc, len(streams) <= 1, lane.dur)
 
     def _compute_part(self, op, d: int, device) -> int:
         """ns of the op's nominal ``d`` spent in compute-bound kernels (their share of the kernels' times)."""
@@ -191,8 +204,10 @@ class ContentionTracker:
         prog = lane.prog
         ops, dc = prog.ops, kd.dc
         dur = lane.dur
+        walls = dur if num == den else kd.walls_at(num, den)
         first_comm = dc[oid] < 0
-        end = now + (dur[oid] if first_comm else self._wall(dur[oid], dur[oid], dc[oid], num, den))
+        end = now + walls[oid]
+        nominal = dur[oid]
         run_ops = [oid]
         has_compute = not first_comm
         if kd.chains and prog.chain_next[oid] >= 0:
@@ -218,13 +233,14 @@ class ContentionTracker:
                 busy[sz] = True
                 start_ns[z] = end
                 cur = z
-                end += dur[z] if dc[z] < 0 else self._wall(dur[z], dur[z], dc[z], num, den)
+                end += walls[z]
+                nominal += dur[z]
                 has_compute = has_compute or dc[z] >= 0
                 run_ops.append(z)
                 z = nxt[cur]
         if first_comm and len(run_ops) == 1:  # a TP collective beside the compute stream: holds SMs meanwhile
             self._hold(lane.id, oid, self._local_sms(lane, ops[oid]), kd.sm)
-        run = _Run(lane, run_ops, self.held.get(lane.id, 0), dur[oid], now, has_compute, end)
+        run = _Run(lane, run_ops, self.held.get(lane.id, 0), dur[oid], now, has_compute, end, nominal)
         self.runs.setdefault(lane.id, []).append(run)
         c._push(end, 1, ("ct_done", (run, 0)))
 
@@ -235,13 +251,8 @@ class ContentionTracker:
             return
         lane = run.lane
         self.runs[lane.id].remove(run)
-        if run.compute:
-            kd = self._kind(lane)
-            s, e, dur = lane.start_ns, lane.end_ns, lane.dur
-            extra = sum(e[o] - s[o] - dur[o] for o in run.ops[:-1] if kd.dc[o] >= 0)
-            last = run.ops[-1]
-            if kd.dc[last] >= 0:
-                extra += self.c._now - s[last] - dur[last]
+        if run.compute:  # (its TP collectives keep their time: the stretch is its compute ops')
+            extra = self.c._now - lane.start_ns[run.ops[0]] - run.nominal
             if extra:
                 self.stretch_ns[lane.id] = self.stretch_ns.get(lane.id, 0) + extra
         self.c._complete_op(lane, run.ops[-1])
@@ -348,11 +359,11 @@ class ContentionTracker:
             w = max(0, w0 - self._work(now - t0, d, dc[o], num0, den0))
             end = now + self._wall(w, d, dc[o], num, den)
         run.idx, run.t_a, run.w_a = i, now, w
+        walls = dur if num == den else kd.walls_at(num, den)
         for o in ops[i + 1:]:
             end_ns[ops[i]] = end
             start_ns[o] = end
-            d = dur[o]
-            end += d if dc[o] < 0 else self._wall(d, d, dc[o], num, den)
+            end += walls[o]
             i += 1
         run.end = end
         run.version += 1
