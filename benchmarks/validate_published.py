@@ -20,6 +20,7 @@ The published rows are a benchmark, not a test: nothing here asserts an accuracy
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -237,7 +238,7 @@ def fabric_of(run, node: dict, gpn: int) -> tuple[dict, dict, str]:
     raise RowError(f"system = {run.system!r}: names neither InfiniBand nor RoCE/Ethernet")
 
 
-def scenario_of(run, measurements: str = "builtin") -> tuple[dict, dict, list[str]]:
+def scenario_of(run, measurements: str = "builtin", contention: str | None = None) -> tuple[dict, dict, list[str]]:
     """(scenario dict, settings: where each framework setting came from, corpus gaps) for one corpus row."""
     settings: dict[str, str] = {}
     gaps: list[str] = []
@@ -308,6 +309,8 @@ def scenario_of(run, measurements: str = "builtin") -> tuple[dict, dict, list[st
           "cluster": {"groups": [groups]}, "fabric": fabric, "network": {"backend": "flow", **network},
           "hardware": {"measurements": measurements},
           "output": {"trace": False, "plots": False, "tables": "summary"}}
+    if contention is not None:  # (--compute-contention; else the scenario default)
+        sc["simulation"] = {"compute_contention": contention}
     return sc, settings, gaps
 
 
@@ -336,6 +339,8 @@ class RowResult:
     gaps: list[str] = field(default_factory=list)
     wall_s: float = 0.0
     plan: dict[str, Any] = field(default_factory=dict)
+    contention_s: float = 0.0
+    """Mean over simulated TP groups of the seconds compute contention added to their compute ops."""
 
     @property
     def error(self) -> float | None:
@@ -349,8 +354,10 @@ def _one_line(e: BaseException) -> str:
     return s.replace("<dict>: ", "").replace("\n", " ")
 
 
-def run_row(run, measurements: str = "builtin", constants: dict[str, tuple[Fitted, Any]] | None = None) -> RowResult:
-    """Simulate one row; ``constants``: FITTED name -> (entry, value) to set in the scenario (LOSO refits)."""
+def run_row(run, measurements: str = "builtin", constants: dict[str, tuple[Fitted, Any]] | None = None,
+            contention: str | None = None) -> RowResult:
+    """Simulate one row; ``constants``: FITTED name -> (entry, value) to set in the scenario (LOSO refits);
+    ``contention``: simulation.compute_contention (None: the scenario default)."""
     from heterosim import api
     from heterosim.config.loader import scenario_from_dict
 
@@ -358,7 +365,7 @@ def run_row(run, measurements: str = "builtin", constants: dict[str, tuple[Fitte
                     run.framework, run.iteration_time_s)
     t0 = time.perf_counter()
     try:
-        sc, res.settings, res.gaps = scenario_of(run, measurements)
+        sc, res.settings, res.gaps = scenario_of(run, measurements, contention)
         res.plan = {k: sc["parallelism"][k] for k in ("tp", "pp", "cp", "ep", "dp", "virtual_stages")} | {
             "mbs": sc["training"]["micro_batch_size"], "gbs": sc["training"]["global_batch_size"],
             "seq": sc["training"]["seq_length"], "precision": sc["training"]["precision"],
@@ -381,6 +388,8 @@ def run_row(run, measurements: str = "builtin", constants: dict[str, tuple[Fitte
         b = s["breakdown"]
         res.breakdown = {"compute": b["compute"], **{f"exposed_{k}": v for k, v in b["exposed_comm"].items()},
                          "bubble": b["bubble"], "idle": b["idle"]}
+        ct = out.sim.contention
+        res.contention_s = ct["compute_stretch_ns_mean"] / 1e9 if ct else 0.0
     res.wall_s = time.perf_counter() - t0
     return res
 
@@ -662,7 +671,10 @@ def main(argv: list[str] | None = None) -> int:
                                                                 "written by --json (later files win per row)")
     ap.add_argument("--corpus", default=str(corpus.RUNS), help="corpus file (default: benchmarks/validation/runs.yaml)")
     ap.add_argument("--measurements", default="builtin", help="hardware.measurements: builtin | none | folder")
+    ap.add_argument("--compute-contention", choices=("none", "sm_share"), default=None,
+                    help="simulation.compute_contention for every row (default: the scenario default)")
     args = ap.parse_args(argv)
+    row = functools.partial(run_row, contention=args.compute_contention)
     out_path = Path(args.json) if args.json else None
     if out_path is not None and (why := _check_json_target(out_path)):
         return _fail(why)
@@ -681,7 +693,8 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(e.one_line())
 
     print(f"{len(runs)} corpus rows, {sum(r.expressible_today for r in runs)} expressible today; "
-          f"backend flow, hardware.measurements {args.measurements}")
+          f"backend flow, hardware.measurements {args.measurements}, simulation.compute_contention "
+          f"{args.compute_contention or 'default'}")
     print("approximation: flow-level rates (backend=flow) vs ns-3 packet level, measured bound 1.33% of the "
           "iteration time (heterosim/results/summary.py FLOW_LEVEL_BOUND)")
     print("breakdown columns: % of the iteration (compute, exposed dp/tp/pp/cp/ep communication, pipeline bubble)")
@@ -699,13 +712,13 @@ def main(argv: list[str] | None = None) -> int:
                               "moe" if run.moe else "dense", run.framework, None, status="CORPUS",
                               reason="no measured or derived iteration_time_s")
             else:
-                r = run_row(run, args.measurements)
+                r = row(run, args.measurements)
             results.append(r)
             print(row_table([r])[1], flush=True)
     else:
         print("\n".join(row_table(results)))
     lines = summary_tables(results)
-    loso_rows, notes = loso(results, runs_by_id, args.measurements)
+    loso_rows, notes = loso(results, runs_by_id, args.measurements, rerun=row)
     lines += loso_lines(results, loso_rows, notes)
     s_lines, s_data = series_lines(results)
     lines += s_lines
