@@ -30,6 +30,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from heterosim.comm.collnet import SHARP_SWITCH
 from heterosim.errors import PlanError, SimulationError
 from heterosim.workload.ir import IR, Op
 from netbackend.base import Message, NetworkBackend
@@ -1181,11 +1182,18 @@ class Coordinator:
         node_ord = {n: i for i, n in enumerate(node_ids)}
         shape = (collective, size, tuple((node_ord[gpus[r].node_index], gpus[r].local, gpus[r].group) for r in ranks))
         hit = self._plan_memo.get(shape)
+        if hit is not None and hit[3] and hit[0] != ranks:
+            # a schedule with switch-side ends (CollNet over SHARP: the aggregation switch depends on where the
+            # group's NICs are, heterosim/comm/collnet.py) is its group's own: never relabelled for another
+            hit = self._plan_memo.get((shape, ranks))
         if hit is None:
             sched = self.plan(collective, ranks, size, self.system, **self._plan_kwargs(collective))
-            hit = (ranks, sched.transfers, _structure(sched.transfers))
-            self._plan_memo[shape] = hit
-        base_ranks, transfers, struct = hit
+            switch_ends = any(x.src == SHARP_SWITCH or x.dst == SHARP_SWITCH for x in sched.transfers)
+            hit = (ranks, sched.transfers, _structure(sched.transfers), switch_ends)
+            self._plan_memo[(shape, ranks) if shape in self._plan_memo else shape] = hit
+        base_ranks, transfers, struct, switch_ends = hit
+        if switch_ends:
+            return (transfers, struct, None, shape) if with_shape else (transfers, struct, None)
         if base_ranks != ranks or self.symmetry:
             # the same group runs the same collective many times (buckets, micro-batches)
             key = (shape, ranks)
