@@ -168,15 +168,17 @@ def _flag(run, key: str, tp: int, settings: dict) -> bool | None:
     raise RowError(f"defaults_filled.{key} = {run.defaults_filled[key]!r}: names no on/off value")
 
 
-def attention_of(run, settings: dict) -> str:
+def attention_of(run, settings: dict) -> str | None:
+    """The kernel defaults_filled.attention names; None when it names none (the framework preset, else
+    HeteroSim's ``auto``, decides)."""
     t = _text(run, "attention")
     if not t:
-        settings["attention"] = "not given: auto (per device generation)"
-        return "auto"
+        settings["attention"] = "not given: the preset's, else auto (per device generation)"
+        return None
     settings["attention"] = f"defaults_filled: {run.defaults_filled['attention']}"
     if "unfused" in t or "baddbmm" in t:
         return "unfused"
-    if "flash" in t:
+    if "flash" in t or "triton" in t:  # llm-foundry attn_impl triton: a Triton FlashAttention kernel
         return "flash"
     if "fused" in t or "cudnn" in t:
         return "fused"
@@ -200,23 +202,133 @@ def recompute_of(run, settings: dict, gaps: list[str]) -> str:
     return "none"
 
 
-def zero_stage_of(run, settings: dict) -> int:
-    z = run.parallelism.get("zero")
+_ZERO_WORDS = {
+    # the row's parallelism.zero -> HeteroSim's sharding fields (docs/fsdp.md)
+    "none": {"zero_stage": 0}, "0": {"zero_stage": 0}, "false": {"zero_stage": 0},
+    "distributed-optimizer": {"zero_stage": 1}, "1": {"zero_stage": 1}, "zero-1": {"zero_stage": 1},
+    "zero1": {"zero_stage": 1},
+    "2": {"zero_stage": 2}, "zero-2": {"zero_stage": 2}, "zero2": {"zero_stage": 2},
+    "3": {"zero_stage": 3}, "zero-3": {"zero_stage": 3}, "zero3": {"zero_stage": 3},
+    # PyTorch FSDP ShardingStrategy (torch.distributed.fsdp docs): FULL_SHARD shards parameters, gradients and
+    # optimizer states (ZeRO-3, parameters freed after forward); SHARD_GRAD_OP keeps the gathered parameters
+    # from forward to backward (HeteroSim: zero_stage 3 with reshard_after_forward false, the field's docstring);
+    # HYBRID_SHARD is FULL_SHARD inside a node and replication across nodes (needs the shard group's size).
+    "full_shard": {"zero_stage": 3}, "shard_grad_op": {"zero_stage": 3, "reshard_after_forward": False},
+}
+
+
+def sharding_of(run, gpn: int, settings: dict) -> dict:
+    """ZeRO / FSDP fields the row states: parallelism.zero (a ZeRO stage, Megatron's distributed optimizer or an
+    FSDP sharding strategy), parallelism.fsdp: true (Megatron-FSDP in Megatron-Bridge, FSDP2 in torchtitan:
+    parameters, gradients and optimizer states sharded over the data-parallel group = zero_stage 3),
+    parallelism.shard_size (HSDP), else defaults_filled.distributed_optimizer. {} when nothing says (the
+    framework preset, else HeteroSim's zero_stage 0, decides)."""
+    p = run.parallelism
+    z = p.get("zero")
+    out: dict[str, Any] = {}
     if z is not None:
-        settings["distributed_optimizer"] = f"row: zero = {z}"
-        if str(z).lower() in ("distributed-optimizer", "1", "zero-1", "zero1"):
-            return 1
-        if str(z).lower() in ("none", "0", "false"):
-            return 0
-        raise RowError(f"parallelism.zero = {z!r}: HeteroSim has zero_stage 0 or 1")
-    on = _flag(run, "distributed_optimizer", 1, settings)
-    return 1 if on else 0
+        key = str(z).strip().lower()
+        if key == "hybrid_shard":
+            if p.get("shard_size") is None:
+                raise RowError("parallelism.zero = HYBRID_SHARD: the row gives no shard group size (shard_size)")
+            out = {"zero_stage": 3}
+        elif key in _ZERO_WORDS:
+            out = dict(_ZERO_WORDS[key])
+        else:
+            raise RowError(f"parallelism.zero = {z!r}: not a ZeRO stage or FSDP sharding strategy")
+        settings["zero"] = f"row: zero = {z}"
+    elif p.get("fsdp") is True:
+        out = {"zero_stage": 3}
+        settings["zero"] = "row: fsdp = true (zero_stage 3)"
+    else:
+        on = _flag(run, "distributed_optimizer", 1, settings)
+        if on is not None:
+            out = {"zero_stage": 1 if on else 0}
+    if p.get("shard_size") is not None:
+        out["shard_size"] = int(p["shard_size"])
+        settings["shard_size"] = f"row: {p['shard_size']} (HSDP)"
+    if out.get("zero_stage") == 3 and _says(run, "fp8_param_allgather", "float8 all-gather", "float8_all_gather",
+                                            "fp8 all-gather"):
+        out["fp8_param_allgather"] = True
+        settings["fp8_param_allgather"] = "row says float8 all-gather"
+    return out
 
 
-def fabric_of(run, node: dict, gpn: int) -> tuple[dict, dict, str]:
+def _says(run, key: str, *phrases: str) -> bool:
+    """The row's parallelism[key] is true, or its training / parallelism / defaults_filled text names a phrase."""
+    if run.parallelism.get(key) is True:
+        return True
+    text = " ".join(str(v) for d in (run.parallelism, run.training, run.defaults_filled) for v in d.values()).lower()
+    return any(ph in text for ph in phrases)
+
+
+def pipeline_split_of(run, settings: dict) -> dict:
+    """Megatron-Core's account_for_embedding/loss_in_pipeline_split where the row (defaults_filled) says its
+    recipe sets them: Megatron-Bridge's 405B recipes name the fields; NVIDIA's MLPerf Llama 3.1 405B NeMo
+    implementation passes ASYM_PP_EMBED / ASYM_PP_LOSS as those two MegatronStrategy arguments
+    (pretrain_llama31.py get_strategy: account_for_embedding_in_pipeline_split=asym_pp_embed,
+    account_for_loss_in_pipeline_split=asym_pp_loss)."""
+    out: dict[str, bool] = {}
+    for key, text in run.defaults_filled.items():
+        t = str(text).lower()
+        if key == "pipeline_split" or (key == "asymmetric_pp" and "=true" in t.replace(" ", "")):
+            if "account_for_embedding_in_pipeline_split" in t or "asym_pp_embed" in t:
+                out["account_for_embedding_in_pipeline_split"] = True
+            if "account_for_loss_in_pipeline_split" in t or "asym_pp_loss" in t:
+                out["account_for_loss_in_pipeline_split"] = True
+            if out:
+                settings["pipeline_split"] = f"defaults_filled.{key}: embedding and loss take a layer's slot"
+    return out
+
+
+FRAMEWORKS = (
+    # (pattern on the row's framework, training.framework preset): the brief of issue 42's follow-up; presets in
+    # heterosim/config/frameworks.yaml (docs/framework-presets.md). A row's own settings and its defaults_filled
+    # are given explicitly, so they override the preset's defaults; the preset fills what the row does not say.
+    (r"^nemo\b", "nemo"),                          # NeMo 24.07 tables, MLPerf NVIDIA/Azure NeMo containers
+    (r"^megatron-bridge\b", "megatron-bridge"),    # Megatron-Bridge tables (NeMo 25.x containers)
+    (r"^megatron-core\b", "megatron-core"),
+    (r"^megatron-lm-(1\.|2019|2020|2021|2022)", "megatron-lm-2021"),  # Megatron-LM v1.0 (2019) .. 2022
+    (r"^torchtitan\b", "torchtitan"),
+    (r"^megatron-deepspeed\b", "deepspeed"),
+)
+
+
+def framework_of(run, settings: dict, enabled: bool = True) -> str | None:
+    """training.framework for the row's framework (FRAMEWORKS), None where none maps (llm-foundry / Composer,
+    Meta's internal stack, AMD's ROCm fork) or with presets off (--framework-presets off)."""
+    fw = run.framework.strip().lower()
+    name = next((preset for pat, preset in FRAMEWORKS if re.match(pat, fw)), None)
+    if name is None:
+        settings["framework"] = f"{run.framework}: no preset maps"
+        return None
+    if not enabled:
+        settings["framework"] = f"{run.framework}: preset {name} off (--framework-presets off)"
+        return None
+    settings["framework"] = f"{run.framework} -> preset {name}"
+    return name
+
+
+def grad_reduce_of(run, settings: dict) -> str | None:
+    """Gradient reduction dtype the row states: Composer FSDP mixed-precision modes (training.mp_mode, the
+    llm-foundry tables' 'MP Mode' column; Composer docs, FSDP 'mixed_precision': DEFAULT = reduce_dtype fp32,
+    PURE = reduce_dtype the autocast dtype, bf16 here). None: the preset's, else HeteroSim's fp32."""
+    mode = str(run.training.get("mp_mode", "")).strip().upper()
+    if not mode:
+        return None
+    if mode not in ("DEFAULT", "PURE"):
+        raise RowError(f"training.mp_mode = {mode!r}: expected DEFAULT or PURE (Composer FSDP mixed precision)")
+    settings["grad_reduce_dtype"] = f"row: mp_mode {mode}"
+    return "fp32" if mode == "DEFAULT" else "bf16"
+
+
+def fabric_of(run, node: dict, gpn: int, sharp: bool = True) -> tuple[dict, dict, str]:
     """(fabric, network, label) from the row's system (and defaults_filled.fabric): InfiniBand (DGX SuperPOD,
     cloud IB) -> rail-optimized with rail-pinned paths (the subnet manager programs static routes per
-    destination, no 5-tuple hash); RoCE / Ethernet -> leaf-spine with hashed ECMP (one QP per connection)."""
+    destination, no 5-tuple hash); RoCE / Ethernet -> leaf-spine with hashed ECMP (one QP per connection).
+    An InfiniBand row whose system says SHARP is enabled gets ``fabric.in_network_reduction: sharp`` (NCCL's
+    CollNet/SHARP plugin; comm.algorithm auto then follows NCCL's tuning model: docs/in-network-reduction.md),
+    unless ``sharp`` is False (--in-network-reduction off)."""
     text = " ".join(str(v) for v in run.system.values()).lower() + " " + _text(run, "fabric")
     uplink = float(node.get("nic_gbps", 400.0))  # non-blocking fabric at the NIC rate (SuperPOD RAs: 1:1)
     if "roce" in text or "ethernet" in text:
@@ -230,36 +342,44 @@ def fabric_of(run, node: dict, gpn: int) -> tuple[dict, dict, str]:
         # rail pinning (network.ecmp: rail) would send every flow of rail leaf k to spine k, a 32:1 bottleneck
         # the real fabric does not have (GPT-3 175B on 768 H100 with 32 spines: exposed pipeline traffic 9% of
         # the iteration, 44% at 6,144 GPUs, against 1% at 512 inside one SU).
-        return ({"kind": "rail_optimized", "nodes_per_block": per_block, "uplink_gbps": uplink, "num_spines": 1},
-                {"ecmp": "rail"}, f"rail-optimized IB ({per_block} nodes/SU, non-blocking spine), rail-pinned")
+        fabric = {"kind": "rail_optimized", "nodes_per_block": per_block, "uplink_gbps": uplink, "num_spines": 1}
+        label = f"rail-optimized IB ({per_block} nodes/SU, non-blocking spine), rail-pinned"
+        if re.search(r"sharp enabled", text):
+            if sharp:
+                fabric["in_network_reduction"] = "sharp"
+                label += ", SHARP (row: SHARP enabled)"
+            else:
+                label += ", SHARP off (--in-network-reduction off; row: SHARP enabled)"
+        return fabric, {"ecmp": "rail"}, label
     if run.gpus <= gpn:
         return ({"kind": "leaf_spine", "hosts_per_leaf": 32, "uplink_gbps": uplink}, {"ecmp": "rail"},
                 "one node (fabric unused)")
     raise RowError(f"system = {run.system!r}: names neither InfiniBand nor RoCE/Ethernet")
 
 
-def scenario_of(run, measurements: str = "builtin", contention: str | None = None) -> tuple[dict, dict, list[str]]:
-    """(scenario dict, settings: where each framework setting came from, corpus gaps) for one corpus row."""
-    settings: dict[str, str] = {}
-    gaps: list[str] = []
+@dataclass
+class Options:
+    """Per-run switches of the mapping (the attribution reruns turn one feature off at a time)."""
+
+    measurements: str = "builtin"
+    contention: str | None = None
+    """simulation.compute_contention for every row (None: the scenario default)."""
+    presets: bool = True
+    """training.framework from the row's framework (FRAMEWORKS); False: no preset (--framework-presets off)."""
+    sharp: bool = True
+    """fabric.in_network_reduction: sharp where the row says SHARP is enabled; False: never."""
+
+
+def _plan_of(run, gpn: int, settings: dict, gaps: list[str]) -> tuple[dict, int]:
+    """(parallelism dict, micro-batch) from the row: degrees, schedule, the framework settings the row or its
+    defaults_filled states (a setting neither states is left out, for the preset or HeteroSim's default)."""
     p, tr = run.parallelism, run.training
-    if run.node_type is None:
-        raise RowError("node_type is null")
-    node = node_types()[run.node_type]
-    gpn = int(node.get("gpus_per_node", 8))
     tp, pp, cp, ep = (int(p.get(k, 1)) for k in ("tp", "pp", "cp", "ep"))
     dp = p.get("dp")
     if dp is not None and tp * pp * cp * int(dp) != run.gpus:
         raise RowError(f"tp*pp*cp*dp = {tp * pp * cp * int(dp)} != gpus = {run.gpus}")
     dp = int(dp) if dp is not None else run.gpus // (tp * pp * cp)
-    vs = int(p.get("virtual_stages", 1))
-
-    seq = tr.get("seq_length")
-    if seq is None:
-        seq = _leading_int(_text(run, "seq_length"))
-        if seq is None:
-            raise RowError("training.seq_length missing and defaults_filled names none")
-        settings["seq_length"] = f"defaults_filled: {run.defaults_filled['seq_length']}"
+    vs = int(p.get("virtual_stages") or 1)
     gbs = int(tr["global_batch_size"])
     mbs = tr.get("micro_batch_size")
     if mbs is None:
@@ -270,47 +390,74 @@ def scenario_of(run, measurements: str = "builtin", contention: str | None = Non
     ga = tr.get("grad_accumulation")
     if ga is not None and gbs != int(ga) * int(mbs) * dp:
         gaps.append(f"grad_accumulation {ga} != global/(micro*dp) = {gbs / (int(mbs) * dp):g}")
+    par: dict[str, Any] = {"tp": tp, "pp": pp, "cp": cp, "ep": ep, "dp": dp, "virtual_stages": vs,
+                           "schedule": "interleaved" if vs > 1 else "1f1b"}
+    for key in ("sequence_parallel", "tp_comm_overlap"):
+        v = _flag(run, key, tp, settings)
+        if v is not None:
+            par[key] = bool(v)
+    par.update(sharding_of(run, gpn, settings))
+    par["recompute"] = recompute_of(run, settings, gaps)
+    par.update(pipeline_split_of(run, settings))
+    return par, int(mbs)
+
+
+def scenario_of(run, measurements: str = "builtin", contention: str | None = None,
+                opts: Options | None = None) -> tuple[dict, dict, list[str]]:
+    """(scenario dict, settings: where each framework setting came from, corpus gaps) for one corpus row."""
+    opts = opts or Options(measurements, contention)
+    settings: dict[str, str] = {}
+    gaps: list[str] = []
+    tr = run.training
+    if run.node_type is None:
+        raise RowError("node_type is null")
+    node = node_types()[run.node_type]
+    gpn = int(node.get("gpus_per_node", 8))
+    seq = tr.get("seq_length")
+    if seq is None:
+        seq = _leading_int(_text(run, "seq_length"))
+        if seq is None:
+            raise RowError("training.seq_length missing and defaults_filled names none")
+        settings["seq_length"] = f"defaults_filled: {run.defaults_filled['seq_length']}"
+    par, mbs = _plan_of(run, gpn, settings, gaps)
     precision = str(tr.get("precision", "bf16"))
     if precision.startswith("fp8"):
         if precision != "fp8":
             settings["precision"] = f"{precision} -> fp8 (HeteroSim has one fp8 recipe)"
         precision = "fp8"
-
     if isinstance(run.model, str):
         model: Any = run.model
     else:
         model = {k: v for k, v in run.model.items() if k in MODEL_FIELDS}
         model.setdefault("name", run.id)
         model["max_seq_length"] = max(int(model.get("max_seq_length", 0) or 0), int(seq))
-
-    sp = _flag(run, "sequence_parallel", tp, settings)
-    tpo = _flag(run, "tp_comm_overlap", tp, settings)
-    par = {"tp": tp, "pp": pp, "cp": cp, "ep": ep, "dp": dp, "virtual_stages": vs,
-           "schedule": "interleaved" if vs > 1 else "1f1b",
-           "sequence_parallel": bool(sp) if sp is not None else False,
-           "zero_stage": zero_stage_of(run, settings),
-           "recompute": recompute_of(run, settings, gaps),
-           "tp_comm_overlap": bool(tpo) if tpo is not None else False}
-    if p.get("fsdp"):
-        raise RowError("parallelism.fsdp = true: not mapped by this script yet (the corpus marks FSDP rows not expressible)")
-    training = {"global_batch_size": gbs, "micro_batch_size": int(mbs), "seq_length": int(seq),
-                "precision": precision, "attention": attention_of(run, settings)}
+    training: dict[str, Any] = {"global_batch_size": int(tr["global_batch_size"]), "micro_batch_size": mbs,
+                                "seq_length": int(seq), "precision": precision}
+    for key, value in (("attention", attention_of(run, settings)), ("grad_reduce_dtype", grad_reduce_of(run, settings)),
+                       ("framework", framework_of(run, settings, opts.presets))):
+        if value is not None:
+            training[key] = value
 
     groups: dict[str, Any] = {"name": "g", "node_type": run.node_type, "num_nodes": max(1, math.ceil(run.gpus / gpn))}
+    overrides: dict[str, Any] = {}
     if run.gpus < gpn:  # a part of one server: the node keeps only the GPUs (and NICs) the run used
-        groups["overrides"] = {"gpus_per_node": run.gpus, "nics_per_node": min(int(node.get("nics_per_node", 8)),
-                                                                               run.gpus)}
+        overrides.update(gpus_per_node=run.gpus, nics_per_node=min(int(node.get("nics_per_node", 8)), run.gpus))
         settings["node"] = f"{run.gpus} of the node's {gpn} GPUs"
     elif run.gpus % gpn:
         raise RowError(f"gpus = {run.gpus} is not a multiple of {run.node_type}'s {gpn} GPUs per node")
-    fabric, network, label = fabric_of(run, node, gpn)
+    if node.get("nvls") and "nvls disabled" in " ".join(str(v) for v in run.system.values()).lower():
+        overrides["nvls"] = False  # NCCL_NVLS_ENABLE=0 in the submission's config (the row's system)
+        settings["nvls"] = "off (row: NVLS disabled)"
+    if overrides:
+        groups["overrides"] = overrides
+    fabric, network, label = fabric_of(run, node, gpn, sharp=opts.sharp)
     settings["fabric"] = label
     sc = {"name": re.sub(r"[^A-Za-z0-9_.+-]", "_", run.id), "model": model, "parallelism": par, "training": training,
           "cluster": {"groups": [groups]}, "fabric": fabric, "network": {"backend": "flow", **network},
-          "hardware": {"measurements": measurements},
+          "hardware": {"measurements": opts.measurements},
           "output": {"trace": False, "plots": False, "tables": "summary"}}
-    if contention is not None:  # (--compute-contention; else the scenario default)
-        sc["simulation"] = {"compute_contention": contention}
+    if opts.contention is not None:  # (--compute-contention; else the scenario default)
+        sc["simulation"] = {"compute_contention": opts.contention}
     return sc, settings, gaps
 
 
@@ -355,9 +502,10 @@ def _one_line(e: BaseException) -> str:
 
 
 def run_row(run, measurements: str = "builtin", constants: dict[str, tuple[Fitted, Any]] | None = None,
-            contention: str | None = None) -> RowResult:
+            contention: str | None = None, opts: Options | None = None) -> RowResult:
     """Simulate one row; ``constants``: FITTED name -> (entry, value) to set in the scenario (LOSO refits);
-    ``contention``: simulation.compute_contention (None: the scenario default)."""
+    ``contention``: simulation.compute_contention (None: the scenario default); ``opts``: the mapping's switches
+    (its measurements and contention win over the two arguments)."""
     from heterosim import api
     from heterosim.config.loader import scenario_from_dict
 
@@ -365,7 +513,7 @@ def run_row(run, measurements: str = "builtin", constants: dict[str, tuple[Fitte
                     run.framework, run.iteration_time_s)
     t0 = time.perf_counter()
     try:
-        sc, res.settings, res.gaps = scenario_of(run, measurements, contention)
+        sc, res.settings, res.gaps = scenario_of(run, measurements, contention, opts)
         res.plan = {k: sc["parallelism"][k] for k in ("tp", "pp", "cp", "ep", "dp", "virtual_stages")} | {
             "mbs": sc["training"]["micro_batch_size"], "gbs": sc["training"]["global_batch_size"],
             "seq": sc["training"]["seq_length"], "precision": sc["training"]["precision"],
@@ -390,6 +538,9 @@ def run_row(run, measurements: str = "builtin", constants: dict[str, tuple[Fitte
                          "bubble": b["bubble"], "idle": b["idle"]}
         ct = out.sim.contention
         res.contention_s = ct["compute_stretch_ns_mean"] / 1e9 if ct else 0.0
+        fw = s.get("framework") or {}
+        if fw.get("preset_fields"):  # what the preset filled (fields the row did not state)
+            res.settings["preset_fields"] = ", ".join(f"{k}={v}" for k, v in sorted(fw["preset_fields"].items()))
     res.wall_s = time.perf_counter() - t0
     return res
 
@@ -673,8 +824,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--measurements", default="builtin", help="hardware.measurements: builtin | none | folder")
     ap.add_argument("--compute-contention", choices=("none", "sm_share"), default=None,
                     help="simulation.compute_contention for every row (default: the scenario default)")
+    ap.add_argument("--framework-presets", choices=("row", "off"), default="row",
+                    help="training.framework from each row's framework (row, default) or none (off)")
+    ap.add_argument("--in-network-reduction", choices=("row", "off"), default="row",
+                    help="fabric.in_network_reduction: sharp where the row says SHARP is enabled (row, default) "
+                         "or never (off)")
     args = ap.parse_args(argv)
-    row = functools.partial(run_row, contention=args.compute_contention)
+    opts = Options(args.measurements, args.compute_contention, presets=args.framework_presets == "row",
+                   sharp=args.in_network_reduction == "row")
+    row = functools.partial(run_row, contention=args.compute_contention, opts=opts)
     out_path = Path(args.json) if args.json else None
     if out_path is not None and (why := _check_json_target(out_path)):
         return _fail(why)
@@ -694,7 +852,8 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"{len(runs)} corpus rows, {sum(r.expressible_today for r in runs)} expressible today; "
           f"backend flow, hardware.measurements {args.measurements}, simulation.compute_contention "
-          f"{args.compute_contention or 'default'}")
+          f"{args.compute_contention or 'default'}, framework presets {args.framework_presets}, "
+          f"in-network reduction {args.in_network_reduction}")
     print("approximation: flow-level rates (backend=flow) vs ns-3 packet level, measured bound 1.33% of the "
           "iteration time (heterosim/results/summary.py FLOW_LEVEL_BOUND)")
     print("breakdown columns: % of the iteration (compute, exposed dp/tp/pp/cp/ep communication, pipeline bubble)")

@@ -82,7 +82,70 @@ def test_a_row_not_expressible_is_reported_not_dropped():
     p = _run("--rows", "torchtitan-llama31-8b-fsdp-8")
     assert p.returncode == 0, p.stderr
     line = next(ln for ln in p.stdout.splitlines() if ln.startswith("torchtitan-llama31-8b-fsdp-8"))
-    assert "CORPUS" in line and "FSDP" in line
+    assert "CORPUS" in line and "500 W" in line  # the row's own reason (benchmarks/validation/runs.yaml)
+
+
+def _row(vp, rid):
+    return next(r for r in vp.corpus.load() if r.id == rid)
+
+
+def test_fsdp_rows_map_to_zero_stage_3():
+    # Megatron-Bridge's FSDP row (parallelism.fsdp: true) and an llm-foundry FULL_SHARD row: ZeRO-3
+    # (Rajbhandari et al. 2020: parameters, gradients and optimizer states sharded = PyTorch FSDP FULL_SHARD)
+    vp = _module()
+    for rid in ("mbridge-25.11-h100-llama3-8b-8-fp8-cs", "llmfoundry-mpt-7b-a100-40-128"):
+        sc, settings, _ = vp.scenario_of(_row(vp, rid))
+        assert sc["parallelism"]["zero_stage"] == 3, rid
+        assert "reshard_after_forward" not in sc["parallelism"]  # FULL_SHARD frees after forward (the default)
+
+
+def test_llm_foundry_mp_mode_sets_the_gradient_dtype():
+    # Composer FSDP mixed precision: DEFAULT reduces in fp32, PURE in the autocast dtype (bf16)
+    vp = _module()
+    assert vp.scenario_of(_row(vp, "llmfoundry-mpt-7b-a100-80-8"))[0]["training"]["grad_reduce_dtype"] == "fp32"
+    assert vp.scenario_of(_row(vp, "llmfoundry-mpt-7b-a100-40-128"))[0]["training"]["grad_reduce_dtype"] == "bf16"
+
+
+def test_405b_rows_account_for_embedding_and_loss():
+    # Megatron-Bridge's recipe fields, and MLPerf's ASYM_PP_EMBED/LOSS (passed as the same two arguments)
+    vp = _module()
+    for rid in ("mbridge-25.09-h100-llama31-405b-1024-fp8", "mlperf-v5.0-nvidia-llama31-405b-512"):
+        par = vp.scenario_of(_row(vp, rid))[0]["parallelism"]
+        assert par["account_for_embedding_in_pipeline_split"] and par["account_for_loss_in_pipeline_split"], rid
+    par = vp.scenario_of(_row(vp, "mlperf-v3.1-nvidia-gpt3-175b-512"))[0]["parallelism"]
+    assert "account_for_embedding_in_pipeline_split" not in par
+
+
+def test_sharp_only_where_the_row_says_and_only_on_infiniband():
+    vp = _module()
+    eos = vp.scenario_of(_row(vp, "mlperf-v3.1-nvidia-gpt3-175b-10752"))[0]
+    azure = vp.scenario_of(_row(vp, "mlperf-v3.1-azure-gpt3-175b-10752"))[0]
+    assert eos["fabric"]["in_network_reduction"] == "sharp" and eos["fabric"]["kind"] == "rail_optimized"
+    assert "in_network_reduction" not in azure["fabric"]  # Azure's row says InfiniBand, not SHARP
+    assert eos["cluster"]["groups"][0]["overrides"] == {"nvls": False}  # the row: NVLS disabled
+    off = vp.scenario_of(_row(vp, "mlperf-v3.1-nvidia-gpt3-175b-10752"), opts=vp.Options(sharp=False))[0]
+    assert "in_network_reduction" not in off["fabric"]
+
+
+@pytest.mark.parametrize("rid, preset", [
+    ("nemo-24.07-llama2-7b-8", "nemo"), ("mlperf-v4.0-nvidia-gpt3-175b-512", "nemo"),
+    ("mbridge-25.11-b200-llama3-8b-8-fp8-cs", "megatron-bridge"), ("korthikanti-2022-22b-full", "megatron-lm-2021"),
+    ("megatron-v1.0-1.2b-1-v100", "megatron-lm-2021"), ("llmfoundry-mpt-7b-a100-80-8", None),
+])
+def test_framework_preset_named_from_the_row(rid, preset):
+    vp = _module()
+    tr = vp.scenario_of(_row(vp, rid))[0]["training"]
+    assert tr.get("framework") == preset
+    assert "framework" not in vp.scenario_of(_row(vp, rid), opts=vp.Options(presets=False))[0]["training"]
+
+
+def test_row_settings_stay_explicit_and_unstated_ones_are_left_to_the_preset():
+    vp = _module()
+    # MLPerf states tp_comm_overlap: true; the Megatron-Bridge rows do not (the preset fills it)
+    assert vp.scenario_of(_row(vp, "mlperf-v3.1-nvidia-gpt3-175b-512"))[0]["parallelism"]["tp_comm_overlap"] is True
+    assert "tp_comm_overlap" not in vp.scenario_of(_row(vp, "mbridge-25.11-h100-llama3-70b-64-fp8-cs"))[0]["parallelism"]
+    # Korthikanti's full-recompute rows state sequence_parallel: false, which wins over any preset
+    assert vp.scenario_of(_row(vp, "korthikanti-2022-22b-full"))[0]["parallelism"]["sequence_parallel"] is False
 
 
 def test_loso_refits_each_registered_constant_without_the_scored_source(monkeypatch):
