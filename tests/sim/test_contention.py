@@ -5,12 +5,11 @@ d / ((S - k) / S); its memory-bound part keeps its time; a change of k mid-op ke
 from __future__ import annotations
 
 import importlib.util
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from git_baseline import file_before
 
 from heterosim import api
 from heterosim.comm.schedule import Transfer
@@ -139,22 +138,11 @@ def test_bad_field_value_is_a_one_line_error(tmp_path):
 
 
 # ---------------------------------------------------------------- `none` = the code before contention existed
-def _base_rev() -> str | None:
-    if shutil.which("git") is None or not (ROOT / ".git").exists():
-        return None
-    r = subprocess.run(["git", "-C", str(ROOT), "log", "--diff-filter=A", "--format=%H", "--",
-                        "heterosim/sim/contention.py"], capture_output=True, text=True)
-    revs = r.stdout.split()
-    return f"{revs[-1]}^" if r.returncode == 0 and revs else None
 
 
 def _old_coordinator():
     """The coordinator module as it was before heterosim/sim/contention.py, from git."""
-    rev = _base_rev()
-    if rev is None:
-        pytest.skip("needs a git checkout with the contention commit")
-    src = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:heterosim/sim/coordinator.py"],
-                         check=True, capture_output=True, text=True).stdout
+    src = file_before("heterosim/sim/contention.py", "heterosim/sim/coordinator.py")
     assert "contention" not in src
     spec = importlib.util.spec_from_loader("heterosim.sim._coordinator_before", loader=None)
     mod = importlib.util.module_from_spec(spec)

@@ -4,14 +4,9 @@ builds, extracted from git (the parent of the commit that added heterosim/worklo
 child process in this same test run."""
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
-import pytest
+from git_baseline import run_script, tree_before
 
 ROOT = Path(__file__).parents[2]
 
@@ -45,33 +40,14 @@ CASES = [
 ]
 
 
-def _base_rev() -> str | None:
-    if shutil.which("git") is None or not (ROOT / ".git").exists():
-        return None
-    r = subprocess.run(["git", "-C", str(ROOT), "log", "--diff-filter=A", "--format=%H", "--",
-                        "heterosim/workload/sharding.py"], capture_output=True, text=True)
-    revs = r.stdout.split()
-    return f"{revs[-1]}^" if r.returncode == 0 and revs else None
 
 
-def _signature(pythonpath: str) -> dict:
-    env = dict(os.environ, PYTHONPATH=pythonpath)
-    r = subprocess.run([sys.executable, "-c", SIGNATURE, json.dumps(CASES)], capture_output=True, text=True,
-                       env=env, cwd=pythonpath, timeout=600)
-    assert r.returncode == 0, r.stderr[-2000:]
-    return json.loads(r.stdout)
 
 
 def test_zero0_zero1_ir_unchanged(tmp_path):
-    rev = _base_rev()
-    if rev is None:
-        pytest.skip("needs a git checkout with the FSDP commit")
-    base = tmp_path / "base"
-    base.mkdir()
-    git = subprocess.run(["git", "-C", str(ROOT), "archive", rev], check=True, capture_output=True)
-    subprocess.run(["tar", "-x", "-C", str(base)], input=git.stdout, check=True)
-    before = _signature(str(base))
-    after = _signature(str(ROOT))
+    base = tree_before("heterosim/workload/sharding.py", tmp_path / "base")
+    before = run_script(base, SIGNATURE, CASES)
+    after = run_script(ROOT, SIGNATURE, CASES)
     assert set(before) == {c[0] for c in CASES}
     for name in before:
         assert after[name] == before[name], name

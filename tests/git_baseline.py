@@ -1,0 +1,56 @@
+"""The code as it was before a change, from git, for tests that compare a change's output with its parent's
+("existing cases compile / run exactly as before"). Skips where there is no git checkout with that history."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def rev_before(added_path: str) -> str | None:
+    """The parent of the commit that added ``added_path`` (repo-relative), or None without git or history."""
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        return None
+    r = subprocess.run(["git", "-C", str(ROOT), "log", "--diff-filter=A", "--format=%H", "--", added_path],
+                       capture_output=True, text=True)
+    revs = r.stdout.split()
+    return f"{revs[-1]}^" if r.returncode == 0 and revs else None
+
+
+def require_rev_before(added_path: str) -> str:
+    rev = rev_before(added_path)
+    if rev is None:
+        pytest.skip(f"needs a git checkout with the commit that added {added_path}")
+    return rev
+
+
+def tree_before(added_path: str, dest: Path) -> Path:
+    """The whole tree at ``rev_before(added_path)``, extracted into ``dest``."""
+    rev = require_rev_before(added_path)
+    dest.mkdir(parents=True, exist_ok=True)
+    git = subprocess.run(["git", "-C", str(ROOT), "archive", rev], check=True, capture_output=True)
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=git.stdout, check=True)
+    return dest
+
+
+def file_before(added_path: str, path: str) -> str:
+    """The text of ``path`` at ``rev_before(added_path)``."""
+    rev = require_rev_before(added_path)
+    return subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:{path}"], check=True, capture_output=True,
+                          text=True).stdout
+
+
+def run_script(pythonpath: str | Path, script: str, arg) -> dict:
+    """``python -c script json(arg)`` with only ``pythonpath`` on the path; its stdout as JSON."""
+    env = dict(os.environ, PYTHONPATH=str(pythonpath))
+    r = subprocess.run([sys.executable, "-c", script, json.dumps(arg)], capture_output=True, text=True,
+                       env=env, cwd=str(pythonpath), timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return json.loads(r.stdout)
