@@ -211,27 +211,16 @@ class ContentionTracker:
         run_ops = [oid]
         has_compute = not first_comm
         if kd.chains and prog.chain_next[oid] >= 0:
-            nxt, stream_of, stream_pos = prog.chain_next, prog.stream_of, prog.stream_pos
-            remaining, busy, head = lane.remaining, lane.busy, lane.head
-            start_ns, end_ns = lane.start_ns, lane.end_ns
+            from heterosim.sim.coordinator import chain_step
+
+            nxt, remaining = prog.chain_next, lane.remaining
             cur = oid
             z = nxt[cur]
             while z >= 0 and remaining[z] == 1 and dur[z] >= 0:
                 if dc[z] < 0 and not has_compute:  # a TP collective after TP collectives: its own step
                     break
-                sc, sz = stream_of[cur], stream_of[z]
-                if sz == sc:
-                    if stream_pos[z] != stream_pos[cur] + 1:
-                        break
-                elif busy[sz] or head[sz] != stream_pos[z]:
+                if not chain_step(lane, cur, z, end):
                     break
-                end_ns[cur] = end
-                lane.done_count += 1
-                busy[sc] = False
-                head[sc] += 1
-                remaining[z] = 0
-                busy[sz] = True
-                start_ns[z] = end
                 cur = z
                 end += walls[z]
                 nominal += dur[z]

@@ -669,25 +669,9 @@ class Coordinator:
         nothing but it, heads its stream when ``cur`` ends and is local; (end, op) of the last one, whose
         end the caller queues. The ops before it end now, ahead of the clock: nothing outside the
         chain can see it (their only dependent is the next op, and their streams' next ops wait on it)."""
-        prog = lane.prog
-        nxt, stream_of, stream_pos = prog.chain_next, prog.stream_of, prog.stream_pos
-        remaining, dur, busy, head = lane.remaining, lane.dur, lane.busy, lane.head
-        start_ns, end_ns = lane.start_ns, lane.end_ns
+        nxt, remaining, dur = lane.prog.chain_next, lane.remaining, lane.dur
         z = nxt[cur]
-        while z >= 0 and remaining[z] == 1 and dur[z] >= 0:
-            sc, sz = stream_of[cur], stream_of[z]
-            if sz == sc:
-                if stream_pos[z] != stream_pos[cur] + 1:
-                    break
-            elif busy[sz] or head[sz] != stream_pos[z]:
-                break
-            end_ns[cur] = end
-            lane.done_count += 1
-            busy[sc] = False
-            head[sc] += 1
-            remaining[z] = 0
-            busy[sz] = True
-            start_ns[z] = end
+        while z >= 0 and remaining[z] == 1 and dur[z] >= 0 and chain_step(lane, cur, z, end):
             cur = z
             end += dur[z]
             z = nxt[cur]
@@ -1740,3 +1724,24 @@ def _min(a: int | None, b: int | None) -> int | None:
     if b is None:
         return a
     return a if a < b else b
+
+
+def chain_step(lane: Lane, cur: int, z: int, end: int) -> bool:
+    """One link of a chain (``Coordinator._run_chain``, and ``contention`` with re-timed durations): if ``z``
+    may start the moment ``cur`` ends at ``end`` (next on ``cur``'s stream, or its own stream idle and at
+    ``z``), end ``cur`` there and start ``z``; False (nothing changed) when it may not."""
+    prog = lane.prog
+    sc, sz = prog.stream_of[cur], prog.stream_of[z]
+    if sz == sc:
+        if prog.stream_pos[z] != prog.stream_pos[cur] + 1:
+            return False
+    elif lane.busy[sz] or lane.head[sz] != prog.stream_pos[z]:
+        return False
+    lane.end_ns[cur] = end
+    lane.done_count += 1
+    lane.busy[sc] = False
+    lane.head[sc] += 1
+    lane.remaining[z] = 0
+    lane.busy[sz] = True
+    lane.start_ns[z] = end
+    return True
