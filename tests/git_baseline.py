@@ -54,3 +54,27 @@ def run_script(pythonpath: str | Path, script: str, arg) -> dict:
                        env=env, cwd=str(pythonpath), timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     return json.loads(r.stdout)
+
+
+IR_SIGNATURE = r'''
+import hashlib, json, sys
+from heterosim import api
+out = {}
+for name, path, overrides in json.loads(sys.argv[1]):
+    sc = api.load(path, overrides)
+    ir = api.prepare(sc).ir
+    progs = []
+    for p in ir.programs:
+        h = hashlib.sha256()
+        for op in p.ops:
+            h.update(repr((op.kind, op.name, op.phase, op.deps, op.stream, op.microbatch, op.layer, op.chunk,
+                           op.flops, op.bytes, op.kernels, op.collective, op.group, op.size_bytes, op.peer_offset,
+                           op.tag, op.comm_kind)).encode())
+        comm = [op for op in p.ops if op.kind == "comm"]
+        progs.append([len(p.ops), len(comm), sum(op.size_bytes for op in comm), h.hexdigest()])
+    out[name] = {"programs": progs, "rank_program": ir.rank_program, "groups": sorted(ir.groups),
+                 "memory": ir.meta["memory_bytes"], "breakdown": ir.meta["memory_breakdown"]}
+print(json.dumps(out))
+'''
+"""Script for :func:`run_script`: per (name, scenario path, overrides) case, each program's op count, comm
+count, comm bytes and a hash over every op's fields, the rank map, groups and memory: equal iff the IR is."""

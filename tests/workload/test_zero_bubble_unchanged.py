@@ -6,30 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from git_baseline import run_script, tree_before
+from git_baseline import IR_SIGNATURE as SIGNATURE, run_script, tree_before
 
 ROOT = Path(__file__).parents[2]
-
-SIGNATURE = r'''
-import hashlib, json, sys
-from heterosim import api
-out = {}
-for name, path, overrides in json.loads(sys.argv[1]):
-    sc = api.load(path, overrides)
-    ir = api.prepare(sc).ir
-    progs = []
-    for p in ir.programs:
-        h = hashlib.sha256()
-        for op in p.ops:
-            h.update(repr((op.kind, op.name, op.phase, op.deps, op.stream, op.microbatch, op.layer, op.chunk,
-                           op.flops, op.bytes, op.kernels, op.collective, op.group, op.size_bytes, op.peer_offset,
-                           op.tag, op.comm_kind)).encode())
-        comm = [op for op in p.ops if op.kind == "comm"]
-        progs.append([len(p.ops), len(comm), sum(op.size_bytes for op in comm), h.hexdigest()])
-    out[name] = {"programs": progs, "rank_program": ir.rank_program, "groups": sorted(ir.groups),
-                 "memory": ir.meta["memory_bytes"], "breakdown": ir.meta["memory_breakdown"]}
-print(json.dumps(out))
-'''
 
 QS = str(ROOT / "scenarios" / "quickstart.yaml")
 CASES = [
