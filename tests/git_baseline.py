@@ -78,3 +78,13 @@ print(json.dumps(out))
 '''
 """Script for :func:`run_script`: per (name, scenario path, overrides) case, each program's op count, comm
 count, comm bytes and a hash over every op's fields, the rank map, groups and memory: equal iff the IR is."""
+
+
+def assert_ir_unchanged(added_path: str, cases: list, tmp_path: Path) -> None:
+    """Every case's IR (:data:`IR_SIGNATURE`) is what the code before ``added_path``'s commit builds."""
+    base = tree_before(added_path, tmp_path / "base")
+    before = run_script(base, IR_SIGNATURE, cases)
+    after = run_script(ROOT, IR_SIGNATURE, cases)
+    assert set(before) == {c[0] for c in cases}
+    for name in before:
+        assert after[name] == before[name], name

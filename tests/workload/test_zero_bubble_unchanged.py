@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from git_baseline import IR_SIGNATURE as SIGNATURE, run_script, tree_before
+from git_baseline import assert_ir_unchanged
 
 ROOT = Path(__file__).parents[2]
 
@@ -23,14 +23,5 @@ CASES = [
 ]
 
 
-
-
-
-
 def test_existing_schedules_ir_unchanged(tmp_path):
-    base = tree_before("heterosim/workload/zero_bubble.py", tmp_path / "base")
-    before = run_script(base, SIGNATURE, CASES)
-    after = run_script(ROOT, SIGNATURE, CASES)
-    assert set(before) == {c[0] for c in CASES}
-    for name in before:
-        assert after[name] == before[name], name
+    assert_ir_unchanged("heterosim/workload/zero_bubble.py", CASES, tmp_path)
