@@ -82,6 +82,15 @@ class ParallelConfig(Strict):
     everywhere. Needs dp given or derivable; world = dp * cp * sum(stage_tp); each entry must divide the
     attention heads and TP groups stay inside one node. Layout is stage-major (pp slowest); ``tp`` stays 1
     (or max(stage_tp)), ``pp`` 1 or len(stage_tp)."""
+    stage_dp: list[Bounded(int, 0, CLUSTER_GPUS_MAX)] | None = None  # 0: the plan says "one DP degree >= 1"
+    """Data-parallel degree of each pipeline stage (heterogeneous device groups, e.g. [8, 2, 2]: stage 0 on 8
+    V100 replicas, stages 1-2 on 2 A100 replicas each, as Metis / HexiScale plans place them); None = ``dp``
+    everywhere. World = cp * sum(stage_tp[i] (or tp) * stage_dp[i]); the global batch's micro-batches are split
+    evenly over each stage's replicas (global_batch_size / micro_batch_size must be divisible by every entry),
+    micro-batch k runs on replica k mod stage_dp[i] of stage i and its activations move to replica
+    k mod stage_dp[i+1] of the next stage; each stage reduces its gradients over its own replicas. Schedules
+    1f1b and gpipe, zero_stage 0 or 1, ``dp`` left unset (see heterosim/workload/stage_dp.py and
+    docs/heterogeneous.md). ``pp`` stays 1 or len(stage_dp)."""
     overlap_grad_reduce: bool = True
     """DP gradient reduction overlaps the backward pass (bucketed)."""
     overlap_param_gather: bool = True
@@ -97,7 +106,7 @@ class ParallelConfig(Strict):
     def _no_empty_stage(self):
         """Every pipeline stage holds a layer (a virtual stage of an interleaved schedule may hold none)."""
         part, pp = self.layer_partition, self.pp
-        if part is None or self.stage_tp is not None:
+        if part is None or self.stage_tp is not None or self.stage_dp is not None:
             return self
         per_stage = part if len(part) == pp else (
             [sum(part[c * pp + s] for c in range(len(part) // pp)) for s in range(pp)]

@@ -33,6 +33,7 @@ from heterosim.workload.memory import memory_for_plan
 from heterosim.workload.plan import Plan, resolve_plan
 from heterosim.workload.schedules import schedule_for
 from heterosim.workload.sharding import FsdpEmitter, Sharding, sharding_of
+from heterosim.workload.stage_dp import ReplicaRoute
 from heterosim.workload.zero_bubble import split_kernels, splits_w
 
 GRAD_BYTES = 4
@@ -333,17 +334,21 @@ class _Emitter:
 
 
 def _build_program(pid: int, stage: int, m: int, plan: Plan, shapes: LayerShapes, kern: dict, scenario,
-                   loss_bytes: int, pp_bytes: int, grad_items: dict, sh: Sharding | None = None) -> Program:
+                   loss_bytes: int, pp_bytes: int, grad_items: dict, sh: Sharding | None = None,
+                   route: ReplicaRoute | None = None) -> Program:
     """The ops of one (stage, micro-batch count) program. Beyond a plain forward/backward schedule:
     ZeRO-1/2's parameter all-gathers (``gate``), ZeRO-2's per-micro-batch gradient reduce-scatters after
     each backward step, ZeRO-3's per-unit all-gathers and reduce-scatters (``FsdpEmitter``: ``pre`` before
-    every unit's forward and backward, ``post_bwd`` after its backward). Walks the schedule once; long
-    because each phase's emission is spelled out in order (the order is the stream order)."""
+    every unit's forward and backward, ``post_bwd`` after its backward). ``route`` (parallelism.stage_dp): one
+    replica's own steps, global micro-batch ids and the peer of each pipeline message. Walks the schedule
+    once; long because each phase's emission is spelled out in order (the order is the stream order)."""
     moe = scenario.model.is_moe
     prog = _Prog(plan, shapes, kern)
     em = _Emitter(prog, moe, ub=_ub(scenario, plan))
     pp, last_vs = plan.pp, plan.num_vstages - 1
-    steps = schedule_for(plan.schedule, pp, m, stage, plan.chunks)
+    steps = schedule_for(plan.schedule, pp, m, stage, plan.chunks) if route is None else route.steps
+    prev_peer = (lambda mb: -1) if route is None else (lambda mb: route.offset(mb, stage - 1))
+    next_peer = (lambda mb: +1) if route is None else (lambda mb: route.offset(mb, stage + 1))
     grad_ready: dict = {}  # layer / "head" / "embed" -> op producing its grads (last micro-batch wins)
     loss_op: dict[int, tuple] = {}
     full_rc = plan.recompute == "full"
@@ -388,7 +393,7 @@ def _build_program(pid: int, stage: int, m: int, plan: Plan, shapes: LayerShapes
         if phase == "fwd":
             if vs > 0:
                 dep = prog.comm("pp_recv_act", "recv", "pp", pp_bytes, f"pp:f:mb{mb}:vs{vs - 1}", (), "fwd",
-                                mb, -1, chunk, stream="pp_recv", kind="pp", peer=-1)
+                                mb, -1, chunk, stream="pp_recv", kind="pp", peer=prev_peer(mb))
             else:
                 e = prog.compute("embedding", "embed_fwd", gate((), chunk, "embed", mb), "fwd", mb, -1, chunk)
                 dep = em.post_tp(f"tp:f:mb{mb}:embed", e, "fwd", mb, -1, chunk)
@@ -403,7 +408,7 @@ def _build_program(pid: int, stage: int, m: int, plan: Plan, shapes: LayerShapes
                 loss_op[mb] = hd
             else:
                 prog.comm("pp_send_act", "send", "pp", pp_bytes, f"pp:f:mb{mb}:vs{vs}", dep, "fwd", mb, -1,
-                          chunk, stream="pp_send", kind="pp", peer=+1)
+                          chunk, stream="pp_send", kind="pp", peer=next_peer(mb))
         else:
             if vs == last_vs:
                 hb = prog.compute("lm_head_loss_bwd", "head_bwd", bgate(loss_op.pop(mb), mb, chunk, "head"), "bwd",
@@ -417,7 +422,7 @@ def _build_program(pid: int, stage: int, m: int, plan: Plan, shapes: LayerShapes
                 dep = em.post_tp(f"tp:b:mb{mb}:head", hb, "bwd", mb, -1, chunk)
             else:
                 dep = prog.comm("pp_recv_grad", "recv", "pp", pp_bytes, f"pp:b:mb{mb}:vs{vs}", (), "bwd", mb, -1,
-                                chunk, stream="pp_recv", kind="pp", peer=+1)
+                                chunk, stream="pp_recv", kind="pp", peer=next_peer(mb))
             for layer in reversed(layers):
                 dep = bgate(dep, mb, chunk, layer)
                 if full_rc:
@@ -436,7 +441,7 @@ def _build_program(pid: int, stage: int, m: int, plan: Plan, shapes: LayerShapes
                 reduced(e, mb, chunk, "embed")
             else:
                 prog.comm("pp_send_grad", "send", "pp", pp_bytes, f"pp:b:mb{mb}:vs{vs - 1}", dep,
-                          "bwd", mb, -1, chunk, stream="pp_send", kind="pp", peer=-1)
+                          "bwd", mb, -1, chunk, stream="pp_send", kind="pp", peer=prev_peer(mb))
             if plan.zero_stage == 2 and not split_w:
                 zero2_reduce += _emit_step_buckets(prog, plan, scenario, stage, chunk, mb, grad_items, grad_ready, sh)
     if sh is None:
@@ -668,7 +673,7 @@ def compile_workload(scenario, world_size: int, rank_devices: list[str] | None =
     def ctx(stage: int) -> tuple:
         """(stage plan, shapes, kernels, loss bytes, pipeline message bytes, grad items) with the stage's own
         TP degree; one shared context when TP is uniform."""
-        key = stage if plan.stage_tp is not None else 0
+        key = stage if plan.stage_tp is not None or plan.stage_dp is not None else 0
         c = stage_ctx.get(key)
         if c is None:
             sp = plan.for_stage(stage)
@@ -686,12 +691,17 @@ def compile_workload(scenario, world_size: int, rank_devices: list[str] | None =
     rank_program = [0] * world_size
     for r in range(world_size):
         c = layout.coords(r)
-        key = (c["pp"], plan.microbatches[c["dp"]])
+        key = (c["pp"], plan.mb_count(c))
+        route = None
+        if plan.stage_dp is not None:  # one program per replica: its own micro-batches and peers
+            key += (c["dp"],)
+            route = ReplicaRoute(plan.schedule, plan.stage_dp, plan.global_microbatches, c["pp"], c["dp"])
         pid = key_to_pid.get(key)
         if pid is None:
             pid = len(programs)
             key_to_pid[key] = pid
-            programs.append(_build_program(pid, key[0], key[1], *ctx(key[0])[:3], scenario, *ctx(key[0])[3:], sh=sh))
+            programs.append(_build_program(pid, key[0], key[1], *ctx(key[0])[:3], scenario, *ctx(key[0])[3:], sh=sh,
+                                           route=route))
         rank_program[r] = pid
     groups = layout.groups()
     if sh is not None and sh.hybrid:
@@ -705,7 +715,7 @@ def compile_workload(scenario, world_size: int, rank_devices: list[str] | None =
     per_rank_mem = [0] * world_size
     for r in range(world_size):
         c = layout.coords(r)
-        per_rank_mem[r] = int(mem[(c["pp"], plan.microbatches[c["dp"]])]["total"])
+        per_rank_mem[r] = int(mem[(c["pp"], plan.mb_count(c))]["total"])
     mbs = plan.microbatches
     ir.meta = {
         "model_flops_per_iteration": model_flops_per_iteration(model, tr.global_batch_size, tr.seq_length),
@@ -719,7 +729,8 @@ def compile_workload(scenario, world_size: int, rank_devices: list[str] | None =
         "virtual_stages": plan.chunks,
         "memory_bytes": per_rank_mem,
         "memory_breakdown": {f"stage{s}/mb{m}": {k: int(v) for k, v in d.items()} for (s, m), d in mem.items()},
-        "dp": plan.dp, "tp": plan.tp, "pp": plan.pp, **({"stage_tp": list(plan.stage_tp)} if plan.stage_tp else {}), "cp": plan.cp, "ep": plan.ep,
+        "dp": plan.dp, "tp": plan.tp, "pp": plan.pp, **({"stage_tp": list(plan.stage_tp)} if plan.stage_tp else {}),
+        **({"stage_dp": list(plan.stage_dp)} if plan.stage_dp else {}), "cp": plan.cp, "ep": plan.ep,
         "sequence_parallel": plan.sp, "recompute": plan.recompute, "zero_stage": plan.zero_stage,
         "precision": tr.precision,
         "attention": tr.attention, "grad_reduce_dtype": tr.grad_reduce_dtype,

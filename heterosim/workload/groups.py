@@ -226,6 +226,81 @@ class StageTPLayout:
         return g
 
 
+class StageDPLayout(StageTPLayout):
+    """Rank layout when pipeline stages have different DP degrees (``parallelism.stage_dp``, optionally with
+    ``stage_tp``).
+
+    Stage-major, as :class:`StageTPLayout`: stage ``s`` owns a contiguous block of ``stage_dp[s]*cp*tp_s``
+    ranks laid out like a one-stage :class:`RankLayout` (tp fastest, then cp, ep, dp); the per-stage groups
+    (tp, cp, dp, dp_cp, tp_cp, ep, edp) are that stage's, so each stage reduces its gradients over its own
+    ``stage_dp[s]`` replicas.
+
+    ``pp`` groups: micro-batch k runs on replica ``k mod stage_dp[s]`` of every stage s, so a replica talks to
+    several replicas of its neighbours and no one-rank-per-stage group can hold its peers. One ``pp`` group
+    per (tp index k, cp) instead holds every rank with those coordinates, stage by stage and replica by
+    replica (stage s replica r at position ``sum(stage_dp[:s]) + r`` for the TP-index-0 ranks): a pipeline
+    send/recv names its peer by the offset between the two positions (``IR.peer_of``), computed per
+    micro-batch by the compiler (:mod:`heterosim.workload.stage_dp`). With uneven TP only the lane leaders'
+    (index 0) groups hold every stage; pipeline data pairs whole TP groups through them, as with stage_tp.
+    ``mp``/``tp_pp``: one group per cp coordinate (every rank with it: the model-parallel ranks of all the
+    replicas, which now share pipelines). ``embd`` (tied embedding): for tp index k < min(tp of the first
+    stage, tp of the last) and each cp, every first- and last-stage replica at that index in one group (a pair
+    when both stages have one replica); the other first/last-stage ranks alone.
+    """
+
+    __slots__ = ("stage_dp",)
+
+    def __init__(self, stage_tp: list[int], stage_dp: list[int], cp: int = 1, ep: int = 1,
+                 order: str = "tp-cp-ep-dp-pp") -> None:
+        full = _full_order(order, ep)
+        if full[-1] != "pp":
+            raise PlanError("per-stage DP degrees need a stage-major layout: pp must be the slowest dimension "
+                            "(e.g. tp-cp-ep-dp-pp)", field="parallelism.order", value=order)
+        self.stage_tp, self.stage_dp = list(stage_tp), list(stage_dp)
+        self.tp, self.pp, self.dp, self.cp, self.ep = max(stage_tp), len(stage_tp), max(stage_dp), cp, ep
+        self.order = full
+        inner = "-".join(d for d in full if d != "pp")
+        self._stages = []
+        self._base = []
+        base = 0
+        for t, d in zip(stage_tp, stage_dp):
+            n = t * cp * d
+            self._stages.append(RankLayout(n, t, 1, d, cp, ep, inner))
+            self._base.append(base)
+            base += n
+        self.world_size = base
+
+    def position(self, stage: int, replica: int) -> int:
+        """Index of (stage, replica) in a lane leader's ``pp`` group."""
+        return sum(self.stage_dp[:stage]) + replica
+
+    def groups(self) -> dict[str, list[tuple[int, ...]]]:
+        g: dict[str, list[tuple[int, ...]]] = {}
+        per_stage = [lay.groups() for lay in self._stages]
+        for dim in ("tp", "cp", "dp", "dp_cp", "tp_cp", "ep", "edp"):
+            g[dim] = [tuple(self._base[s] + r for r in grp) for s in range(self.pp) for grp in per_stage[s][dim]]
+        stages = range(self.pp)
+        g["pp"] = [tuple(self.rank_at(s, {"tp": k, "cp": c, "dp": r}) for s in stages if k < self.stage_tp[s]
+                         for r in range(self.stage_dp[s])) for c in range(self.cp) for k in range(self.tp)]
+        g["mp"] = [tuple(self.rank_at(s, {"tp": k, "cp": c, "dp": r}) for s in stages
+                         for r in range(self.stage_dp[s]) for k in range(self.stage_tp[s])) for c in range(self.cp)]
+        g["tp_pp"] = g["mp"]
+        last = self.pp - 1
+        m = min(self.stage_tp[0], self.stage_tp[last])
+        embd: list[tuple[int, ...]] = []
+        for c in range(self.cp):
+            for s in (0, last) if self.pp > 1 else (0,):
+                for k in range(m, self.stage_tp[s]):
+                    embd.extend((self.rank_at(s, {"tp": k, "cp": c, "dp": r}),) for r in range(self.stage_dp[s]))
+            for k in range(m):
+                embd.append(tuple(self.rank_at(s, {"tp": k, "cp": c, "dp": r}) for s in sorted({0, last})
+                                  for r in range(self.stage_dp[s])))
+        for s in range(1, last):
+            embd.extend((r,) for r in range(self._base[s], self._base[s] + self._stages[s].world_size))
+        g["embd"] = embd
+        return g
+
+
 def check_tp_in_nodes(tp_groups: list[tuple[int, ...]], rank_nodes: list[str], stage_tp: list[int] | None = None,
                       file: str | None = None) -> None:
     """TP groups must stay inside one node (PlanError naming the first group that does not)."""

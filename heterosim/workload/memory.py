@@ -44,6 +44,7 @@ from heterosim.errors import PlanError
 from heterosim.workload.costs import ACT_ELEM_BYTES, embedding_params, head_params, layer_params, padded_vocab
 from heterosim.workload.plan import Plan, resolve_plan
 from heterosim.workload.schedules import peak_in_flight, schedule_for
+from heterosim.workload.stage_dp import replica_steps
 from heterosim.workload.zero_bubble import peak_retained, splits_w, w_retained_bytes
 
 GiB = 1 << 30
@@ -303,15 +304,15 @@ def memory_for_plan(scenario, plan: Plan) -> dict[tuple[int, int], dict[str, flo
     fixed = sum(overhead_parts(scenario, plan).values())
     reserve = activation_reserve_fraction(tr)
     zero = plan.zero_stage == 1
-    dp_dense = plan.dp * plan.cp
-    dp_expert = dp_dense // plan.ep
     scale = ACT_ELEM_BYTES[prec] / 2
     sbh = plan.seq_local * plan.micro_batch * model.hidden_size
     last_vs = plan.num_vstages - 1
     out: dict[tuple[int, int], dict[str, float]] = {}
     whole = plan
     for stage in range(whole.pp):
-        plan = whole.for_stage(stage)  # its own TP degree with parallelism.stage_tp
+        plan = whole.for_stage(stage)  # its own TP degree (stage_tp), DP degree and micro-batches (stage_dp)
+        dp_dense = plan.dp * plan.cp
+        dp_expert = dp_dense // plan.ep
         act_layer = activation_bytes_per_layer(model, plan, prec, attention=attn)
         sp_div = plan.tp if plan.sp else 1
         dense, expert = _stage_params(model, plan, stage)
@@ -334,11 +335,13 @@ def memory_for_plan(scenario, plan: Plan) -> dict[tuple[int, int], dict[str, flo
             weights.append(w)
         w_weights = _w_weights(model, plan, stage, prec, attn) if splits_w(plan.schedule) else None
         for m in sorted(set(plan.microbatches)):
-            steps = schedule_for(plan.schedule, plan.pp, m, stage, plan.chunks)
+            steps = schedule_for(plan.schedule, plan.pp, m, stage, plan.chunks) if whole.stage_dp is None else \
+                replica_steps(plan.schedule, whole.stage_dp, whole.global_microbatches, stage)
             acts = peak_in_flight(steps, weights) if w_weights is None else peak_retained(steps, weights, w_weights)
             if plan.recompute == "full" and plan.stage_layer_count(stage):
                 acts += activation_bytes_per_layer(model, plan, prec, recompute="none", attention=attn)
-            overhead = fixed + reserve * acts
+            overhead = (fixed if whole.stage_dp is None else sum(overhead_parts(scenario, plan).values())) \
+                + reserve * acts  # stage_dp: NCCL's DP communicator only where the stage has replicas
             out[(stage, m)] = {"params": params, "grads": grads, "optimizer": opt, "activations": acts,
                                "overhead": overhead, "total": params + grads + opt + acts + overhead}
             if states is not None:
@@ -373,7 +376,7 @@ def memory_per_rank(scenario, world_size: int, file: str | None = None) -> list[
     out = []
     for r in range(world_size):
         c = plan.layout.coords(r)
-        out.append(mem[(c["pp"], plan.microbatches[c["dp"]])]["total"])
+        out.append(mem[(c["pp"], plan.mb_count(c))]["total"])
     return out
 
 
@@ -405,13 +408,13 @@ def check_plan(scenario, world_size: int, rank_devices: list[str], file: str | N
             cache[dev] = hbm_of(dev)
         have, label = cache[dev]
         c = plan.layout.coords(r)
-        need = mem[(c["pp"], plan.microbatches[c["dp"]])]["total"]
+        need = mem[(c["pp"], plan.mb_count(c))]["total"]
         if need > have and (worst is None or need / have > worst[0]):
             where = f"{label}, group {rank_groups[r]}" if rank_groups else label
             worst = (need / have, r, c["pp"], need, have, where)
     if worst is not None:
         _, r, stage, need, have, label = worst
-        terms = mem[(stage, plan.microbatches[plan.layout.coords(r)["dp"]])]
+        terms = mem[(stage, plan.mb_count(plan.layout.coords(r)))]
         big = max((k for k in terms if k != "total"), key=lambda k: terms[k])
         par = scenario.parallelism
         tps = f"stage_tp={plan.stage_tp}" if plan.stage_tp is not None else f"tp={plan.tp}"

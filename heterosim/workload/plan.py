@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from heterosim.errors import PlanError
-from heterosim.workload.groups import RankLayout, StageTPLayout
+from heterosim.workload.groups import RankLayout, StageDPLayout, StageTPLayout
 
 
 @dataclass(slots=True)
@@ -34,18 +34,37 @@ class Plan:
     sp: bool
     recompute: str
     zero_stage: int
-    layout: RankLayout | StageTPLayout
+    layout: RankLayout | StageTPLayout | StageDPLayout
     stage_tp: list[int] | None = None
     """TP degree per stage (uneven TP); None = ``tp`` on every stage."""
     sp_requested: bool = False
     """parallelism.sequence_parallel as given (``sp`` is it where tp > 1)."""
+    stage_dp: list[int] | None = None
+    """DP degree per stage (parallelism.stage_dp, entries not all equal); None = ``dp`` on every stage. Then
+    ``dp`` is the widest stage's and ``microbatches`` the most any replica runs, once per replica of the widest
+    stage: use :meth:`for_stage` (a stage's own dp and counts) or :meth:`mb_count`."""
+    global_microbatches: int = 0
+    """global_batch_size / micro_batch_size (set with stage_dp)."""
 
     def for_stage(self, stage: int) -> "Plan":
-        """This plan as one stage sees it: ``tp`` (and ``sp``) of that stage. Itself when TP is uniform."""
-        if self.stage_tp is None:
+        """This plan as one stage sees it: ``tp`` (and ``sp``) and, with stage_dp, ``dp`` and the micro-batches
+        of each of its replicas. Itself when TP and DP are uniform."""
+        if self.stage_tp is None and self.stage_dp is None:
             return self
-        t = self.stage_tp[stage]
-        return replace(self, tp=t, sp=self.sp_requested and t > 1)
+        kw: dict = {}
+        if self.stage_tp is not None:
+            t = self.stage_tp[stage]
+            kw.update(tp=t, sp=self.sp_requested and t > 1)
+        if self.stage_dp is not None:
+            d = self.stage_dp[stage]
+            kw.update(dp=d, microbatches=[self.global_microbatches // d] * d)
+        return replace(self, **kw)
+
+    def mb_count(self, coords: dict[str, int]) -> int:
+        """Micro-batches the replica of the rank with these coordinates (pp, dp) runs."""
+        if self.stage_dp is None:
+            return self.microbatches[coords["dp"]]
+        return self.global_microbatches // self.stage_dp[coords["pp"]]
 
     def tp_of(self, stage: int) -> int:
         return self.tp if self.stage_tp is None else self.stage_tp[stage]
@@ -76,10 +95,17 @@ def _resolve(scenario, world_size: int) -> Plan:
     if world_size < 1:
         raise PlanError("the cluster has no GPUs", field="cluster", value=world_size)
     stp = list(par.stage_tp) if par.stage_tp is not None else None
+    given_dp = par.dp
+    if par.stage_dp is not None:
+        sdp = list(par.stage_dp)
+        _check_stage_dp(scenario, world_size, sdp, stp)
+        if len(set(sdp)) > 1:
+            return _resolve_stage_dp(scenario, world_size, sdp, stp)
+        given_dp = sdp[0]  # one degree everywhere: the plain plan with dp = that degree
     if stp is not None:
-        return _resolve_stage_tp(scenario, world_size, stp)
-    if par.dp is not None:
-        dp = par.dp
+        return _resolve_stage_tp(scenario, world_size, stp, given_dp)
+    if given_dp is not None:
+        dp = given_dp
         if tp * pp * cp * dp != world_size:
             raise PlanError(f"GPU count mismatch: tp*pp*cp*dp = {tp * pp * cp * dp} but the cluster has "
                             f"{world_size} GPUs", field="parallelism.dp", value=dp)
@@ -94,7 +120,7 @@ def _resolve(scenario, world_size: int) -> Plan:
                    lambda: RankLayout(world_size, tp, pp, dp, cp, ep, par.order))
 
 
-def _resolve_stage_tp(scenario, world_size: int, stp: list[int]) -> Plan:
+def _resolve_stage_tp(scenario, world_size: int, stp: list[int], given_dp: int | None) -> Plan:
     """Uneven TP: one degree per stage, stage-major layout (see StageTPLayout)."""
     par, tr, model = scenario.parallelism, scenario.training, scenario.model
     cp, ep = par.cp, par.ep
@@ -107,8 +133,8 @@ def _resolve_stage_tp(scenario, world_size: int, stp: list[int]) -> Plan:
         raise PlanError(f"stage_tp sets the TP degree of every stage; leave tp at 1 (tp is {par.tp})", field=fld,
                         value=stp)
     pp, total = len(stp), sum(stp)
-    if par.dp is not None:
-        dp = par.dp
+    if given_dp is not None:
+        dp = given_dp
         if dp * cp * total != world_size:
             raise PlanError(f"GPU count mismatch: dp*cp*sum(stage_tp) = {dp * cp * total} but the cluster has "
                             f"{world_size} GPUs", field=fld, value=stp)
@@ -124,6 +150,75 @@ def _resolve_stage_tp(scenario, world_size: int, stp: list[int]) -> Plan:
         sp = sp or sp_t
     plan = _finish(scenario, world_size, max(stp), pp, dp, seq, seq_local, sp,
                    lambda: StageTPLayout(stp, dp, cp, ep, par.order))
+    plan.stage_tp = stp
+    plan.sp_requested = par.sequence_parallel
+    return plan
+
+
+def _check_stage_dp(scenario, world_size: int, sdp: list[int], stp: list[int] | None) -> None:
+    """One-line errors of parallelism.stage_dp: lengths, degrees, world size, divisibility, what it runs with."""
+    par, tr = scenario.parallelism, scenario.training
+    fld = "parallelism.stage_dp"
+    if not sdp or any(d < 1 for d in sdp):
+        raise PlanError("needs one DP degree >= 1 per pipeline stage", field=fld, value=sdp)
+    if par.pp not in (1, len(sdp)):
+        raise PlanError(f"needs one entry per pipeline stage (pp = {par.pp}), got {len(sdp)}", field=fld, value=sdp)
+    if stp is not None and len(stp) != len(sdp):
+        raise PlanError(f"needs one entry per stage_tp entry ({len(stp)}), got {len(sdp)}", field=fld, value=sdp)
+    if par.dp is not None:
+        raise PlanError(f"stage_dp sets the DP degree of every stage; leave dp unset (dp is {par.dp})", field=fld,
+                        value=sdp)
+    tps = stp if stp is not None else [par.tp] * len(sdp)
+    need = par.cp * sum(t * d for t, d in zip(tps, sdp))
+    if need != world_size:
+        what = "cp*sum(stage_tp[i]*stage_dp[i])" if stp is not None else "cp*tp*sum(stage_dp)"
+        raise PlanError(f"GPU count mismatch: {what} = {need} but the cluster has {world_size} GPUs", field=fld,
+                        value=sdp)
+    mb = tr.micro_batch_size
+    total = tr.global_batch_size // mb
+    for s, d in enumerate(sdp):
+        if tr.global_batch_size % mb or total % d:
+            raise PlanError(f"global_batch_size/micro_batch_size ({tr.global_batch_size}/{mb}) must be a whole number "
+                            f"of micro-batches divisible by every stage's DP degree (stage {s} has {d})", field=fld,
+                            value=sdp)
+    if len(set(sdp)) == 1:
+        return
+    if par.schedule not in ("1f1b", "gpipe"):
+        raise PlanError(f"different DP degrees per stage run with schedule 1f1b or gpipe (schedule is "
+                        f"{par.schedule})", field=fld, value=sdp)
+    if par.zero_stage > 1:
+        raise PlanError(f"different DP degrees per stage are modelled with zero_stage 0 or 1 (zero_stage is "
+                        f"{par.zero_stage})", field=fld, value=sdp)
+    if tr.microbatch_split is not None:
+        raise PlanError("different DP degrees per stage split the micro-batches evenly over each stage's replicas; "
+                        "leave training.microbatch_split unset", field=fld, value=sdp)
+    for s, d in enumerate(sdp):
+        if d % par.ep:
+            raise PlanError(f"ep ({par.ep}) must divide every stage's DP degree (stage {s} has {d})", field=fld,
+                            value=sdp)
+
+
+def _resolve_stage_dp(scenario, world_size: int, sdp: list[int], stp: list[int] | None) -> Plan:
+    """A DP degree per stage (checked by _check_stage_dp), stage-major layout (see StageDPLayout)."""
+    par, tr, model = scenario.parallelism, scenario.training, scenario.model
+    tps = stp if stp is not None else [par.tp] * len(sdp)
+    fld, value = ("parallelism.stage_tp", stp) if stp is not None else ("parallelism.tp", par.tp)
+    if stp is not None:
+        if any(t < 1 for t in stp):
+            raise PlanError("needs one TP degree >= 1 per pipeline stage", field=fld, value=stp)
+        if par.tp not in (1, max(stp)):
+            raise PlanError(f"stage_tp sets the TP degree of every stage; leave tp at 1 (tp is {par.tp})",
+                            field=fld, value=stp)
+    sp = False
+    for t in tps:
+        _check_tp(model, t, fld, value)
+        seq, seq_local, sp_t = _check_seq(par, tr, t, fld, value)
+        sp = sp or sp_t
+    plan = _finish(scenario, world_size, max(tps), len(sdp), min(sdp), seq, seq_local, sp,
+                   lambda: StageDPLayout(tps, sdp, par.cp, par.ep, par.order))
+    total = tr.global_batch_size // tr.micro_batch_size
+    plan.dp, plan.microbatches = max(sdp), [total // min(sdp)] * max(sdp)
+    plan.stage_dp, plan.global_microbatches = sdp, total
     plan.stage_tp = stp
     plan.sp_requested = par.sequence_parallel
     return plan
