@@ -192,10 +192,9 @@ def _check_stage_dp(scenario, world_size: int, sdp: list[int], stp: list[int] | 
     if tr.microbatch_split is not None:
         raise PlanError("different DP degrees per stage split the micro-batches evenly over each stage's replicas; "
                         "leave training.microbatch_split unset", field=fld, value=sdp)
-    for s, d in enumerate(sdp):
-        if d % par.ep:
-            raise PlanError(f"ep ({par.ep}) must divide every stage's DP degree (stage {s} has {d})", field=fld,
-                            value=sdp)
+    if par.ep > 1:  # the replicas of an EP group would run different micro-batches at each all-to-all
+        raise PlanError(f"different DP degrees per stage are modelled without expert parallelism (ep is {par.ep})",
+                        field=fld, value=sdp)
 
 
 def _resolve_stage_dp(scenario, world_size: int, sdp: list[int], stp: list[int] | None) -> Plan:
