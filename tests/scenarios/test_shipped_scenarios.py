@@ -54,19 +54,20 @@ def test_scenario_is_physically_sound(path):
     meta = ir.meta
     # the plan uses every GPU
     tps = meta.get("stage_tp")
-    need = meta["dp"] * meta["cp"] * (sum(tps) if tps else meta["tp"] * meta["pp"])
+    sdp = meta.get("stage_dp") or [meta["dp"]] * meta["pp"]  # a DP degree per stage (parallelism.stage_dp)
+    need = meta["cp"] * sum(t * d for t, d in zip(tps or [meta["tp"]] * meta["pp"], sdp))
     assert need == system.num_gpus == ir.world_size
     for r in range(ir.world_size):
         prog = ir.programs[ir.rank_program[r]]
         assert any(op.kind == "compute" and op.flops > 0 for op in prog.ops), f"rank {r} computes nothing"
     # memory: at least the states of its layers, at most the HBM of its GPU
-    per_param = state_bytes_per_param(meta["zero_stage"], sc.parallelism.shard_size or meta["dp"])
     layers = meta["layers_per_stage"]
     layout = resolve_plan(sc, ir.world_size).layout
     for r in range(ir.world_size):
         stage = layout.coords(r)["pp"]
         tp = tps[stage] if tps else meta["tp"]
         ep = meta["ep"] if sc.model.is_moe else 1
+        per_param = state_bytes_per_param(meta["zero_stage"], sc.parallelism.shard_size or sdp[stage])
         lower = layers[stage] * layer_params(sc.model) / tp / ep * per_param
         peak = meta["memory_bytes"][r]
         hbm = get_device(system.gpus[r].device).hbm_bytes
