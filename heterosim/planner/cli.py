@@ -56,6 +56,8 @@ def plan_command(
     json_out: Optional[Path] = typer.Option(None, "--json", help="Write the ranked plans as JSON here"),
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", help="Plans simulated at once, in forked processes "
                                                                 "(default: the CPUs this process may use)"),
+    stage_dp: bool = typer.Option(True, "--stage-dp/--no-stage-dp", help="Also search per-stage DP widths "
+                                  "(parallelism.stage_dp; only where device groups differ in size)"),
 ) -> None:
     """Search mappings, parallel sizes and non-uniform partitions; rank the best by simulated time."""
     from heterosim import pipeline as api
@@ -81,7 +83,7 @@ def plan_command(
             set_ = [*set_, f"hardware.measurements={cli_spec(measurements)}"]
         sc = api.load(scenario, set_)
         rep = plan_report(sc, top_k=top, backend=backend, max_candidates=max_candidates, simulate=simulate,
-                          progress=lambda msg: _err.print(f"[dim]{msg}[/]"), jobs=jobs)
+                          progress=lambda msg: _err.print(f"[dim]{msg}[/]"), jobs=jobs, stage_dp=stage_dp)
     except UserError as err:
         _fail(err)
     print_plan(rep)
@@ -107,7 +109,7 @@ def report_dict(rep) -> dict:
                 "microbatch_split": c.split, "aware": c.aware, "est_time_s": c.est_time_s,
                 "sim_time_s": c.sim_time_s, "sim_backend": c.sim_backend, "mfu": c.mfu,
                 "mem_headroom": c.mem_headroom, "speedup_vs_naive": c.speedup_vs_naive, "why": c.why,
-                "overrides": c.overrides}
+                "stage_dp": c.stage_dp, "overrides": c.overrides}
 
     return {"written_by": "heterosim plan", "candidates": [cand(c) for c in rep.candidates], "naive": cand(rep.naive) if rep.naive else None,
             "enumerated": rep.enumerated, "pruned_divisibility": rep.pruned_divisibility,

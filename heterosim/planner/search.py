@@ -27,6 +27,12 @@ from heterosim.planner.mapping import (Mapping, apply_overrides, candidate_mappi
                                        mapping_of_scenario)
 from heterosim.planner.partition import (CostModel, MemoryModel, balance_layers, split_microbatches,
                                          vstage_partition)
+from heterosim.planner.stage_dp import StageDPMapping, estimate_stage_dp, groups_differ, stage_dp_mappings
+
+STAGE_DP_KEEP = 64
+"""Per-stage-DP candidates memory-checked and kept, best estimate first (planner/stage_dp.py)."""
+STAGE_DP_PP_MAX = 16
+"""Pipeline depths 2..this are tried for per-stage DP besides the uniform search's (which divide the world)."""
 
 GiB = 1 << 30
 
@@ -62,6 +68,9 @@ class Candidate:
     """``naive-uniform`` for the baseline."""
     why: str = ""
     speedup_vs_naive: float | None = None
+    stage_dp: list[int] | None = None
+    """DP degree per stage (``parallelism.stage_dp``; then ``split`` is micro-batches per replica of each
+    stage); None = ``dp`` on every stage."""
 
     @property
     def est_time_s(self) -> float:
@@ -74,6 +83,8 @@ class Candidate:
 
     def signature(self) -> tuple:
         """Plans equal up to which replica sits where (mirror images of one mapping) share it."""
+        if self.stage_dp is not None:
+            return (self.short(), self.mapping.key(), tuple(self.layers), self.mapping.strategy)
         reps = sorted((tuple(self.mapping.cells[s][r].device for s in range(self.pp)), self.split[r])
                       for r in range(self.dp))
         stages = tuple(tuple(sorted(c.device for c in row)) for row in self.mapping.cells)
@@ -81,11 +92,13 @@ class Candidate:
 
     def config_key(self) -> tuple:
         return (self.tp, self.pp, self.dp, self.micro_batch_size, self.schedule, self.virtual_stages,
-                self.recompute, self.mapping.key(), tuple(self.layers), tuple(self.split))
+                self.recompute, self.mapping.key(), tuple(self.layers), tuple(self.split),
+                tuple(self.stage_dp or ()))
 
     def short(self) -> str:
         sched = self.schedule if self.virtual_stages == 1 else f"interleaved(v={self.virtual_stages})"
-        return (f"TP{self.tp} PP{self.pp} DP{self.dp} mbs{self.micro_batch_size} {sched} "
+        dp = f"DP[{','.join(map(str, self.stage_dp))}]" if self.stage_dp is not None else f"DP{self.dp}"
+        return (f"TP{self.tp} PP{self.pp} {dp} mbs{self.micro_batch_size} {sched} "
                 f"recompute={self.recompute}")
 
 
@@ -282,9 +295,12 @@ class Planner:
 
     # -- the search ----------------------------------------------------------------------------------------------
     def search(self, max_candidates: int | None = None, configs: list[tuple] | None = None,
-               progress: Callable[[int, int], None] | None = None, require_uniform: bool = False) -> PlanReport:
+               progress: Callable[[int, int], None] | None = None, require_uniform: bool = False,
+               stage_dp: bool = True) -> PlanReport:
         """Score every configuration x mapping x (aware, uniform) partition. ``require_uniform`` keeps only
-        configurations whose equal-layer / equal-micro-batch twin is also valid (for clean comparisons)."""
+        configurations whose equal-layer / equal-micro-batch twin is also valid (for clean comparisons).
+        ``stage_dp``: also per-stage-DP candidates (:meth:`stage_dp_candidates`; only where groups differ in
+        size)."""
         from heterosim.workload.plan import resolve_plan
 
         L = self.scenario.model.num_layers
@@ -345,6 +361,9 @@ class Planner:
                     k = cand.config_key()
                     if k not in found or found[k].aware < cand.aware:
                         found[k] = cand
+        if stage_dp and not require_uniform and groups_differ(self.groups):
+            for cand in self.stage_dp_candidates(space, rep):
+                found[cand.config_key()] = cand
         rep.scoring_s = time.perf_counter() - t0
         seen: set = set()
         ranked = []
@@ -355,6 +374,87 @@ class Planner:
                 ranked.append(c)
         rep.candidates = ranked
         return rep
+
+    # -- per-stage data parallelism --------------------------------------------------------------------------------
+    def stage_dp_candidates(self, space: list[tuple], rep: PlanReport) -> list[Candidate]:
+        """Per-stage-DP candidates (:mod:`heterosim.planner.stage_dp`) for the (tp, mbs, recompute) of ``space``
+        with 1F1B, pp from ``space`` and 2..``STAGE_DP_PP_MAX``: estimated first, then memory-checked best
+        first until ``STAGE_DP_KEEP`` fit (slower ones could not enter a top list that short)."""
+        par = self.scenario.parallelism
+        if par.zero_stage > 1 or par.cp != 1:
+            return []
+        L = self.scenario.model.num_layers
+        gbs = self.scenario.training.global_batch_size
+        names = [g.name for g in self.groups]
+        orders = [names, [g.name for g in sorted(self.groups, key=lambda g: -g.peak_flops)],
+                  [g.name for g in sorted(self.groups, key=lambda g: (-g.hbm_bytes, -g.peak_flops))],
+                  [g.name for g in sorted(self.groups, key=lambda g: g.peak_flops)]]
+        pps = sorted({c[1] for c in space} | set(range(2, STAGE_DP_PP_MAX + 1)))
+        keys = sorted({(c[0], c[3], c[6]) for c in space if c[4] == "1f1b" and c[5] == 1})
+        scored: list[tuple[float, Candidate]] = []
+        maps_memo: dict[tuple, list[StageDPMapping]] = {}
+        for tp, mbs, rc in keys:
+            total_mb = gbs // mbs
+            for pp in pps:
+                if pp < 2 or pp > L:
+                    continue
+                mk = (tp, pp, total_mb)
+                if mk not in maps_memo:
+                    maps_memo[mk] = stage_dp_mappings(self.groups, tp, pp, total_mb, orders)
+                for mapping in maps_memo[mk]:
+                    costs = [self.cm.stage_cost(row[0].group, tp, mbs, rc) for row in mapping.cells]
+                    per_rep = [total_mb // d for d in mapping.stage_dp]
+                    per_layer = [per_rep[s] * costs[s].layer_ns for s in range(pp)]
+                    extra = [per_rep[s] * ((costs[s].embed_ns if s == 0 else 0.0)
+                                           + (costs[s].head_ns if s == pp - 1 else 0.0)) for s in range(pp)]
+                    variants = [(True, balance_layers(L, per_layer, extra, None, min_layers=1))]
+                    if L % pp == 0:
+                        variants.append((False, [L // pp] * pp))
+                    for aware, layers in variants:
+                        rep.enumerated += 1
+                        rep.scored += 1
+                        est = estimate_stage_dp(self.cm, mapping, costs, layers, total_mb, mbs=mbs)
+                        cand = Candidate(tp, pp, max(mapping.stage_dp), mbs, "1f1b", 1, rc, mapping, list(layers),
+                                         per_rep, aware, est, 0.0, 0.0, stage_dp=list(mapping.stage_dp))
+                        scored.append((est.time_ns, cand))
+        scored.sort(key=lambda x: x[0])
+        out: list[Candidate] = []
+        for _, cand in scored:
+            if len(out) >= STAGE_DP_KEEP:
+                break
+            if self._check_stage_dp_memory(cand, rep):
+                out.append(cand)
+        return out
+
+    def _check_stage_dp_memory(self, cand: Candidate, rep: PlanReport) -> bool:
+        """Resolve the candidate's plan, fill its overrides, headroom and peak from the workload memory model
+        (each stage with its own micro-batch count and ZeRO-1 shard); False if it does not resolve or fit."""
+        from heterosim.workload.memory import memory_for_plan
+        from heterosim.workload.plan import resolve_plan
+
+        L = self.scenario.model.num_layers
+        ov = self._config_scenario(cand.tp, cand.pp, 1, cand.micro_batch_size, "1f1b", 1, cand.recompute,
+                                   cand.layers, None, cand.mapping)
+        ov["training.microbatch_split"] = None
+        if len(set(cand.layers)) == 1 and L % cand.pp == 0:
+            ov["parallelism.layer_partition"] = None
+        try:
+            sc = apply_overrides(self.scenario, ov)
+            mem = memory_for_plan(sc, resolve_plan(sc, self.world, self.file))
+        except UserError:
+            rep.pruned_divisibility += 1
+            return False
+        headroom, peak = 1.0, 0.0
+        for (s, _m), d in mem.items():
+            have = self.hbm[cand.mapping.cells[s][0].group]
+            peak = max(peak, d["total"])
+            headroom = min(headroom, (have - d["total"]) / have)
+        if headroom < self.min_headroom:
+            rep.pruned_memory += 1
+            return False
+        cand.overrides, cand.mem_headroom, cand.peak_mem_bytes = ov, headroom, peak
+        cand.mfu = self.model_flops / (cand.est.time_ns / 1e9) / self.world / self.mean_peak
+        return True
 
     def naive(self) -> Candidate | None:
         """The scenario's own parallelism, equal layers and micro-batches, its own rank order."""
@@ -498,11 +598,12 @@ def why(c: Candidate, naive: Candidate | None, runner_up: Candidate | None) -> s
 def plan_report(scenario, *, top_k: int = 5, backend: str = "flow", max_candidates: int | None = None,
                 simulate: int | None = None, configs: list[tuple] | None = None,
                 progress: Callable[[str], None] | None = None, require_uniform: bool = False,
-                min_headroom: float = 0.0, jobs: int = 1) -> PlanReport:
+                min_headroom: float = 0.0, jobs: int = 1, stage_dp: bool = True) -> PlanReport:
     """Search, then simulate the best ``simulate`` (default ``top_k``; 0 = estimates only) and the naive plan.
 
     ``backend``: network backend of the simulations (``flow`` or ``ns3``). ``jobs``: simulations run at once
-    (forked processes; the same results as one at a time)."""
+    (forked processes; the same results as one at a time). ``stage_dp``: search per-stage-DP plans too (only where
+    the device groups differ in size; see heterosim/planner/stage_dp.py)."""
     if getattr(scenario, "workload", None) is not None:  # a replayed trace brings its own plan
         raise UserError("a recorded workload has a fixed parallel plan; plan search needs model + parallelism",
                         file=getattr(scenario, "_source_file", None), field="workload.chakra",
@@ -513,7 +614,8 @@ def plan_report(scenario, *, top_k: int = 5, backend: str = "flow", max_candidat
 
         backend_class(backend)  # unknown backend: a one-line UserError before minutes of search
     planner = Planner(scenario, min_headroom=min_headroom)
-    rep = planner.search(max_candidates=max_candidates, configs=configs, require_uniform=require_uniform)
+    rep = planner.search(max_candidates=max_candidates, configs=configs, require_uniform=require_uniform,
+                         stage_dp=stage_dp)
     naive = planner.naive()
     rep.naive = naive
     # distinct plans only (a uniform candidate equal to the naive one is the same run)
