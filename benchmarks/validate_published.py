@@ -477,7 +477,8 @@ class RowResult:
     framework: str
     measured_s: float | None
     status: str = "ok"
-    """ok | REFUSED (HeteroSim said no: memory, plan) | CORPUS (the row cannot be stated) | ERROR (a crash)."""
+    """ok | REFUSED (HeteroSim said no: memory, plan) | CORPUS (the row cannot be stated) | ERROR (a crash) |
+    PENDING (expressible, not simulated in a staged run; a results file says why)."""
     predicted_s: float | None = None
     reason: str = ""
     breakdown: dict[str, float] = field(default_factory=dict)
@@ -577,7 +578,7 @@ def group_stats(rows: list[RowResult]) -> dict[str, Any]:
     worst = max(errs, key=abs) if errs else None
     worst_id = next((r.id for r in rows if r.error is not None and r.error == worst), "")
     return {"rows": len(rows), "scored": len(errs), "refused": sum(r.status == "REFUSED" for r in rows),
-            "not_run": sum(r.status in ("CORPUS", "ERROR") for r in rows),
+            "not_run": sum(r.status not in ("ok", "REFUSED") for r in rows),
             "mape": sum(abs(e) for e in errs) / len(errs) if errs else None,
             "mean_signed": sum(errs) / len(errs) if errs else None, "worst": worst, "worst_id": worst_id}
 
