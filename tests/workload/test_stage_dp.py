@@ -78,15 +78,19 @@ def test_narrow_first_stage_by_hand():
 
 def test_warmups_fall_and_equal_degrees_give_plain_1f1b():
     assert stage_warmups([3, 3, 3, 3]) == [9, 6, 3, 0]  # /3 = 3, 2, 1, 0 = p - s - 1
-    assert stage_warmups([8, 2, 2]) == [16, 2, 0]
-    assert stage_warmups([1, 4, 1]) == [2, 1, 0]  # capped by the stage before
+    # by hand from the last stage back, W_s = d_s * ceil((W_{s+1} + 1) / d_s): [8, 2, 2] -> W2 = 0,
+    # W1 = 2 * ceil(1 / 2) = 2, W0 = 8 * ceil(3 / 8) = 8; [1, 4, 1] -> 0, 4 * ceil(1 / 4) = 4, 1 * 5 = 5
+    assert stage_warmups([8, 2, 2]) == [8, 2, 0]
+    assert stage_warmups([1, 4, 1]) == [5, 4, 0]
     # replica 1 of stage 0 at [2, 1]: micro-batches 1, 3 with local warm-up 2 // 2 = 1
     assert replica_steps("1f1b", [2, 1], 4, 0, 1) == [("fwd", 1, 0), ("fwd", 3, 0), ("bwd", 1, 0), ("bwd", 3, 0)]
     assert replica_steps("gpipe", [1, 2], 4, 1, 0) == [("fwd", 0, 0), ("fwd", 2, 0), ("bwd", 0, 0), ("bwd", 2, 0)]
 
 
 SHAPES = [([2, 1], 1), ([1, 2], 2), ([8, 2, 2], 1), ([1, 2, 1, 1], 1), ([2, 3, 1, 1], 1), ([4, 1, 2], 2),
-          ([3, 1, 2, 1], 1)]
+          ([3, 1, 2, 1], 1),
+          # deadlocked under the earlier rule (warm-ups counted from the first stage; found by the planner)
+          ([4, 4, 4, 4, 1, 1, 1, 1], 16), ([3, 4, 1, 2, 2, 2], 2)]
 
 
 @pytest.mark.parametrize("sdp,mult", SHAPES)
@@ -97,9 +101,10 @@ def test_replay_is_deadlock_free(sdp, mult, schedule):
     [2, 3, 1, 1] deadlocks with warm-ups that do not fall from stage to stage."""
     p = len(sdp)
     m = math.lcm(*sdp) * mult
-    model = gpt(layers=4, hidden=64, heads=4, vocab=256)
+    layers = 4 if p <= 4 else p
+    model = gpt(layers=layers, hidden=64, heads=4, vocab=256)
     ir = compile_workload(scenario(model, gbs=m, seq=64, stage_dp=sdp, pp=p, schedule=schedule,
-                                   layer_partition=None if 4 % p == 0 else [2, 1, 1]), sum(sdp))
+                                   layer_partition=None if layers % p == 0 else [2, 1, 1]), sum(sdp))
     assert verify_ir(ir) > 0
 
 
