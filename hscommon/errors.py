@@ -51,5 +51,10 @@ class NetworkError(UserError):
 
 
 def _short(value: Any, limit: int = 80) -> str:
+    """``repr(value)`` cut to ``limit`` characters in the middle, so both ends show: a long path keeps its
+    file name (the part a user needs), a long list its first and last items."""
     text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    if len(text) <= limit:
+        return text
+    head = (limit - 3) // 2
+    return text[:head] + "..." + text[len(text) - (limit - 3 - head):]
