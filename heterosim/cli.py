@@ -190,7 +190,7 @@ def run(scenario: Path = typer.Argument(Path("scenarios/quickstart.yaml"), help=
 def print_summary(s: dict, dest: Path | None = None) -> None:
     b = s["breakdown"]
     t = Table(title=f"{s['scenario']} ({s['backend']} backend, {s['gpus']} GPUs)", show_header=False)
-    t.add_row("iteration time", f"{s['iteration_time_s']:.4f} s")
+    t.add_row("iteration time", human_seconds(s["iteration_time_s"]))
     t.add_row("model TFLOP/s per GPU", f"{s['model_tflops_per_gpu']:.1f}")
     t.add_row("MFU", f"{s['mfu']:.1%}")
     t.add_row("tokens/s", f"{s['tokens_per_s']:,.0f}")
@@ -269,6 +269,15 @@ def collective(topology: Path = typer.Option(..., "--topology", help="Topology Y
             _fail(err)
         if not as_json:
             out.print(f"curve: {dest}")
+
+
+def human_seconds(t: float) -> str:
+    """A duration with 4 significant digits in the unit that fits (s, ms, us, ns): a replayed microbenchmark's
+    12 us iteration printed as "0.0000 s" before."""
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if t >= scale:
+            return f"{t / scale:.4g} {unit}"
+    return f"{t * 1e9:.4g} ns"
 
 
 def PNG_MAGIC(head: bytes) -> bool:

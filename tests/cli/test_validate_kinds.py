@@ -96,3 +96,13 @@ def test_validate_says_what_a_framework_preset_filled_in(capsys, monkeypatch):
     assert "parallelism.overlap_grad_reduce=True" in line
     code, out, _ = cli(capsys, monkeypatch, "validate", "scenarios/quickstart.yaml")
     assert "framework preset" not in out
+
+
+def test_iteration_time_is_printed_in_a_unit_that_shows_it():
+    """A microbenchmark-sized iteration used to print as "0.0000 s"."""
+    from heterosim.cli import human_seconds
+
+    assert human_seconds(1.2e-5) == "12 us"
+    assert human_seconds(0.154) == "154 ms"
+    assert human_seconds(18.846712) == "18.85 s"
+    assert human_seconds(3e-9) == "3 ns"
