@@ -114,6 +114,21 @@ def _node_field(node_id, fname: str) -> str:
     return f"node[id={node_id}].{fname}"
 
 
+GZIP_MAGIC = b"\x1f\x8b"
+"""RFC 1952's ID1 ID2: a Chakra ET file begins with a varint length prefix, which is never 0x1f 0x8b followed by
+a GlobalMetadata (field 1 tag 0x0a), so the two cannot be confused."""
+
+
+def _gunzip(data: bytes, file: str) -> bytes:
+    import gzip
+    import zlib
+
+    try:
+        return gzip.decompress(data)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise TraceError(f"gzip data that does not decompress ({exc})", file=file) from None
+
+
 def read_et_file(path: Path, rank: int, decoded: dict | None = None) -> RankTrace:
     """Decode one ET file: a GlobalMetadata, then Nodes (each length-prefixed). ``decoded`` maps node
     encodings already seen (in other ranks' files) to their NodeInfo."""
@@ -123,6 +138,8 @@ def read_et_file(path: Path, rank: int, decoded: dict | None = None) -> RankTrac
         data = path.read_bytes()
     except OSError as exc:
         raise TraceError(f"cannot read ({exc.strerror})", file=file) from None
+    if data[:2] == GZIP_MAGIC:  # a gzipped trace (.et.gz, or gzipped under its .et name): read it decompressed
+        data = _gunzip(data, file)
     if not data:
         raise TraceError("empty file; a Chakra ET file starts with a GlobalMetadata message", file=file)
     frames = []

@@ -59,6 +59,22 @@ def test_a_good_trace_prepares(tmp_path):
     assert [o.collective for o in prep.ir.ops_of(1)] == ["", "allreduce"]
 
 
+def test_a_gzipped_trace_is_read_decompressed(tmp_path):
+    """Traces are often shipped gzipped (under their .et name); they used to fail as "truncated"."""
+    import gzip
+
+    folder = write(tmp_path / "et", [good_nodes(), good_nodes()])
+    plain = api.prepare(scenario_from_dict(scenario_dict(folder))).ir
+    f = folder / "t.1.et"
+    f.write_bytes(gzip.compress(f.read_bytes()))
+    zipped = api.prepare(scenario_from_dict(scenario_dict(folder))).ir
+    assert [(o.kind, o.collective, o.size_bytes) for o in zipped.ops_of(1)] == \
+        [(o.kind, o.collective, o.size_bytes) for o in plain.ops_of(1)]
+    f.write_bytes(gzip.compress(b"x" * 100)[:-8])  # gzip that does not decompress: one line naming the file
+    msg = error_of(folder)
+    assert msg.startswith(str(f)) and "gzip" in msg
+
+
 def test_truncated_file_names_the_node(tmp_path):
     folder = write(tmp_path / "et", [good_nodes(), good_nodes()])
     f = folder / "t.1.et"
