@@ -109,15 +109,7 @@ class Mapping:
         else:
             labels = ["+".join(d) for d in self.replica_devices]
             what = "replicas"
-        runs: list[str] = []
-        i = 0
-        while i < len(labels):
-            j = i
-            while j + 1 < len(labels) and labels[j + 1] == labels[i]:
-                j += 1
-            runs.append(f"{i}-{j} {labels[i]}" if j > i else f"{i} {labels[i]}")
-            i = j + 1
-        return f"{self.strategy}-major: {what} " + " | ".join(runs)
+        return f"{self.strategy}-major: {what} " + index_runs(labels)
 
     def overrides(self, scenario) -> dict:
         """Scenario overrides (dotted path -> value) that make the compiler use this mapping."""
@@ -273,3 +265,16 @@ def apply_overrides(scenario, overrides: dict):
     if fields is not None:
         new._framework_fields = {k: v for k, v in fields.items() if k not in overrides}  # type: ignore[attr-defined]
     return new
+
+
+def index_runs(labels: list[str]) -> str:
+    """Consecutive equal labels as index ranges: ``0-3 H100-SXM | 4-7 A100-80`` (mapping descriptions)."""
+    runs: list[str] = []
+    i = 0
+    while i < len(labels):
+        j = i
+        while j + 1 < len(labels) and labels[j + 1] == labels[i]:
+            j += 1
+        runs.append(f"{i}-{j} {labels[i]}" if j > i else f"{i} {labels[i]}")
+        i = j + 1
+    return " | ".join(runs)

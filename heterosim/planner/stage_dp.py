@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from itertools import product
 
 from heterosim.planner.estimate import GRAD_BYTES, Estimate, _optimizer_ns
-from heterosim.planner.mapping import Cell, GroupInfo, Mapping
+from heterosim.planner.mapping import Cell, GroupInfo, Mapping, index_runs
 from heterosim.workload.costs import embedding_params, head_params, layer_params, padded_vocab
 from heterosim.workload.stage_dp import stage_warmups
 
@@ -63,16 +63,7 @@ class StageDPMapping(Mapping):
 
     def describe(self) -> str:
         """e.g. ``stage-dp: stages 0-1 A100-80 x8 | 2 H100-SXM x8``."""
-        labels = [f"{row[0].device} x{len(row)}" for row in self.cells]
-        runs: list[str] = []
-        i = 0
-        while i < len(labels):
-            j = i
-            while j + 1 < len(labels) and labels[j + 1] == labels[i]:
-                j += 1
-            runs.append(f"{i}-{j} {labels[i]}" if j > i else f"{i} {labels[i]}")
-            i = j + 1
-        return "stage-dp: stages " + " | ".join(runs)
+        return "stage-dp: stages " + index_runs([f"{row[0].device} x{len(row)}" for row in self.cells])
 
     def overrides(self, scenario) -> dict:
         out = super().overrides(scenario)

@@ -120,15 +120,20 @@ def _resolve(scenario, world_size: int) -> Plan:
                    lambda: RankLayout(world_size, tp, pp, dp, cp, ep, par.order))
 
 
+def _check_per_stage(values: list[int], pp: int, fld: str, what: str) -> None:
+    """A per-stage degree list (stage_tp, stage_dp): every entry >= 1, one per stage (pp 1 = take its length)."""
+    if not values or any(v < 1 for v in values):
+        raise PlanError(f"needs one {what} degree >= 1 per pipeline stage", field=fld, value=values)
+    if pp not in (1, len(values)):
+        raise PlanError(f"needs one entry per pipeline stage (pp = {pp}), got {len(values)}", field=fld, value=values)
+
+
 def _resolve_stage_tp(scenario, world_size: int, stp: list[int], given_dp: int | None) -> Plan:
     """Uneven TP: one degree per stage, stage-major layout (see StageTPLayout)."""
     par, tr, model = scenario.parallelism, scenario.training, scenario.model
     cp, ep = par.cp, par.ep
     fld = "parallelism.stage_tp"
-    if not stp or any(t < 1 for t in stp):
-        raise PlanError("needs one TP degree >= 1 per pipeline stage", field=fld, value=stp)
-    if par.pp not in (1, len(stp)):
-        raise PlanError(f"needs one entry per pipeline stage (pp = {par.pp}), got {len(stp)}", field=fld, value=stp)
+    _check_per_stage(stp, par.pp, fld, "TP")
     if par.tp not in (1, max(stp)):
         raise PlanError(f"stage_tp sets the TP degree of every stage; leave tp at 1 (tp is {par.tp})", field=fld,
                         value=stp)
@@ -159,10 +164,7 @@ def _check_stage_dp(scenario, world_size: int, sdp: list[int], stp: list[int] | 
     """One-line errors of parallelism.stage_dp: lengths, degrees, world size, divisibility, what it runs with."""
     par, tr = scenario.parallelism, scenario.training
     fld = "parallelism.stage_dp"
-    if not sdp or any(d < 1 for d in sdp):
-        raise PlanError("needs one DP degree >= 1 per pipeline stage", field=fld, value=sdp)
-    if par.pp not in (1, len(sdp)):
-        raise PlanError(f"needs one entry per pipeline stage (pp = {par.pp}), got {len(sdp)}", field=fld, value=sdp)
+    _check_per_stage(sdp, par.pp, fld, "DP")
     if stp is not None and len(stp) != len(sdp):
         raise PlanError(f"needs one entry per stage_tp entry ({len(stp)}), got {len(sdp)}", field=fld, value=sdp)
     if par.dp is not None:
