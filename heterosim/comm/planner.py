@@ -557,64 +557,14 @@ def plan_collective(op: str, ranks: Sequence[int], size_bytes: int, system, *, a
     ``ranks=[src, dst]``. Raises UserError for bad input (unknown op/algorithm,
     ranks not in the topology, nvls on nodes without NVLS).
     """
-    if op == "recv":
-        raise UserError("plan the matching send instead (ranks=[src, dst])", field="op", value=op)
-    if op not in OPS:
-        raise UserError(f"unknown collective; known: {', '.join(OPS)}", field="op", value=op)
-    if algorithm not in ALGORITHMS:
-        raise UserError(f"unknown algorithm; known: {', '.join(ALGORITHMS)}", field="comm.algorithm",
-                        value=algorithm)
-    if protocol not in PROTOCOLS:
-        raise UserError(f"unknown protocol; known: {', '.join(PROTOCOLS)}", field="comm.protocol", value=protocol)
-    if channels is not None and channels < 1:
-        raise UserError("must be >= 1", field="comm.channels", value=channels)
-    if size_bytes < 0:
-        raise UserError("must be >= 0", field="size_bytes", value=size_bytes)
-    ranks = [int(r) for r in ranks]
-    for r in ranks:
-        if not 0 <= r < system.num_gpus:
-            raise UserError(f"group rank {r} is not a GPU of the topology ({system.num_gpus} GPUs)",
-                            field="group", value=tuple(ranks) if len(ranks) <= 16 else r)
-    if len(set(ranks)) != len(ranks):
-        raise UserError("group lists a rank twice", field="group", value=tuple(ranks))
-    if op == "send" and len(ranks) != 2:
-        raise UserError("send needs ranks=[src, dst]", field="group", value=tuple(ranks))
-    if op in ("broadcast", "reduce"):
-        root = ranks[0] if root is None else root
-        if root not in ranks:
-            raise UserError("root is not in the group", field="root", value=root)
-
+    ranks, root = _checked_request(op, ranks, size_bytes, system, algorithm, protocol, channels, root)
     n = len(ranks)
     layout = _layout(ranks, system)
-    requested = algorithm
-    if requested == "nvls":
-        for node in _nodes_of(ranks, system):
-            if not node.spec.nvls:
-                what = node.spec.intra + (" without NVLS" if node.spec.intra == "nvswitch" else "")
-                raise UserError(f"algorithm nvls needs an NVSwitch with NVLS; node {node.name} is {what}",
-                                field="comm.algorithm", value="nvls")
+    _check_algorithm_fits(algorithm, ranks, layout, system)
     if algorithm == "auto" and protocol == "auto" and len(layout) == 1 and n > 2 and size_bytes > 0 \
             and op in ("allreduce", "reducescatter", "allgather"):
         return _fastest_in_node(op, ranks, size_bytes, system, channels, root, max_transfers)
-    if requested == "collnet":
-        from heterosim.comm.collnet import sharp_available
-
-        if len(layout) > 1 and not sharp_available(ranks, system):
-            raise UserError("algorithm collnet needs a fabric with in_network_reduction: sharp",
-                            field="comm.algorithm", value="collnet")
-    tuned = None
-    if algorithm == "auto" and len(layout) > 1 and op in ("allreduce", "allgather", "reducescatter") and size_bytes:
-        tuned = nccl_choice(op, ranks, size_bytes, system)
-        algo = TUNED_TO_SCHEDULE[tuned[0]]
-    else:
-        algo = choose_algorithm(op, ranks, size_bytes, system) if algorithm == "auto" else algorithm
-    algo = _supported(op, algo, layout)
-    if protocol != "auto":
-        proto = protocol
-    elif tuned is not None and algo == TUNED_TO_SCHEDULE[tuned[0]]:
-        proto = tuned[1]
-    else:
-        proto = choose_protocol(algo, size_bytes, ranks, system)
+    algo, proto, tuned = _algorithm_and_protocol(op, ranks, size_bytes, system, algorithm, protocol, layout)
     if algo in ("nvls", "collnet"):
         proto = "simple"
     family = "nvls" if algo == "nvls" else ("tree" if algo == "tree" else "ring")
@@ -690,6 +640,75 @@ def plan_collective(op: str, ranks: Sequence[int], size_bytes: int, system, *, a
     sched.transfers = b.ts
     sched.channels, sched.chunks, sched.step_group = C, K, g
     return sched
+
+
+
+def _checked_request(op: str, ranks, size_bytes: int, system, algorithm: str, protocol: str,
+                     channels: int | None, root: int | None) -> tuple[list[int], int | None]:
+    """``plan_collective``'s input checks (one-line UserErrors); (ranks as ints, the root of broadcast/reduce)."""
+    if op == "recv":
+        raise UserError("plan the matching send instead (ranks=[src, dst])", field="op", value=op)
+    if op not in OPS:
+        raise UserError(f"unknown collective; known: {', '.join(OPS)}", field="op", value=op)
+    if algorithm not in ALGORITHMS:
+        raise UserError(f"unknown algorithm; known: {', '.join(ALGORITHMS)}", field="comm.algorithm",
+                        value=algorithm)
+    if protocol not in PROTOCOLS:
+        raise UserError(f"unknown protocol; known: {', '.join(PROTOCOLS)}", field="comm.protocol", value=protocol)
+    if channels is not None and channels < 1:
+        raise UserError("must be >= 1", field="comm.channels", value=channels)
+    if size_bytes < 0:
+        raise UserError("must be >= 0", field="size_bytes", value=size_bytes)
+    ranks = [int(r) for r in ranks]
+    for r in ranks:
+        if not 0 <= r < system.num_gpus:
+            raise UserError(f"group rank {r} is not a GPU of the topology ({system.num_gpus} GPUs)",
+                            field="group", value=tuple(ranks) if len(ranks) <= 16 else r)
+    if len(set(ranks)) != len(ranks):
+        raise UserError("group lists a rank twice", field="group", value=tuple(ranks))
+    if op == "send" and len(ranks) != 2:
+        raise UserError("send needs ranks=[src, dst]", field="group", value=tuple(ranks))
+    if op in ("broadcast", "reduce"):
+        root = ranks[0] if root is None else root
+        if root not in ranks:
+            raise UserError("root is not in the group", field="root", value=root)
+    return ranks, root
+
+
+def _check_algorithm_fits(algorithm: str, ranks: list[int], layout, system) -> None:
+    """An explicitly requested nvls / collnet needs the hardware for it (NVLS switches; a SHARP fabric)."""
+    if algorithm == "nvls":
+        for node in _nodes_of(ranks, system):
+            if not node.spec.nvls:
+                what = node.spec.intra + (" without NVLS" if node.spec.intra == "nvswitch" else "")
+                raise UserError(f"algorithm nvls needs an NVSwitch with NVLS; node {node.name} is {what}",
+                                field="comm.algorithm", value="nvls")
+    if algorithm == "collnet":
+        from heterosim.comm.collnet import sharp_available
+
+        if len(layout) > 1 and not sharp_available(ranks, system):
+            raise UserError("algorithm collnet needs a fabric with in_network_reduction: sharp",
+                            field="comm.algorithm", value="collnet")
+
+
+def _algorithm_and_protocol(op: str, ranks: list[int], size_bytes: int, system, algorithm: str, protocol: str,
+                            layout) -> tuple[str, str, tuple | None]:
+    """(schedule algorithm, protocol, NCCL's tuned (algorithm, protocol) or None): across nodes ``auto``
+    follows NCCL's tuning model (heterosim/comm/tuning.py), else the planner's own choice."""
+    tuned = None
+    if algorithm == "auto" and len(layout) > 1 and op in ("allreduce", "allgather", "reducescatter") and size_bytes:
+        tuned = nccl_choice(op, ranks, size_bytes, system)
+        algo = TUNED_TO_SCHEDULE[tuned[0]]
+    else:
+        algo = choose_algorithm(op, ranks, size_bytes, system) if algorithm == "auto" else algorithm
+    algo = _supported(op, algo, layout)
+    if protocol != "auto":
+        proto = protocol
+    elif tuned is not None and algo == TUNED_TO_SCHEDULE[tuned[0]]:
+        proto = tuned[1]
+    else:
+        proto = choose_protocol(algo, size_bytes, ranks, system)
+    return algo, proto, tuned
 
 
 def _supported(op: str, algo: str, layout: list[list[int]]) -> str:
