@@ -286,7 +286,9 @@ FRAMEWORKS = (
     # heterosim/config/frameworks.yaml (docs/framework-presets.md). A row's own settings and its defaults_filled
     # are given explicitly, so they override the preset's defaults; the preset fills what the row does not say.
     (r"^nemo\b", "nemo"),                          # NeMo 24.07 tables, MLPerf NVIDIA/Azure NeMo containers
-    (r"^megatron-bridge\b", "megatron-bridge"),    # Megatron-Bridge tables (NeMo 25.x containers)
+    # Megatron-Bridge's performance summary (NeMo 25.x containers): its numbers come from scripts/performance
+    # (docs/performance-summary.md line 35), whose configs reduce gradients in bf16: the -perf preset
+    (r"^megatron-bridge\b", "megatron-bridge-perf"),
     (r"^megatron-core\b", "megatron-core"),
     (r"^megatron-lm-(1\.|2019|2020|2021|2022)", "megatron-lm-2021"),  # Megatron-LM v1.0 (2019) .. 2022
     (r"^torchtitan\b", "torchtitan"),

@@ -46,7 +46,8 @@ class TrainingConfig(Strict):
     recipes (Megatron-Bridge perf configs set ``fp8_param_gather = True``, "perf-optimal, = MLM")."""
     framework: str | None = None
     """A framework preset (heterosim/config/frameworks.yaml; docs/framework-presets.md): megatron-lm-2021,
-    megatron-core, nemo, megatron-bridge, torchtitan (FSDP2), deepspeed, deepspeed-zero2, deepspeed-zero3.
+    megatron-core, nemo, megatron-bridge, megatron-bridge-perf (its scripts/performance configs), torchtitan (FSDP2),
+    deepspeed, deepspeed-zero2, deepspeed-zero3.
     It fills the attention kernel, gradient dtype and bucket, overlaps, distributed optimizer, sequence
     parallelism and vocabulary padding the framework uses, each cited, wherever the scenario gives no value
     (an explicit value wins). None: no preset (every field at its own default)."""

@@ -129,7 +129,7 @@ def test_sharp_only_where_the_row_says_and_only_on_infiniband():
 
 @pytest.mark.parametrize("rid, preset", [
     ("nemo-24.07-llama2-7b-8", "nemo"), ("mlperf-v4.0-nvidia-gpt3-175b-512", "nemo"),
-    ("mbridge-25.11-b200-llama3-8b-8-fp8-cs", "megatron-bridge"), ("korthikanti-2022-22b-full", "megatron-lm-2021"),
+    ("mbridge-25.11-b200-llama3-8b-8-fp8-cs", "megatron-bridge-perf"), ("korthikanti-2022-22b-full", "megatron-lm-2021"),
     ("megatron-v1.0-1.2b-1-v100", "megatron-lm-2021"), ("llmfoundry-mpt-7b-a100-80-8", None),
 ])
 def test_framework_preset_named_from_the_row(rid, preset):

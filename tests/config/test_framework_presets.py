@@ -82,6 +82,10 @@ def test_each_preset_sets_what_its_data_file_says(tmp_path, name, precision):
     ("nemo", "bf16", "parallelism.tp_comm_overlap", True),
     ("megatron-bridge", "bf16", "parallelism.grad_bucket_bytes", 128 * 1024 * 1024 * 4),  # TP 2: CommOverlapConfig
     ("megatron-bridge", "bf16", "training.grad_reduce_dtype", "fp32"),
+    # scripts/performance (5776a6d): grad_reduce_in_fp32 = False; bucket 128 Mi parameters x 2 bytes at TP 2
+    ("megatron-bridge-perf", "bf16", "training.grad_reduce_dtype", "bf16"),
+    ("megatron-bridge-perf", "bf16", "parallelism.grad_bucket_bytes", 128 * 1024 * 1024 * 2),
+    ("megatron-bridge-perf", "bf16", "parallelism.overlap_grad_reduce", True),  # the recipe's, kept
     ("deepspeed", "bf16", "parallelism.zero_stage", 1),                       # BF16_Optimizer: ZeRO-1 equivalent
     ("deepspeed", "fp16", "parallelism.zero_stage", 0),
     ("deepspeed", "bf16", "parallelism.grad_bucket_bytes", 500_000_000 * 4),
@@ -94,6 +98,8 @@ def test_headline_values_match_the_sources(tmp_path, name, precision, field, wan
 def test_bridge_bucket_at_tp1_is_megatron_cores_default(tmp_path):
     sc = _scenario(tmp_path, "megatron-bridge", ["parallelism.tp=1"])
     assert sc.parallelism.grad_bucket_bytes == 40_000_000 * 4
+    sc = _scenario(tmp_path, "megatron-bridge-perf", ["parallelism.tp=1"])
+    assert sc.parallelism.grad_bucket_bytes == 40_000_000 * 2  # 2-byte gradients
 
 
 def test_the_bucket_follows_a_gradient_dtype_the_user_chose(tmp_path):
