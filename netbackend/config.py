@@ -348,8 +348,11 @@ class NetworkConfig(_Strict):
     ack_interval_packets: int = Field(1, ge=1)
     """Receiver ACKs every N data packets (coalescing)."""
     transport: TransportConfig = TransportConfig()
-    ecmp: Literal["hash", "rail"] = "hash"
-    """Path choice among equal-cost paths: 5-tuple hash with per-switch seed, or rail-pinned."""
+    ecmp: Literal["hash", "rail", "adaptive"] = "hash"
+    """Path choice among equal-cost paths: ``hash`` (5-tuple hash with a per-switch seed: one QP per connection
+    on a static-ECMP RoCE fabric), ``rail`` (rail-pinned), or ``adaptive`` (flow backend only: adaptive routing /
+    per-packet spraying as its ideal, every flow spread evenly over interchangeable next hops, as InfiniBand
+    adaptive routing and RoCE fabrics with packet spraying do; ``netbackend.routing.sprayed``)."""
     rng_run: int = Field(1, ge=1, le=2**31 - 1)
     """Which independent replication of the run's random draws, as ns-3's RngRun (the ns-3 manual,
     "Random Variables": same seed, another run number, independent streams): the switches' RED marks

@@ -59,7 +59,7 @@ from netbackend.base import Completion, Message, NetStats, NetworkBackend
 from netbackend.config import NetworkConfig
 from hscommon.errors import NetworkError
 from netbackend.registry import register_backend
-from netbackend.routing import Router, check_fabric
+from netbackend.routing import ECMP_MODES, Router, check_fabric
 from netbackend.topo import NetTopology
 
 FLOW_SETTINGS = frozenset({"backend", "mtu_bytes", "header_bytes", "ecmp", "per_hop_latency_ns", "background",
@@ -758,7 +758,7 @@ class FlowBackend(NetworkBackend):
     def check_config(cls, topology: NetTopology, config: NetworkConfig) -> None:
         """What building the backend checks (``NetworkBackend.check_config``): the fabric routes
         (``routing.check_fabric``) and every NIC rate given is positive."""
-        check_fabric(topology, config.ecmp)
+        check_fabric(topology, config.ecmp, ECMP_MODES)
         for name, rate_gbps in topology.host_rate_gbps.items():
             if not rate_gbps > 0:
                 raise NetworkError("host NIC rate must be > 0 Gb/s", field=f"topology.host_rate_gbps.{name}",

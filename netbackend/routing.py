@@ -25,15 +25,22 @@ both backends:
 
 ``ecmp: rail`` keeps its pinning: NIC ``k`` takes option ``k % n`` everywhere.
 
+``ecmp: adaptive`` (flow backend only) models adaptive routing / per-packet spraying as its ideal: a
+switch spreads every flow evenly over its equal-cost next hops, so next hops that are interchangeable
+(switches with the same neighbours over links of the same rates and delays, e.g. the spines of a
+two-tier leaf-spine or a rail plane) act as one switch whose links carry their summed rate. The router
+routes on that merged fabric (:func:`sprayed`); what choice remains (between switches with different
+neighbours, as the aggregation tier of a three-tier fat tree) is hashed as in ``hash``.
+
 Hosts never forward: only switches are transit nodes.
 """
 from __future__ import annotations
 
 import re
-from collections import deque
+from collections import Counter, deque
 
 from hscommon.errors import NetworkError
-from netbackend.topo import NetTopology
+from netbackend.topo import Link, NetTopology
 
 _M64 = (1 << 64) - 1
 _M32 = 0xFFFFFFFF
@@ -82,12 +89,21 @@ def _fold32(x: int) -> int:
     return (x ^ (x >> 32)) & _M32
 
 
-def check_fabric(topology: NetTopology, mode: str = "hash") -> None:
-    """What routing needs of a fabric (raises :class:`NetworkError`, one line): a known ECMP mode, unique
-    node names, links between known nodes, not a node to itself, a positive rate, a non-negative delay.
-    ``Router`` runs it first; backends run it in ``check_config`` (what ``heterosim validate`` runs)."""
-    if mode not in ("hash", "rail"):
-        raise NetworkError("ECMP mode must be 'hash' or 'rail'", field="network.ecmp", value=mode)
+PACKET_ECMP_MODES = ("hash", "rail")
+"""ECMP modes a switch model with per-packet forwarding implements (the ns-3 switch)."""
+ECMP_MODES = ("hash", "rail", "adaptive")
+"""Every ECMP mode the router implements (``adaptive`` is a flow-level idealisation: :func:`sprayed`)."""
+
+
+def check_fabric(topology: NetTopology, mode: str = "hash", modes: tuple[str, ...] = PACKET_ECMP_MODES) -> None:
+    """What routing needs of a fabric (raises :class:`NetworkError`, one line): an ECMP mode of ``modes`` (the
+    backend's), unique node names, links between known nodes, not a node to itself, a positive rate, a
+    non-negative delay. ``Router`` runs it first; backends run it in ``check_config`` (what ``heterosim
+    validate`` runs)."""
+    if mode not in modes:
+        extra = " ('adaptive' is modelled by the flow backend only)" if mode in ECMP_MODES else ""
+        raise NetworkError(f"ECMP mode must be {' or '.join(repr(m) for m in modes)}{extra}", field="network.ecmp",
+                           value=mode)
     seen: set[str] = set()
     for n in [*topology.hosts, *topology.switches]:
         if n in seen:
@@ -105,6 +121,37 @@ def check_fabric(topology: NetTopology, mode: str = "hash") -> None:
         if link.delay_ns < 0:
             raise NetworkError("link delay must be >= 0 ns", field=f"topology.links[{i}].delay_ns",
                                value=link.delay_ns)
+
+
+def sprayed(topology: NetTopology) -> NetTopology:
+    """The fabric as ideal adaptive routing sees it (``ecmp: adaptive``): switches with the same neighbours,
+    reached over links of the same rates and delays, merged into one switch (named after the first, with
+    ``[xN]``), and parallel links of one delay between two nodes merged into one link of their summed rate.
+    Repeated until nothing merges. Per-packet spraying over interchangeable next hops loads each of them with
+    1/N of every flow, which is what one resource of N times the rate gives a max-min model; hosts are never
+    merged. A fabric with nothing to merge comes back unchanged (the same object)."""
+    cur = topology
+    while True:
+        nbrs: dict[str, Counter] = {s: Counter() for s in cur.switches}
+        for link in cur.links:
+            for u, v in ((link.a, link.b), (link.b, link.a)):
+                if u in nbrs:
+                    nbrs[u][(v, link.rate_gbps, link.delay_ns)] += 1
+        groups: dict[frozenset, list[str]] = {}
+        for sw in cur.switches:
+            if nbrs[sw]:
+                groups.setdefault(frozenset(nbrs[sw].items()), []).append(sw)
+        rename = {m: f"{g[0]}[x{len(g)}]" for g in groups.values() if len(g) > 1 for m in g}
+        merged: dict[tuple[str, str, int], float] = {}
+        for link in cur.links:
+            a, b = rename.get(link.a, link.a), rename.get(link.b, link.b)
+            key = (a, b, link.delay_ns) if a <= b else (b, a, link.delay_ns)
+            merged[key] = merged.get(key, 0.0) + link.rate_gbps
+        if not rename and len(merged) == len(cur.links):
+            return cur
+        switches = list(dict.fromkeys(rename.get(s, s) for s in cur.switches))
+        links = [Link(a, b, rate, delay) for (a, b, delay), rate in merged.items()]
+        cur = NetTopology(list(cur.hosts), switches, links, dict(cur.host_rate_gbps))
 
 
 class Router:
@@ -128,8 +175,11 @@ class Router:
         return r
 
     def __init__(self, topology: NetTopology, mode: str = "hash", seed: int = 0):
-        check_fabric(topology, mode)
+        check_fabric(topology, mode, ECMP_MODES)
+        if mode == "adaptive":  # route on the merged fabric; remaining choices hash (module docstring)
+            topology = sprayed(topology)
         self.topology = topology
+        """The fabric routed on: the given one, or with ``adaptive`` its :func:`sprayed` form (link ids refer to it)."""
         self.mode = mode
         self._hashed: dict[tuple[int, int], bool] = {}
         self.seed = int(seed)
