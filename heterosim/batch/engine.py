@@ -1,0 +1,446 @@
+"""The batched engine: B variants of one :class:`~heterosim.sim.program.Program` advanced together.
+
+Every experiment is a row of flat, fixed-shape columns: node wait counters ``[B, N]``, a pool of pending events
+``[B, KE]`` (a node's end, a flow's post, a queued flow handed its connection), a pool of flows on the wire
+``[B, KF]``, and connection state ``[B, C]``. Each round every experiment advances to its own next event:
+
+* if its next flow drain comes first (``t_drain <= t_event``), the flows draining within ``1e-3`` ns of it
+  leave the wire (their end is queued at ``max(ceil(drain - 1e-6), post) + latency``, their connection freed);
+* else every event due at ``t_event`` is processed: a node's end releases its successors by integer counters (a
+  released JOIN ends at once, a DELAY after its duration, a FLOW is posted after its ``pre_ns``); a posted flow
+  takes its connection in posting order (FIFO), or waits for it; a flow that starts enters the wire.
+* where the flows on the wire changed, their rates are re-filled by batched progressive filling (max-min fair,
+  the flow backend's definition: ``netbackend/flow.py``); a flow's remaining bytes are brought up to date only
+  where its rate changed, and it drains at ``t + remaining / rate``: the flow backend's arithmetic.
+
+The filling freezes, in each pass, the flows of every *locally* tightest link (a link whose share is the least
+on every link its unfrozen flows cross): they would freeze at that share in the sequential order too (shares
+only rise as flows freeze elsewhere, and none of their links is tighter), so the result is the max-min fair
+allocation, in as many passes as the allocation has levels of nested bottlenecks.
+
+One loop body (:func:`_round`) runs on two drivers through a small set of array primitives (:class:`_Ops`):
+NumPy (the reference, a Python loop) and JAX (``jit`` of a ``lax.while_loop``, float64; XLA on the CPU here,
+on a GPU where there is one).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from heterosim.sim.program import DELAY, FLOW, JOIN, Program
+
+INF = np.int64(1 << 62)
+"""An event time that never comes (empty slot, queued flow)."""
+DONE, POST, START, QUEUED = 0, 1, 2, 3
+"""Event kinds: a node ends; a flow is posted; a queued flow is handed its connection; a flow waits for it."""
+DRAIN_BATCH_NS = 1e-3
+"""Flows draining within this of the first drain leave together (``netbackend/flow.py`` ``_DRAIN_BATCH_NS``)."""
+OVERFLOW_EVENTS, OVERFLOW_FLOWS, STALLED = 1, 2, 4
+"""Row flags: the event or flow pool was too small (the driver reruns with larger pools), or the run stalled."""
+
+
+@dataclass
+class Params:
+    """Per-experiment inputs (B rows): what a variant may change without changing the program."""
+
+    cap: np.ndarray
+    """float64[B, L+1]: link capacities in bytes/ns (NIC caps that do not bind, and the dummy: inf)."""
+    lane_slow: np.ndarray
+    """float64[B, lanes]: compute-time multiplier of each lane (its slowest GPU's slowdown)."""
+    hop_ns: np.ndarray
+    """int64[B]: network per-hop (switch) latency."""
+
+    @property
+    def batch(self) -> int:
+        return self.cap.shape[0]
+
+
+@dataclass
+class BatchResult:
+    iteration_time_ns: np.ndarray
+    """int64[B]."""
+    flags: np.ndarray
+    """int32[B]: 0, or STALLED."""
+    rounds: int
+    """Rounds the batch took (the slowest experiment's event count)."""
+    wall_s: float
+    compile_s: float = 0.0
+    pools: tuple[int, int] = (0, 0)
+    """(KE, KF): event and flow pool sizes per experiment."""
+
+
+class _Ops:
+    """The array primitives the loop body uses, for NumPy (in place) or JAX (functional)."""
+
+    def __init__(self, xp, jax_lax=None):
+        self.xp = xp
+        self.lax = jax_lax
+        self.is_jax = jax_lax is not None
+
+    def scatter_add(self, arr, rows, cols, vals, mask):
+        xp = self.xp
+        rows, cols, vals, mask = xp.broadcast_arrays(rows, cols, vals, mask)
+        if self.is_jax:
+            return arr.at[rows, xp.where(mask, cols, arr.shape[1])].add(vals, mode="drop")
+        np.add.at(arr, (rows[mask], cols[mask]), vals[mask])
+        return arr
+
+    def scatter_min(self, arr, rows, cols, vals, mask):
+        xp = self.xp
+        rows, cols, vals, mask = xp.broadcast_arrays(rows, cols, vals, mask)
+        if self.is_jax:
+            return arr.at[rows, xp.where(mask, cols, arr.shape[1])].min(vals, mode="drop")
+        np.minimum.at(arr, (rows[mask], cols[mask]), vals[mask])
+        return arr
+
+    def scatter_set(self, arr, rows, cols, vals, mask):
+        """Masked entries must name distinct cells."""
+        xp = self.xp
+        rows, cols, vals, mask = xp.broadcast_arrays(rows, cols, vals, mask)
+        if self.is_jax:
+            return arr.at[rows, xp.where(mask, cols, arr.shape[1])].set(vals, mode="drop")
+        arr[rows[mask], cols[mask]] = vals[mask]
+        return arr
+
+    def while_loop(self, cond, body, state):
+        if self.is_jax:
+            return self.lax.while_loop(cond, body, state)
+        while bool(cond(state)):
+            state = body(state)
+        return state
+
+
+def _gather(xp, arr, rows, cols):
+    """arr[rows, cols] with rows [B, 1...] broadcast against cols."""
+    return arr[rows, cols]
+
+
+def _alloc(ops, xp, occupied, want):
+    """Slots for the ``want`` [B, M] candidates among the free ones of ``occupied`` [B, K]: (slot [B, M], fits [B])."""
+    b, k = occupied.shape
+    order = xp.argsort(occupied.astype(np.int8), axis=1, stable=True)  # free slots first, in index order
+    nfree = k - occupied.sum(axis=1)
+    rank = xp.cumsum(want.astype(np.int32), axis=1) - 1
+    pos = xp.take_along_axis(order, xp.clip(rank, 0, k - 1), axis=1)
+    fits = want.sum(axis=1) <= nfree
+    return pos, fits
+
+
+def _round(ops: _Ops, P: dict, prm: dict, s: dict) -> dict:
+    """One round for every experiment (module docstring). ``P``: program arrays, ``prm``: parameters, ``s``: state."""
+    xp = ops.xp
+    B, KE = s["ev_n"].shape
+    KF = s["fs_f"].shape[1]
+    rows = xp.arange(B)[:, None]
+    f64 = np.float64
+    ev_n, ev_t, ev_k, ev_a = s["ev_n"], s["ev_t"], s["ev_k"], s["ev_a"]
+    fs_f = s["fs_f"]
+    occupied_ev = ev_n >= 0
+    t_ev = xp.min(xp.where(occupied_ev & (ev_k != QUEUED), ev_t, INF), axis=1)
+    t_dr = xp.min(s["fs_drain"], axis=1)
+    live = (t_ev < INF) | (t_dr < np.inf)
+    drain_row = live & (t_dr <= t_ev.astype(f64))
+    ev_row = live & ~drain_row
+    # ---------------------------------------------------------------- drains
+    on = fs_f >= 0
+    dmask = drain_row[:, None] & on & (s["fs_drain"] <= (t_dr + DRAIN_BATCH_NS)[:, None])
+    drain_ns = xp.ceil(xp.where(dmask, s["fs_drain"], 0.0) - 1e-6).astype(np.int64)
+    fin = xp.maximum(drain_ns, s["fs_post"]) + s["fs_lat"]
+    fsafe = xp.where(on, fs_f, 0)
+    fconn = xp.where(dmask, P["conn"][fsafe], -1)
+    cmask = fconn >= 0
+    C = s["conn_busy"].shape[1]
+    conn_busy = ops.scatter_set(s["conn_busy"], rows, fconn, xp.zeros_like(cmask), cmask)
+    conn_free = ops.scatter_set(s["conn_free"], rows, fconn, drain_ns, cmask)
+    new_a_n = xp.where(dmask, P["flow_node"][fsafe], -1)
+    new_a_t = fin
+    fs_f = xp.where(dmask, -1, fs_f)
+    fs_drain = xp.where(dmask, np.inf, s["fs_drain"])
+    fs_rate = xp.where(dmask, 0.0, s["fs_rate"])
+    # ---------------------------------------------------------------- due events
+    T = t_ev
+    due = ev_row[:, None] & occupied_ev & (ev_t == T[:, None])
+    nsafe = xp.where(occupied_ev, ev_n, 0)
+    is_done = due & (ev_k == DONE)
+    succ = P["succ"][nsafe]  # [B, KE, D]
+    D = succ.shape[2]
+    valid = is_done[:, :, None] & (succ >= 0)
+    ssafe = xp.where(valid, succ, 0)
+    r3 = xp.arange(B)[:, None, None]
+    cnt = ops.scatter_add(s["cnt"], r3, ssafe, xp.full(ssafe.shape, -1, np.int32), valid)
+    zero = valid & (cnt[r3, ssafe] == 0)
+    lid = (xp.arange(KE * D, dtype=np.int32).reshape(1, KE, D) + 1)
+    cnt = ops.scatter_min(cnt, r3, ssafe, -lid, zero)
+    owner = zero & (cnt[r3, ssafe] == -lid)
+    kind_v = P["kind"][ssafe]
+    t_new = T[:, None, None] + xp.where(kind_v == DELAY, _duration(xp, P, prm, ssafe, r3), 0) \
+        + xp.where(kind_v == FLOW, P["pre_ns"][ssafe], 0)
+    new_b_n = xp.where(owner, ssafe, -1).reshape(B, KE * D)
+    new_b_t = t_new.reshape(B, KE * D)
+    new_b_k = xp.where(kind_v == FLOW, POST, DONE).astype(np.int8).reshape(B, KE * D)
+    ndone = is_done.sum(axis=1)
+    done_n = s["done_n"] + ndone
+    t_end = xp.where(ndone > 0, xp.maximum(s["t_end"], T), s["t_end"])
+    # posts and starts (in place in their slots)
+    fl = xp.where(occupied_ev, P["flow"][nsafe], 0)
+    fl = xp.where(fl >= 0, fl, 0)
+    is_post = due & (ev_k == POST)
+    selfl = is_post & P["self_loop"][fl]
+    conn_f = P["conn"][fl]
+    queue = is_post & ~selfl & (conn_f >= 0)
+    start_now = (is_post & ~selfl & (conn_f < 0)) | (due & (ev_k == START))
+    post_t = xp.where(ev_k == START, ev_a, T[:, None])
+    ev_k2 = xp.where(selfl, DONE, xp.where(queue, QUEUED, ev_k)).astype(np.int8)
+    ev_t2 = xp.where(selfl, T[:, None], xp.where(queue, INF, ev_t))
+    ev_a2 = xp.where(queue, T[:, None], ev_a)
+    ev_n2 = xp.where(is_done | start_now, -1, ev_n)
+    # flows entering the wire
+    fpos, ffits = _alloc(ops, xp, fs_f >= 0, start_now)
+    # (start_now is [B, KE]; fpos gives each its flow slot)
+    fs_f = ops.scatter_set(fs_f, rows, fpos, fl, start_now)
+    wire = P["wire"][fl].astype(f64)
+    fs_rem = ops.scatter_set(s["fs_rem"], rows, fpos, wire, start_now)
+    fs_rate = ops.scatter_set(fs_rate, rows, fpos, xp.zeros_like(wire), start_now)
+    fs_tupd = ops.scatter_set(s["fs_tupd"], rows, fpos, xp.broadcast_to(T[:, None].astype(f64), wire.shape),
+                              start_now)
+    fs_drain = ops.scatter_set(fs_drain, rows, fpos, xp.full(wire.shape, np.inf), start_now)
+    fs_post = ops.scatter_set(s["fs_post"], rows, fpos, post_t, start_now)
+    fs_lat = ops.scatter_set(s["fs_lat"], rows, fpos, _latency(xp, P, prm, fl, rows), start_now)
+    # ---------------------------------------------------------------- new events into free slots
+    new_n = xp.concatenate([new_a_n, new_b_n], axis=1)
+    new_t = xp.concatenate([new_a_t, new_b_t], axis=1)
+    new_k = xp.concatenate([xp.zeros(new_a_n.shape, np.int8), new_b_k], axis=1)
+    want = new_n >= 0
+    epos, efits = _alloc(ops, xp, ev_n2 >= 0, want)
+    ev_n2 = ops.scatter_set(ev_n2, rows, epos, new_n, want)
+    ev_t2 = ops.scatter_set(ev_t2, rows, epos, new_t, want)
+    ev_k2 = ops.scatter_set(ev_k2, rows, epos, new_k, want)
+    # ---------------------------------------------------------------- queued flows take free connections (FIFO)
+    qmask = (ev_n2 >= 0) & (ev_k2 == QUEUED)
+    qn = xp.where(qmask, ev_n2, 0)
+    qc = xp.where(qmask, P["conn"][xp.where(P["flow"][qn] >= 0, P["flow"][qn], 0)], 0)
+    free_c = ~conn_busy[rows, qc]
+    cand = qmask & free_c
+    n_nodes = P["kind"].shape[0]
+    key = ev_a2 * n_nodes + qn
+    best = ops.scatter_min(xp.full((B, C), INF, np.int64), rows, qc, key, cand)
+    win = cand & (best[rows, qc] == key)
+    conn_busy = ops.scatter_set(conn_busy, rows, qc, xp.ones_like(win), win)
+    ev_k2 = xp.where(win, START, ev_k2).astype(np.int8)
+    ev_t2 = xp.where(win, xp.maximum(conn_free[rows, qc], ev_a2), ev_t2)
+    flags = s["flags"] | xp.where(~efits, OVERFLOW_EVENTS, 0) | xp.where(~ffits, OVERFLOW_FLOWS, 0)
+    # ---------------------------------------------------------------- rates
+    started = start_now.any(axis=1)
+    refill = (drain_row & dmask.any(axis=1)) | (ev_row & started)
+    t_r = xp.where(drain_row, t_dr, T.astype(f64))
+    fs_rem, fs_rate, fs_tupd, fs_drain = _refill(ops, P, prm, fs_f, fs_rem, fs_rate, fs_tupd, fs_drain, refill, t_r)
+    return {"cnt": cnt, "ev_n": ev_n2, "ev_t": ev_t2, "ev_k": ev_k2, "ev_a": ev_a2, "fs_f": fs_f, "fs_rem": fs_rem,
+            "fs_rate": fs_rate, "fs_tupd": fs_tupd, "fs_drain": fs_drain, "fs_post": fs_post, "fs_lat": fs_lat,
+            "conn_busy": conn_busy, "conn_free": conn_free, "done_n": done_n, "t_end": t_end, "flags": flags,
+            "rounds": s["rounds"] + live.astype(np.int64)}
+
+
+def _duration(xp, P, prm, node, rows):
+    """A DELAY node's duration in each experiment (compute ops: ``round(unscaled * lane slowdown)``)."""
+    cns = P["compute_ns"][node]
+    lane = xp.maximum(P["lane"][node], 0)
+    scaled = xp.rint(cns.astype(np.float64) * prm["lane_slow"][rows, lane]).astype(np.int64)
+    return xp.where(cns >= 0, scaled, P["dur_ns"][node])
+
+
+def _latency(xp, P, prm, fl, rows):
+    """Fixed latency of flow ``fl`` [B, K]: propagation, switch pipelines, store-and-forward of its last packet."""
+    lat_links = P["lat_links"][fl]  # [B, K, P]
+    inv = xp.zeros(fl.shape, np.float64)
+    for p in range(lat_links.shape[2]):  # (left to right, as the flow backend sums)
+        inv = inv + 1.0 / prm["cap"][rows, lat_links[:, :, p]]
+    saf = xp.ceil(P["tail"][fl].astype(np.float64) * inv - 1e-9).astype(np.int64)
+    return P["prop_ns"][fl] + P["hops"][fl] * prm["hop_ns"][:, None] + saf
+
+
+def _refill(ops, P, prm, fs_f, rem, rate, tupd, drain, rowmask, t):
+    """Max-min fair rates of the flows on the wire in ``rowmask`` rows (progressive filling), committed at ``t``."""
+    xp = ops.xp
+    B, KF = fs_f.shape
+    on = (fs_f >= 0) & rowmask[:, None]
+    links = P["links"][xp.where(fs_f >= 0, fs_f, 0)]  # [B, KF, P]
+    L1 = prm["cap"].shape[1]
+    real = on[:, :, None] & (links < L1 - 1)
+    r3 = xp.arange(B)[:, None, None]
+    cap = prm["cap"]
+
+    def cond(st):
+        return st[0].any()
+
+    def body(st):
+        unf, nr, load = st
+        u3 = real & unf[:, :, None]
+        cnt = ops.scatter_add(xp.zeros((B, L1), np.int32), r3, links, xp.ones(links.shape, np.int32), u3)
+        res = xp.maximum(cap - load, 0.0)
+        share = xp.where(cnt > 0, res / xp.maximum(cnt, 1), np.inf)
+        at = share[r3, links]  # [B, KF, P]
+        fmin = xp.min(xp.where(u3, at, np.inf), axis=2)
+        bad = u3 & (fmin[:, :, None] < at)
+        nbad = ops.scatter_add(xp.zeros((B, L1), np.int32), r3, links, xp.ones(links.shape, np.int32), bad)
+        ok = (cnt > 0) & (nbad == 0)
+        frz = unf & xp.any(u3 & ok[r3, links], axis=2)
+        nr = xp.where(frz, fmin, nr)
+        load = ops.scatter_add(load, r3, links, xp.broadcast_to(fmin[:, :, None], links.shape),
+                               real & frz[:, :, None])
+        return unf & ~frz, nr, load
+
+    unf0 = on & xp.any(real, axis=2)
+    _, nr, _ = ops.while_loop(cond, body, (unf0, xp.zeros((B, KF), np.float64), xp.zeros((B, L1), np.float64)))
+    tt = t[:, None]
+    change = on & ((nr != rate) | (drain == np.inf))
+    rem2 = xp.where(change & (rate != 0.0), rem - rate * (tt - tupd), rem)
+    tupd2 = xp.where(change, tt, tupd)
+    drain2 = xp.where(change, xp.where(nr > 0.0, tt + xp.maximum(rem2, 0.0) / xp.where(nr > 0.0, nr, 1.0), np.inf),
+                      drain)
+    rate2 = xp.where(change, nr, rate)
+    return rem2, rate2, tupd2, drain2
+
+
+def program_arrays(prog: Program) -> dict:
+    return {"kind": prog.kind, "dur_ns": prog.dur_ns, "compute_ns": prog.compute_ns, "lane": prog.lane,
+            "pre_ns": prog.pre_ns, "flow": prog.flow, "succ": prog.succ, "flow_node": prog.flow_node,
+            "wire": prog.wire_bytes, "tail": prog.tail_bytes, "links": prog.links, "lat_links": prog.lat_links,
+            "prop_ns": prog.prop_ns, "hops": prog.hops, "self_loop": prog.self_loop, "conn": prog.conn}
+
+
+def initial_state(prog: Program, B: int, KE: int, KF: int) -> dict:
+    """Every experiment at time 0 with the nodes that wait on nothing ready (their events queued at 0)."""
+    n = prog.num_nodes
+    roots = np.nonzero(prog.indeg == 0)[0]
+    if len(roots) > KE:
+        KE = len(roots)
+    ev_n = np.full((B, KE), -1, np.int32)
+    ev_t = np.full((B, KE), INF, np.int64)
+    ev_k = np.zeros((B, KE), np.int8)
+    ev_a = np.zeros((B, KE), np.int64)
+    cnt = np.broadcast_to(prog.indeg, (B, n)).copy()
+    # a root's end: at 0 (JOIN) or after its duration (DELAY); a FLOW root is posted after pre_ns. Queued as
+    # a zero-time "release" by a virtual predecessor: simplest is to count it as a DONE-released node, so the
+    # first round dispatches them. Roots get their own events here.
+    ev_n[:, :len(roots)] = roots
+    ev_k[:, :len(roots)] = np.where(prog.kind[roots] == FLOW, POST, DONE)
+    ev_t[:, :len(roots)] = 0  # durations added by the driver (they depend on the experiment)
+    return {"cnt": cnt, "ev_n": ev_n, "ev_t": ev_t, "ev_k": ev_k, "ev_a": ev_a,
+            "fs_f": np.full((B, KF), -1, np.int32), "fs_rem": np.zeros((B, KF)), "fs_rate": np.zeros((B, KF)),
+            "fs_tupd": np.zeros((B, KF)), "fs_drain": np.full((B, KF), np.inf),
+            "fs_post": np.zeros((B, KF), np.int64), "fs_lat": np.zeros((B, KF), np.int64),
+            "conn_busy": np.zeros((B, max(1, prog.meta.get("connections", 0))), bool),
+            "conn_free": np.zeros((B, max(1, prog.meta.get("connections", 0))), np.int64),
+            "done_n": np.zeros(B, np.int64), "t_end": np.zeros(B, np.int64), "flags": np.zeros(B, np.int32),
+            "rounds": np.zeros(B, np.int64)}
+
+
+def _root_times(prog: Program, prm: Params, state: dict) -> None:
+    roots = state["ev_n"][0]
+    used = roots >= 0
+    r = roots[used]
+    rows = np.arange(prm.batch)[:, None]
+    P = program_arrays(prog)
+    d = np.where(prog.kind[r] == DELAY, _duration(np, P, {"lane_slow": prm.lane_slow}, np.broadcast_to(r, (
+        prm.batch, len(r))), rows), 0) + np.where(prog.kind[r] == FLOW, prog.pre_ns[r], 0)
+    state["ev_t"][:, :len(r)] = d
+
+
+def run_numpy(prog: Program, prm: Params, KE: int | None = None, KF: int | None = None) -> BatchResult:
+    """The reference driver: the loop body on NumPy, one Python iteration per round."""
+    return _drive(prog, prm, KE, KF, jax=False)
+
+
+def run_jax(prog: Program, prm: Params, KE: int | None = None, KF: int | None = None) -> BatchResult:
+    """The same loop body under ``jax.jit`` + ``lax.while_loop`` (float64), on JAX's default device."""
+    return _drive(prog, prm, KE, KF, jax=True)
+
+
+def default_pools(prog: Program) -> tuple[int, int]:
+    """Pool sizes that a baseline run of the program fits in with room (measured by one NumPy run at B = 1)."""
+    hit = prog.meta.get("pools")
+    if hit is None:
+        from heterosim.batch.variants import baseline_params
+
+        ke, kf = 64, 32
+        while True:
+            res = _drive(prog, baseline_params(prog, 1), ke, kf, jax=False, measure=True)
+            if res.flags[0] & OVERFLOW_EVENTS:
+                ke *= 2
+                continue
+            if res.flags[0] & OVERFLOW_FLOWS:
+                kf *= 2
+                continue
+            break
+        hit = prog.meta["pools"] = (max(64, 2 * res.pools[0]), max(32, 2 * res.pools[1]))
+    return hit
+
+
+def _drive(prog: Program, prm: Params, KE, KF, jax: bool, measure: bool = False) -> BatchResult:
+    if KE is None or KF is None:
+        ke0, kf0 = default_pools(prog)
+        KE, KF = KE or ke0, KF or kf0
+    while True:
+        res = _drive_once(prog, prm, KE, KF, jax, measure)
+        if measure:
+            return res
+        bad = np.bitwise_or.reduce(res.flags) if len(res.flags) else 0
+        if bad & OVERFLOW_EVENTS:
+            KE *= 2
+        elif bad & OVERFLOW_FLOWS:
+            KF *= 2
+        else:
+            return res
+
+
+def _drive_once(prog: Program, prm: Params, KE: int, KF: int, jax: bool, measure: bool) -> BatchResult:
+    B = prm.batch
+    st = initial_state(prog, B, KE, KF)
+    _root_times(prog, prm, st)
+    P = program_arrays(prog)
+    pr = {"cap": prm.cap, "lane_slow": prm.lane_slow, "hop_ns": prm.hop_ns}
+    t0 = time.perf_counter()
+    compile_s = 0.0
+    peak = [0, 0]
+    if jax:
+        import jax as _jax
+        import jax.numpy as jnp
+
+        _jax.config.update("jax_enable_x64", True)
+        ops = _Ops(jnp, _jax.lax)
+
+        def cond(s):
+            return jnp.any(((s["ev_n"] >= 0) & (s["ev_k"] != QUEUED)).any(axis=1) | (s["fs_f"] >= 0).any(axis=1)) \
+                & ~jnp.any(s["flags"] & (OVERFLOW_EVENTS | OVERFLOW_FLOWS) != 0)
+
+        def run(P, pr, s):
+            return ops.while_loop(cond, lambda x: _round(ops, P, pr, x), s)
+
+        fn = _jax.jit(run)
+        Pj = {k: jnp.asarray(v) for k, v in P.items()}
+        prj = {k: jnp.asarray(v) for k, v in pr.items()}
+        sj = {k: jnp.asarray(v) for k, v in st.items()}
+        lowered = fn.lower(Pj, prj, sj).compile()
+        compile_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        out = lowered(Pj, prj, sj)
+        out = {k: np.asarray(v) for k, v in out.items()}
+    else:
+        ops = _Ops(np)
+        s = st
+        while True:
+            live = ((s["ev_n"] >= 0) & (s["ev_k"] != QUEUED)).any(axis=1) | (s["fs_f"] >= 0).any(axis=1)
+            if not live.any() or np.any(s["flags"] & (OVERFLOW_EVENTS | OVERFLOW_FLOWS)):
+                break
+            s = _round(ops, P, pr, s)
+            if measure:
+                peak[0] = max(peak[0], int((s["ev_n"] >= 0).sum(axis=1).max()))
+                peak[1] = max(peak[1], int((s["fs_f"] >= 0).sum(axis=1).max()))
+        out = s
+    wall = time.perf_counter() - t0
+    flags = out["flags"].copy()
+    flags |= np.where(out["done_n"] < prog.num_nodes, STALLED, 0).astype(np.int32)
+    return BatchResult(out["t_end"].copy(), flags, int(out["rounds"].max()) if B else 0, wall, compile_s,
+                       (KE, KF) if not measure else (peak[0], peak[1]))

@@ -1,0 +1,467 @@
+"""One training iteration as an engine-neutral *program*: static arrays that two engines can run.
+
+:func:`export_program` turns a prepared scenario (IR + system) into a :class:`Program`: a DAG of nodes with
+AND semantics (a node is ready when every predecessor has finished) and three kinds of node:
+
+* ``JOIN``: zero duration (a lane posting a communication op, a collective instance starting when every lane
+  has posted it, an op ending when all its instances have);
+* ``DELAY``: a fixed duration (compute ops, TP collectives inside a node, collectives confined to one node,
+  zero-byte transfers); compute ops keep their unscaled time and their lane so that a variant can scale them;
+* ``FLOW``: a network (or intra-node NVLink/PCIe) message, posted ``pre_ns`` after it is ready, carried by
+  max-min fair sharing of its links, finishing ``ceil(drain) + latency`` (``netbackend/flow.py``'s model).
+
+The coordinator's execution semantics (``heterosim/sim/coordinator.py``), made explicit here:
+
+* stream order: an op's predecessors are the op before it on its stream and its ``deps``;
+* a collective instance starts when every lane of its group has posted the op (a JOIN over their posts); a
+  lane's op ends when every instance its ranks sit in has ended;
+* pipeline send/recv: one instance per (sender lane, receiver lane, tag), started when both have posted;
+* a flow schedule (comm planner) runs its transfers in dependency order, each ``latency_ns`` after its deps;
+* connection order: messages of one (src, dst, connection) are carried one at a time in posting order; this
+  one is dynamic (the engine keeps per-connection queues), not a static edge.
+
+The program is built with the coordinator's own helpers (its lanes, local duration tables, planned schedules,
+intra-node closed forms), with every lane executed (no symmetry reduction) and communication free for
+compute (``simulation.compute_contention: none``): the engines reproduce that run of the flow backend.
+Compute contention (``sm_share``) couples compute times to the communication in flight and is refused.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from heterosim.errors import UserError
+
+JOIN, DELAY, FLOW = 0, 1, 2
+"""Node kinds."""
+
+FANOUT = 8
+"""Successors per node in the padded successor table; wider fan-outs go through trees of JOIN nodes (an engine
+then spends one extra round per tree level at the same instant, nothing else changes)."""
+
+
+@dataclass
+class Program:
+    """The iteration as static arrays (module docstring). N nodes, F flows, L links (+1 dummy at index L)."""
+
+    kind: np.ndarray
+    """int8[N]: JOIN | DELAY | FLOW."""
+    dur_ns: np.ndarray
+    """int64[N]: a DELAY's duration when not a compute op (else 0)."""
+    compute_ns: np.ndarray
+    """int64[N]: a compute op's unscaled time (``ComputeModel.op_time_ns``), -1 for the others; its duration is
+    ``round(compute_ns * slowdown of its lane)`` as the coordinator computes it."""
+    lane: np.ndarray
+    """int32[N]: the lane of a compute op (else -1)."""
+    pre_ns: np.ndarray
+    """int64[N]: a FLOW is posted this long after it is ready (the transfer's ``latency_ns``)."""
+    flow: np.ndarray
+    """int32[N]: a FLOW node's flow index (else -1)."""
+    succ: np.ndarray
+    """int32[N, FANOUT]: successors, -1 padded."""
+    indeg: np.ndarray
+    """int32[N]: predecessors of each node."""
+    # flows
+    flow_node: np.ndarray
+    size_bytes: np.ndarray
+    wire_bytes: np.ndarray
+    """int64[F]: payload + headers (``header_bytes`` per packet of up to ``mtu_bytes``)."""
+    tail_bytes: np.ndarray
+    """int64[F]: the last packet with its header (store-and-forward latency)."""
+    links: np.ndarray
+    """int32[F, P]: links the flow loads (NIC caps included), padded with the dummy link L."""
+    lat_links: np.ndarray
+    """int32[F, P]: real links after the first (their 1/capacity sum times ``tail_bytes`` is the latency's
+    store-and-forward part), padded with L."""
+    prop_ns: np.ndarray
+    """int64[F]: propagation delay of the path."""
+    hops: np.ndarray
+    """int64[F]: switches on the path of a network flow (0 for intra-node flows: no switch pipeline)."""
+    self_loop: np.ndarray
+    """bool[F]: src == dst (completes when posted, no network)."""
+    conn: np.ndarray
+    """int32[F]: connection index (-1: a connection of its own)."""
+    # links
+    link_gbps: np.ndarray
+    """float64[Lr]: line rate of every real directed link (network links first, then intra-node ones)."""
+    link_names: list
+    """Lr names ``a->b`` (intra-node links prefixed ``intra:``)."""
+    link_undirected: np.ndarray
+    """int32[Lr]: the undirected fabric link (index in ``net.links``) of each network link, -1 for intra-node."""
+    nic_links: np.ndarray
+    """int32[V]: index (>= Lr) of each NIC cap virtual link."""
+    nic_gbps: np.ndarray
+    """float64[V]: its NIC's rate."""
+    nic_access: list
+    """V lists of the real links whose capacity sum the NIC must be below to bind (flow backend's rule)."""
+    num_links: int
+    """L: real links + NIC caps (the dummy is L)."""
+    # lanes and meaning
+    lane_ranks: list
+    """Lane -> its GPU ranks (a compute op's duration scales with its lane's slowest GPU)."""
+    rank_slowdown: np.ndarray
+    """float64[R]: each GPU's slowdown in the scenario."""
+    gpu_names: list
+    hop_ns: int
+    """The network's ``per_hop_latency_ns``."""
+    ops_end: np.ndarray
+    """int32[...]: every op's end node (the iteration ends with the last of them)."""
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self.kind)
+
+    @property
+    def num_flows(self) -> int:
+        return len(self.flow_node)
+
+
+class _Builder:
+    def __init__(self) -> None:
+        self.kind: list[int] = []
+        self.dur: list[int] = []
+        self.cns: list[int] = []
+        self.lane: list[int] = []
+        self.pre: list[int] = []
+        self.flow: list[int] = []
+        self.preds: list[list[int]] = []
+
+    def node(self, kind: int, preds, dur: int = 0, cns: int = -1, lane: int = -1, pre: int = 0,
+             flow: int = -1) -> int:
+        self.kind.append(kind)
+        self.dur.append(int(dur))
+        self.cns.append(int(cns))
+        self.lane.append(lane)
+        self.pre.append(int(pre))
+        self.flow.append(flow)
+        self.preds.append(list(preds))
+        return len(self.kind) - 1
+
+    def arrays(self):
+        n = len(self.kind)
+        succs: list[list[int]] = [[] for _ in range(n)]
+        for v, ps in enumerate(self.preds):
+            for u in ps:
+                succs[u].append(v)
+        # fan-outs wider than FANOUT go through JOIN trees (appended nodes: ids above every original one)
+        for u in range(n):
+            s = succs[u]
+            while len(s) > FANOUT:
+                groups = [s[i:i + FANOUT] for i in range(0, len(s), FANOUT)]
+                s = []
+                for g in groups:
+                    j = self.node(JOIN, [])
+                    succs.append(g)
+                    s.append(j)
+            succs[u] = s
+        n = len(self.kind)
+        succ = np.full((n, FANOUT), -1, np.int32)
+        indeg = np.zeros(n, np.int32)
+        for u in range(n):
+            s = succs[u]
+            if s:
+                succ[u, :len(s)] = s
+                for v in s:
+                    indeg[v] += 1
+        return succ, indeg
+
+
+def check_batchable(scenario, file: str | None = None) -> None:
+    """One line for a scenario the batch engine cannot run as is (the normal path can)."""
+    sim = getattr(scenario, "simulation", None)
+    if sim is not None and sim.compute_contention != "none":
+        raise UserError("the batch engine runs communication free for compute only; set "
+                        "simulation.compute_contention=none (or use heterosim run)", file=file,
+                        field="simulation.compute_contention", value=sim.compute_contention)
+    if scenario.network.backend != "flow":
+        raise UserError("the batch engine reproduces the flow backend only", file=file, field="network.backend",
+                        value=scenario.network.backend)
+    if scenario.network.background is not None:
+        raise UserError("background traffic is random per run; the batch engine does not take it", file=file,
+                        field="network.background", value="set")
+
+
+def export_program(prepared) -> Program:
+    """The prepared scenario's iteration (the last of ``training.iterations``, whose seed it routes with) as a
+    :class:`Program`. Raises :class:`UserError` (one line) where the batch engine cannot reproduce the run."""
+    from heterosim.pipeline import intra_config
+    from heterosim.sim.coordinator import Coordinator, reshard_transfers
+    from heterosim.sim.intra import effective_intra
+    from netbackend.routing import Router
+
+    sc, system, ir = prepared.scenario, prepared.system, prepared.ir
+    check_batchable(sc, prepared.file)
+    seed = sc.seed + sc.training.iterations - 1
+    net_cfg, intra_cfg = sc.network, intra_config(sc)
+    coord = Coordinator(ir, system, prepared.compute, _NoNet(system.net, net_cfg, seed), None,
+                        precision=sc.training.precision, comm_options=sc.comm.model_dump(), record_messages=False,
+                        symmetry=False, contention="none")
+    intra_topo = effective_intra(system.intra)
+    coord.intra = _NoNet(intra_topo, intra_cfg, seed)  # (the coordinator sends intra-node pieces as flows)
+    routers = {"net": Router.shared(system.net, net_cfg.ecmp, seed), "intra": Router.shared(intra_topo,
+                                                                                          intra_cfg.ecmp, seed)}
+    nets = _Links(routers["net"], routers["intra"], system.net, intra_topo)
+    b = _Builder()
+    flows = _Flows(nets, net_cfg, intra_cfg)
+    from heterosim.hardware import get_device
+
+    lanes = coord.lanes
+    end_of: dict[tuple[int, int], int] = {}
+    post_of: dict[tuple[int, int], int] = {}
+    comm_insts: dict[tuple[int, int], list] = {}
+    instances: dict[tuple, dict] = {}
+    p2p: dict[tuple, dict] = {}
+    # pass 1: every lane's ops; local ops as DELAY, communication ops as a post (JOIN) and an end (JOIN, preds later)
+    for lane in lanes:
+        prog = coord.programs[lane.program]
+        lane.prog = prog
+        table = coord._local_durations(lane)
+        device = get_device(lane.device) if prepared.compute is not None else None
+        prev_on_stream: dict[int, int] = {}
+        for op in prog.ops:
+            s = prog.stream_of[op.id]
+            preds = [end_of[(lane.id, d)] for d in op.deps]
+            if s in prev_on_stream:
+                preds.append(prev_on_stream[s])
+            d = table[op.id]
+            if d >= 0:
+                if op.kind == "compute" and op.duration_ns < 0 and device is not None:
+                    base = prepared.compute.op_time_ns(op, device, sc.training.precision)
+                    n = b.node(DELAY, preds, dur=0, cns=base, lane=lane.id)
+                else:
+                    n = b.node(DELAY, preds, dur=d)
+                end = n
+            else:
+                post = b.node(JOIN, preds)
+                end = b.node(JOIN, [])
+                post_of[(lane.id, op.id)] = post
+                if op.collective in ("send", "recv"):
+                    peer = coord.lane_of_rank[ir.peer_of(lane.ranks[0], op.peer_offset)]
+                    key = (lane.id, peer, op.tag) if op.collective == "send" else (peer, lane.id, op.tag)
+                    side = p2p.setdefault(key, {})
+                    if op.collective in side:
+                        raise UserError("a pipeline send/recv tag repeats between two lanes; the batch engine "
+                                        "matches them by tag", field="workload", value=op.tag)
+                    side[op.collective] = (lane.id, op.id, post, end)
+                else:
+                    gids = sorted({ir.group_id(r, op.group) for r in lane.ranks})
+                    for gid in gids:
+                        inst = instances.setdefault((op.group, gid, op.tag), {"op": op, "posts": [], "ends": []})
+                        inst["posts"].append(post)
+                        inst["ends"].append(end)
+            end_of[(lane.id, op.id)] = end
+            prev_on_stream[s] = end
+    # pass 2: collective instances
+    for (dim, gid, tag), inst in instances.items():
+        op = inst["op"]
+        ranks = ir.groups[dim][gid]
+        need = len({coord.lane_of_rank[r] for r in ranks})
+        if len(set(inst["posts"])) != need:
+            raise UserError("a collective instance is not posted by every lane of its group", field="workload",
+                            value=f"{dim}:{gid}:{tag}")
+        start = b.node(JOIN, inst["posts"])
+        done = _schedule(b, coord, flows, op.collective, tuple(ranks), op.size_bytes, start)
+        for e in inst["ends"]:
+            b.preds[e].extend(done)
+    for key, side in p2p.items():
+        if set(side) != {"send", "recv"}:
+            raise UserError("a pipeline send has no matching receive", field="workload", value=str(key[2]))
+        sl, sop_id, spost, send_end = side["send"]
+        rl, rop_id, rpost, recv_end = side["recv"]
+        src_lane, dst_lane = lanes[sl], lanes[rl]
+        sop = coord.programs[src_lane.program].ops[sop_id]
+        rsize = coord.programs[dst_lane.program].ops[rop_id].size_bytes
+        start = b.node(JOIN, [spost, rpost])
+        done = []
+        if len(src_lane.ranks) == len(dst_lane.ranks):
+            size = max(sop.size_bytes, rsize)
+            for a, c in zip(src_lane.ranks, dst_lane.ranks):
+                done += _schedule(b, coord, flows, "send", (a, c), size, start)
+        else:
+            for a, c, nbytes in reshard_transfers(src_lane.ranks, sop.size_bytes, dst_lane.ranks, rsize):
+                done += _schedule(b, coord, flows, "send", (a, c), nbytes, start)
+        fin = b.node(JOIN, done or [start])
+        b.preds[send_end].append(fin)
+        b.preds[recv_end].append(fin)
+    ends = np.array(sorted(end_of.values()), np.int32)
+    succ, indeg = b.arrays()
+    fl = flows.arrays()
+    flow_of = np.asarray(b.flow, np.int32)
+    flow_node = np.full(len(fl["size"]), -1, np.int32)
+    idx = np.nonzero(flow_of >= 0)[0]
+    flow_node[flow_of[idx]] = idx
+    return Program(
+        kind=np.asarray(b.kind, np.int8), dur_ns=np.asarray(b.dur, np.int64), compute_ns=np.asarray(b.cns, np.int64),
+        lane=np.asarray(b.lane, np.int32), pre_ns=np.asarray(b.pre, np.int64), flow=flow_of, succ=succ,
+        indeg=indeg, flow_node=flow_node, size_bytes=fl["size"], wire_bytes=fl["wire"], tail_bytes=fl["tail"],
+        links=fl["links"], lat_links=fl["lat_links"], prop_ns=fl["prop"], hops=fl["hops"],
+        self_loop=fl["self"], conn=fl["conn"], link_gbps=nets.gbps, link_names=nets.names,
+        link_undirected=nets.undirected, nic_links=nets.nic_links, nic_gbps=nets.nic_gbps,
+        nic_access=nets.nic_access, num_links=nets.num_links,
+        lane_ranks=[tuple(l.ranks) for l in lanes],
+        rank_slowdown=np.array([g.slowdown for g in system.gpus], np.float64),
+        gpu_names=[g.name for g in system.gpus], hop_ns=int(net_cfg.per_hop_latency_ns), ops_end=ends,
+        meta={"scenario": sc.name, "seed": seed, "connections": flows.num_conns,
+              "mtu_bytes": net_cfg.mtu_bytes, "header_bytes": net_cfg.header_bytes})
+
+
+def _schedule(b: _Builder, coord, flows: "_Flows", collective: str, ranks: tuple, size: int, start: int) -> list[int]:
+    """Nodes of one flow schedule started by ``start``; the nodes whose ends end it (the coordinator's
+    ``_launch_schedule``: one-node groups in closed form, else the planned transfers)."""
+    if coord._one_node(ranks):
+        return [b.node(DELAY, [start], dur=coord._intra_collective_ns(collective, ranks, size))]
+    xfers, struct, _ = coord._planned(collective, ranks, size)
+    if not xfers:
+        return [start]
+    _, ndeps, dependents = struct
+    nodes = [-1] * len(xfers)
+    preds: list[list[int]] = [[] for _ in xfers]
+    for i in range(len(xfers)):
+        for j in dependents[i]:
+            preds[j].append(i)
+    order = _topo(len(xfers), preds)
+    for i in order:
+        x = xfers[i]
+        p = [nodes[j] for j in preds[i]] or [start]
+        if x.size_bytes <= 0:
+            nodes[i] = b.node(DELAY, p, dur=int(x.latency_ns))
+        else:
+            f = flows.add(x)
+            nodes[i] = b.node(FLOW, p, pre=int(x.latency_ns), flow=f)
+    return nodes
+
+
+def _topo(n: int, preds: list[list[int]]) -> list[int]:
+    done, out = [False] * n, []
+    for i in range(n):
+        stack = [(i, 0)]
+        while stack:
+            v, k = stack.pop()
+            if done[v]:
+                continue
+            if k < len(preds[v]):
+                stack.append((v, k + 1))
+                u = preds[v][k]
+                if not done[u]:
+                    stack.append((u, 0))
+                continue
+            done[v] = True
+            out.append(v)
+    return out
+
+
+class _NoNet:
+    """Stands in for a backend while the coordinator's helpers plan (nothing is sent)."""
+
+    name = "none"
+
+    def __init__(self, topology, config, seed):
+        self.topology, self.config, self.seed = topology, config, seed
+
+
+class _Links:
+    """The link index space: network links, intra-node links, NIC caps (virtual links), the dummy."""
+
+    def __init__(self, net_router, intra_router, net_topo, intra_topo) -> None:
+        self.routers = {"net": net_router, "intra": intra_router}
+        self.offset = {"net": 0, "intra": net_router.num_links}
+        names, gbps, und = [], [], []
+        for kind, r in self.routers.items():
+            for lid in range(r.num_links):
+                a, c = r.link_name(lid)
+                names.append(f"{a}->{c}" if kind == "net" else f"intra:{a}->{c}")
+                gbps.append(r.link_rate_gbps[lid])
+                und.append(lid // 2 if kind == "net" else -1)
+        self.names, self.gbps, self.undirected = names, np.array(gbps), np.array(und, np.int32)
+        lr = len(names)
+        nic_links, nic_gbps, nic_access = [], [], []
+        self.nic_tx: dict[tuple[str, int], int] = {}
+        self.nic_rx: dict[tuple[str, int], int] = {}
+        for kind, topo in (("net", net_topo), ("intra", intra_topo)):
+            r, off = self.routers[kind], self.offset[kind]
+            outs: dict[int, list[int]] = {}
+            ins: dict[int, list[int]] = {}
+            for lid in range(r.num_links):
+                if r.link_src[lid] < r.num_hosts:
+                    outs.setdefault(r.link_src[lid], []).append(off + lid)
+                if r.link_dst[lid] < r.num_hosts:
+                    ins.setdefault(r.link_dst[lid], []).append(off + lid)
+            for h, name in enumerate(topo.hosts):
+                rate = topo.host_rate_gbps.get(name)
+                if rate is None:
+                    continue
+                for side, acc, table in (("tx", outs.get(h, []), self.nic_tx), ("rx", ins.get(h, []), self.nic_rx)):
+                    table[(kind, h)] = lr + len(nic_links)
+                    nic_links.append(lr + len(nic_links))
+                    nic_gbps.append(float(rate))
+                    nic_access.append(acc)
+        self.nic_links, self.nic_gbps, self.nic_access = np.array(nic_links, np.int32), np.array(nic_gbps), \
+            nic_access
+        self.num_links = lr + len(nic_links)
+
+
+class _Flows:
+    def __init__(self, nets: _Links, net_cfg, intra_cfg) -> None:
+        self.nets = nets
+        self.cfg = {"net": net_cfg, "intra": intra_cfg}
+        self.rows: list[tuple] = []
+        self.paths: dict[tuple, tuple] = {}
+        self.conns: dict[tuple, int] = {}
+
+    @property
+    def num_conns(self) -> int:
+        return len(self.conns)
+
+    def add(self, x) -> int:
+        kind = "net" if x.link == "net" else "intra"
+        r = self.nets.routers[kind]
+        cfg = self.cfg[kind]
+        key = (kind, x.src_ep, x.dst_ep, x.flow_key if r.mode != "rail" else 0)
+        hit = self.paths.get(key)
+        if hit is None:
+            if x.src_ep == x.dst_ep:
+                hit = ((), (), 0, 0, True)
+            else:
+                nodes, links = r.route(x.src_ep, x.dst_ep, x.flow_key)
+                off = self.nets.offset[kind]
+                full = [off + l for l in links]
+                s, d = nodes[0], nodes[-1]
+                if (kind, s) in self.nets.nic_tx:
+                    full = [self.nets.nic_tx[(kind, s)]] + full
+                if (kind, d) in self.nets.nic_rx:
+                    full = full + [self.nets.nic_rx[(kind, d)]]
+                prop = sum(r.link_delay_ns[l] for l in links)
+                hops = (len(nodes) - 2) if kind == "net" else 0
+                hit = (tuple(full), tuple(off + l for l in links[1:]), prop, hops, False)
+            self.paths[key] = hit
+        size = int(x.size_bytes)
+        mtu, hdr = cfg.mtu_bytes, cfg.header_bytes
+        npkt = -(-size // mtu)
+        conn = -1
+        if x.connection >= 0 and not hit[4]:
+            conn = self.conns.setdefault((kind, x.src_ep, x.dst_ep, x.connection), len(self.conns))
+        self.rows.append((size, size + npkt * hdr, size - (npkt - 1) * mtu + hdr, hit[0], hit[1], hit[2], hit[3],
+                          hit[4], conn))
+        return len(self.rows) - 1
+
+    def arrays(self) -> dict:
+        rows = self.rows
+        lnull = self.nets.num_links
+        p = max([len(r[3]) for r in rows] + [1])
+        links = np.full((len(rows), p), lnull, np.int32)
+        lat = np.full((len(rows), p), lnull, np.int32)
+        for i, r in enumerate(rows):
+            links[i, :len(r[3])] = r[3]
+            lat[i, :len(r[4])] = r[4]
+        col = lambda k, t: np.array([r[k] for r in rows], t)  # noqa: E731
+        return {"size": col(0, np.int64), "wire": col(1, np.int64), "tail": col(2, np.int64), "links": links,
+                "lat_links": lat, "prop": col(5, np.int64), "hops": col(6, np.int64), "self": col(7, bool),
+                "conn": col(8, np.int32)}
+
+
+def nearest_int(x: float) -> int:
+    """Python's ``round`` (half to even), as the coordinator rounds scaled compute times."""
+    return int(round(x)) if math.isfinite(x) else 0
