@@ -157,7 +157,7 @@ def _prepare_recorded(scenario: Scenario, file: str | None, measurements: str | 
         compute = compute_model(scenario, measurements)
         device, prec = get_device(system.gpus[0].device), scenario.training.precision
         ir = import_workload(folder, system, retime=wl.timing == "compute_model", file=file,
-                             time_op=lambda op: compute.op_time_ns(op, device, prec))
+                             time_op=lambda op: compute.op_time_ns(op, device, prec), options=wl)
     except UserError as err:
         raise err.with_file(file) if file else err
     return Prepared(scenario, system, ir, compute, file)

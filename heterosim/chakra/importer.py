@@ -62,6 +62,79 @@ class TraceError(ConfigError):
     """A Chakra ET file that cannot be replayed."""
 
 
+_STOI = re.compile(r"^[ \t\n\v\f\r]*([+-]?[0-9]+)")
+"""What C++ ``std::stoi`` reads of a string: leading whitespace, a sign, digits (the rest is ignored)."""
+
+
+@dataclass(frozen=True)
+class Conventions:
+    """How a trace's implicit meanings are read (``workload.chakra_convention`` / ``chakra_sends``).
+
+    ASTRA-sim's, cited from github.com/astra-sim/astra-sim at commit 518bd513 (2026-03-25):
+
+    * ``pg_name`` "" or "0" is the default communicator of every rank (workload/Workload.cc
+      extract_comm_group); any other name is the group whose id is ``std::stoi(name)`` in the group file,
+      whose keys are read with ``std::stoi`` too (initialize_comm_groups): "0.0" is group 0 of the file;
+    * ALL_GATHER ``comm_size`` is each rank's input: the ring all-gather sends ``data_size`` per step and
+      ends with ``data_size * nodes_in_ring`` (system/astraccl/native_collectives/collective_algorithm/
+      Ring.cc); REDUCE_SCATTER and ALL_REDUCE give the whole buffer, ALL_TO_ALL each rank's send buffer,
+      which is what HeteroSim's IR means by them already;
+    * one communication node in flight per rank (collectives and sends share it; receives do not), one
+      GPU compute node, one CPU node (workload/HardwareResource.cc): streams ``comm``, ``compute``, ``cpu``;
+    * a send does not wait for its receive (analytical backend, network_frontend/analytical/
+      congestion_unaware/CongestionUnawareNetworkApi.cc sim_send schedules the arrival at once;
+      common/CommonNetworkApi.cc: the send's callback runs at arrival, a receive posted later completes
+      at once): ``eager``.
+
+    The nccl-tests reading (HeteroSim's exports before issue 39, its IR): ALL_GATHER ``comm_size`` is the
+    gathered output, "0" is an ordinary group name, collectives of each group on their own stream."""
+
+    name: str
+    allgather_input: bool
+    """ALL_GATHER ``comm_size`` is each rank's input (IR size = comm_size x group size)."""
+    pg0_world: bool
+    """``pg_name`` "0" is every rank; other names resolve by their leading integer."""
+    astra_streams: bool
+    """Streams of nodes without a ``stream`` attribute as ASTRA-sim's HardwareResource (else per group/peer)."""
+    eager: bool
+    """Sends complete when their message arrives, receive posted or not."""
+
+    @classmethod
+    def legacy(cls) -> "Conventions":
+        return cls("nccl-tests", False, False, False, False)
+
+    @classmethod
+    def resolve(cls, traces: list["RankTrace"], options=None) -> "Conventions":
+        """The trace's declared convention (GlobalMetadata ``comm_size_convention``, ``p2p_semantics``:
+        HeteroSim's exports), else HeteroSim's older exports' (producer heterosim), else the options'."""
+        meta, file = traces[0].meta, traces[0].file
+        ours = meta.get("producer") == "heterosim"
+        declared = meta.get("comm_size_convention")
+        if declared is not None and declared not in ("astra-sim", "nccl-tests"):
+            raise TraceError("must be astra-sim or nccl-tests", file=file,
+                             field="GlobalMetadata.comm_size_convention", value=declared)
+        name = declared or ("nccl-tests" if ours else getattr(options, "chakra_convention", "astra-sim"))
+        sends = getattr(options, "chakra_sends", None)
+        if sends is None:
+            sends = meta.get("p2p_semantics") or ("rendezvous" if ours else "eager")
+            if sends not in ("eager", "rendezvous"):
+                raise TraceError("must be eager or rendezvous", file=file, field="GlobalMetadata.p2p_semantics",
+                                 value=sends)
+        astra = name == "astra-sim"
+        return cls(name, astra, astra, astra, sends == "eager")
+
+    def pg(self, raw: str | None) -> str | None:
+        """The process group a ``pg_name`` names: None = every rank."""
+        if raw is None or raw == "":
+            return None
+        if not self.pg0_world:
+            return raw
+        if raw == "0":
+            return None
+        m = _STOI.match(raw)
+        return str(int(m.group(1))) if m else raw
+
+
 class NodeInfo(NamedTuple):
     """What HeteroSim reads of one Node (decoded once per distinct encoding, shared by ranks)."""
 
@@ -95,7 +168,12 @@ class _Comm:
     peer: int = -1
     ctag: int = 0
     me: int = -1
-    """For a send or receive: the end that must be this file's rank (comm_src of a send, comm_dst of a receive)."""
+    """For a send or receive: the end that must be this file's rank (comm_src of a send, comm_dst of a receive);
+    -1 when the node leaves it out: ASTRA-sim then takes the file's own rank (Workload.cc issue_send_comm /
+    issue_recv_comm read it as ``comm_src<uint32_t>(sys->id)`` / ``comm_dst<uint32_t>(sys->id)``, astra-sim
+    commit 518bd513), and so do we."""
+    pg_raw: str | None = None
+    """The ``pg_name`` as written (``pg`` is the name it resolves to under the trace's convention)."""
     lane_op: int = -1
     """kind ``lane``: the IR op this node is a piece of (``ir_op``: a pipeline send/recv between TP groups of
     different size, written by HeteroSim as one node per transfer); its pieces become that one op again."""
@@ -297,6 +375,8 @@ class _Draft:
     comms: dict[int, _Comm] = field(default_factory=dict)  # op id -> comm
     content: list[int] = field(default_factory=list)
     """Per op: the id of its fields apart from id, deps and process group (program sharing compares these)."""
+    node_ids: list[int] = field(default_factory=list)
+    """Per op: the id of the node it comes from (messages name it)."""
 
 
 def _shape(s: str):
@@ -312,7 +392,9 @@ def _opt_int(a: dict, name: str, default: int) -> int:
     return v if isinstance(v, int) and not isinstance(v, bool) else default
 
 
-def _draft_rank(tr: RankTrace, world: int, retime: bool, cache: dict, time_op=None) -> _Draft:
+def _draft_rank(tr: RankTrace, world: int, retime: bool, cache: dict, time_op=None,
+                conv: "Conventions | None" = None) -> _Draft:
+    conv = conv or Conventions.legacy()
     order = _topo_order(tr)
     templates = cache.setdefault("templates", {})
     new_id = {tr.nodes[i].id: k for k, i in enumerate(order)}
@@ -321,13 +403,14 @@ def _draft_rank(tr: RankTrace, world: int, retime: bool, cache: dict, time_op=No
         n = tr.nodes[i]
         tmpl = templates.get(id(n))  # NodeInfos are shared and live as long as the decode cache
         if tmpl is None:
-            tmpl = templates[id(n)] = _template(tr, n, world, retime, cache, time_op)
+            tmpl = templates[id(n)] = _template(tr, n, world, retime, cache, time_op, conv)
         kw, comm, cid = tmpl
         if comm is not None and comm.kind in ("send", "recv"):
             _check_p2p(tr, comm)
         deps = tuple(sorted({new_id[x] for x in n.data_deps + n.ctrl_deps}))
         d.ops.append(Op(id=k, deps=deps, **kw))
         d.content.append(cid)
+        d.node_ids.append(n.id)
         if comm is not None:
             d.comms[k] = comm
     if any(c.kind == "lane" for c in d.comms.values()):
@@ -358,10 +441,11 @@ def _merge_lane_pieces(d: _Draft) -> None:
         content.append(d.content[k])
         if k in d.comms:
             comms[j] = d.comms[k]
+    d.node_ids = [d.node_ids[k] for k in keep]
     d.ops, d.content, d.comms = ops, content, comms
 
 
-def _template(tr: RankTrace, n: NodeInfo, world: int, retime: bool, cache: dict, time_op):
+def _template(tr: RankTrace, n: NodeInfo, world: int, retime: bool, cache: dict, time_op, conv: "Conventions"):
     """(Op fields but id and deps, the comm node or None, a content id): once per distinct node. The content
     id leaves out the process-group name, so ranks of parallel groups can share a program."""
     a = n.attrs
@@ -378,7 +462,10 @@ def _template(tr: RankTrace, n: NodeInfo, world: int, retime: bool, cache: dict,
         kw = {f: getattr(op, f) for f in ("kind", "stream", "op_class", "flops", "bytes", "gemm_mnk", "kernels",
                                           "duration_ns")}
     elif n.type == S.NODE_TYPES["METADATA_NODE"]:
-        kw = dict(kind="compute", stream=str(a.get("stream") or "compute"), duration_ns=0)
+        # ASTRA-sim issues a metadata node as soon as its dependencies are done and finishes it at once
+        # (Workload.cc issue_metadata -> skip_invalid): it holds up no other node, hence a stream of its own
+        own = f"meta:{n.id}" if conv.astra_streams else "compute"
+        kw = dict(kind="compute", stream=str(a.get("stream") or own), duration_ns=0)
     elif n.type == S.NODE_TYPES["COMM_COLL_NODE"]:
         ct = _int_attr(tr, n, a, "comm_type", -2**63, 2**63 - 1)
         cname = _COLL_NAME.get(ct)
@@ -388,24 +475,32 @@ def _template(tr: RankTrace, n: NodeInfo, world: int, retime: bool, cache: dict,
             raise TraceError(f"{why}; supported: {known}", file=tr.file, field=_node_field(n.id, "comm_type"),
                              value=ct)
         size = _int_attr(tr, n, a, "comm_size", 0, 2**62)
-        pg = a.get("pg_name")
-        pg = str(pg) if pg not in (None, "") else None
+        raw = a.get("pg_name")
+        raw = str(raw) if raw is not None else None
+        pg = conv.pg(raw)
         coll = CHAKRA_TO_COLLECTIVE[cname]
-        comm = _Comm(n.id, "coll", coll, size, pg)
-        kw = dict(kind="comm", stream=str(a.get("stream") or f"pg:{pg or 'world'}"), collective=coll,
+        comm = _Comm(n.id, "coll", coll, size, pg, pg_raw=raw)
+        # ASTRA-sim runs one communication node (collective or send) at a time per rank
+        # (workload/HardwareResource.cc, num_in_flight_gpu_comm_ops); NCCL serialises a communicator's ops
+        own = "comm" if conv.astra_streams else f"pg:{pg or 'world'}"
+        kw = dict(kind="comm", stream=str(a.get("stream") or own), collective=coll,
                   size_bytes=size, comm_kind=str(a.get("comm_kind") or ""))
     elif n.type in (S.NODE_TYPES["COMM_SEND_NODE"], S.NODE_TYPES["COMM_RECV_NODE"]):
         send = n.type == S.NODE_TYPES["COMM_SEND_NODE"]
-        src = _int_attr(tr, n, a, "comm_src", 0, world - 1)
-        dst = _int_attr(tr, n, a, "comm_dst", 0, world - 1)
+        # the peer's end is required; the own end may be left out (= this file's rank, as in ASTRA-sim and
+        # the MSCCL-derived traces it ships, which write only comm_dst on a send and comm_src on a receive)
+        src = _int_attr(tr, n, a, "comm_src", 0, world - 1, required=not send)
+        dst = _int_attr(tr, n, a, "comm_dst", 0, world - 1, required=send)
         size = _int_attr(tr, n, a, "comm_size", 0, 2**62)
         ctag = _int_attr(tr, n, a, "comm_tag", -2**31, 2**31 - 1, required=False) or 0
         pg = a.get("pg_name")
         pg = str(pg) if pg not in (None, "") else None
         kind = "send" if send else "recv"
         peer = dst if send else src
-        comm = _Comm(n.id, kind, kind, size, pg, peer, ctag, src if send else dst)
-        kw = dict(kind="comm", stream=str(a.get("stream") or f"{kind}:{peer}"), collective=kind, size_bytes=size,
+        me = src if send else dst
+        comm = _Comm(n.id, kind, kind, size, pg, peer, ctag, -1 if me is None else me)
+        own = "comm" if conv.astra_streams and send else f"{kind}:{peer}"
+        kw = dict(kind="comm", stream=str(a.get("stream") or own), collective=kind, size_bytes=size,
                   comm_kind=str(a.get("comm_kind") or "pp"))
     else:
         raise TraceError(f"node type {tname} is not modelled (COMP_NODE, COMM_COLL_NODE, COMM_SEND_NODE, "
@@ -434,7 +529,7 @@ def _template(tr: RankTrace, n: NodeInfo, world: int, retime: bool, cache: dict,
 
 def _check_p2p(tr: RankTrace, c: "_Comm") -> None:
     send = c.kind == "send"
-    if c.me != tr.rank:
+    if c.me >= 0 and c.me != tr.rank:
         raise TraceError(f"this file is rank {tr.rank}'s; a {'send' if send else 'receive'} here must have it as "
                          f"{'comm_src' if send else 'comm_dst'}", file=tr.file,
                          field=_node_field(c.node_id, "comm_src" if send else "comm_dst"), value=c.me)
@@ -505,20 +600,38 @@ def _kernel_op(kernels: tuple, op_class: str, stream: str, recorded: int, retime
 def _cost_op(a: dict, op_class: str, stream: str, recorded: int, retime: bool, common: dict) -> Op:
     flops = a.get("num_ops")
     nbytes = a.get("tensor_size")
-    has_cost = isinstance(flops, int) and not isinstance(flops, bool) and flops > 0
-    if has_cost:
+    flops = flops if isinstance(flops, int) and not isinstance(flops, bool) and flops > 0 else 0
+    nbytes = nbytes if isinstance(nbytes, int) and not isinstance(nbytes, bool) and nbytes > 0 else 0
+    if flops or nbytes:
         # a node of unknown kind: the roofline with the efficiencies fitted for a whole layer's mix of kernels
         # (heterosim/hardware/efficiency.yaml, class ``layer``)
-        fields = dict(op_class=op_class or "layer", flops=float(flops),
-                      bytes=float(nbytes) if isinstance(nbytes, int) and not isinstance(nbytes, bool) else 0.0)
+        fields = dict(op_class=op_class or "layer", flops=float(flops), bytes=float(nbytes))
         return Op(kind="compute", stream=stream, duration_ns=-1 if retime else recorded, **fields, **common)
     return Op(kind="compute", stream=stream, duration_ns=recorded, op_class=op_class, **common)
 
 
 # --------------------------------------------------------------- whole trace
-def _read_comm_groups(folder: Path, world: int) -> dict[str, tuple[int, ...]] | None:
-    path = folder / COMM_GROUP_FILE
-    if not path.is_file():
+def comm_group_file(folder: Path, prefix: str, given: str | None, scenario_file: str | None,
+                    field: str = "workload.chakra_comm_groups") -> Path | None:
+    """The process-group file: the one the scenario names (relative to it), else ``comm_group.json`` in the
+    trace folder (HeteroSim's exports), else ``<prefix>.json`` there (symbolic_tensor_graph's main.py names
+    it after the ET files: ``<name>.%d.et`` -> ``<name>.json``), else None."""
+    if given is not None:
+        path = Path(given).expanduser()
+        if not path.is_absolute() and scenario_file and not scenario_file.startswith("<"):
+            path = Path(scenario_file).parent / path
+        if not path.is_file():
+            raise ConfigError("no such process-group file" if not path.exists() else "not a file",
+                              file=scenario_file, field=field, value=given)
+        return path
+    for name in (COMM_GROUP_FILE, f"{prefix}.json"):
+        if (folder / name).is_file():
+            return folder / name
+    return None
+
+
+def _read_comm_groups(path: Path | None, world: int, conv: Conventions) -> dict[str, tuple[int, ...]] | None:
+    if path is None:
         return None
     file = str(path)
     try:
@@ -534,7 +647,14 @@ def _read_comm_groups(folder: Path, world: int) -> dict[str, tuple[int, ...]] | 
                 or len(set(ranks)) != len(ranks)):
             raise TraceError(f"must be a non-empty list of distinct ranks in [0, {world - 1}]", file=file,
                              field=name, value=ranks)
-        out[str(name)] = tuple(ranks)
+        # ASTRA-sim keys its groups by std::stoi of the name (Workload.cc initialize_comm_groups)
+        key = conv.pg(str(name)) if conv.pg0_world and str(name) != "0" else str(name)
+        if key is None:
+            continue
+        if key in out:
+            raise TraceError(f"names the same process group as another entry (ASTRA-sim reads group ids as "
+                             f"integers: both are {key})", file=file, field=name, value=ranks)
+        out[key] = tuple(ranks)
     return out
 
 
@@ -552,7 +672,9 @@ def _pg_dims(traces: list[RankTrace]) -> dict[str, str]:
     return dims
 
 
-def build_ir(traces: list[RankTrace], drafts: list[_Draft], comm_groups: dict | None, node_of_rank: list) -> IR:
+def build_ir(traces: list[RankTrace], drafts: list[_Draft], comm_groups: dict | None, node_of_rank: list,
+             conv: Conventions | None = None, group_file: str = COMM_GROUP_FILE) -> IR:
+    conv = conv or Conventions.legacy()
     world = len(traces)
     # process-group membership: declared, or the ranks that use the group
     members: dict[str, set[int]] = {}
@@ -566,8 +688,8 @@ def build_ir(traces: list[RankTrace], drafts: list[_Draft], comm_groups: dict | 
         for pg in list(members):
             if pg and pg not in comm_groups:
                 tr, nid = _first_use(traces, drafts, pg)
-                raise TraceError(f"process group {pg} is not in {COMM_GROUP_FILE}", file=tr.file,
-                                 field=_node_field(nid, "pg_name"), value=pg)
+                raise TraceError(f"process group {pg} is not in {group_file}", file=tr.file,
+                                 field=_node_field(nid, "pg_name"), value=_first_raw(drafts, pg))
             if pg:
                 members[pg] = set(comm_groups[pg])
     for tr, d in zip(traces, drafts):
@@ -629,6 +751,8 @@ def build_ir(traces: list[RankTrace], drafts: list[_Draft], comm_groups: dict | 
                     dim = dim_of[c.pg or ""]
                     k = count[(dim,)] = count.get((dim,), -1) + 1
                     op.group, op.tag = dim, f"{dim}#{k}"
+                    if c.collective == "allgather" and conv.allgather_input:  # IR: the gathered output
+                        op.size_bytes = c.size * len(ir.group_of(tr.rank, dim))
                     if not op.comm_kind:
                         op.comm_kind = dim if dim in _KINDS else "dp"  # breakdown buckets: other groups count as DP
                 elif c.kind == "lane":
@@ -642,18 +766,24 @@ def build_ir(traces: list[RankTrace], drafts: list[_Draft], comm_groups: dict | 
                                          file=tr.file, field=_node_field(c.node_id, "comm_dst" if c.kind == "send"
                                                                           else "comm_src"), value=c.peer)
                     off = (g.index(c.peer) - g.index(tr.rank)) % len(g)
-                    key = (c.kind, c.peer, c.ctag)
+                    # ASTRA-sim pairs a send with a receive by (tag, src, dst, size), in issue order
+                    # (network_frontend/analytical/common/ChunkIdGenerator.cc)
+                    key = (c.kind, c.peer, c.ctag) + ((c.size,) if conv.astra_streams else ())
                     k = count[key] = count.get(key, -1) + 1
                     op.peer_offset, op.tag = off, f"p2p:{c.ctag}#{k}"
             ops.append(op)
         per_rank_ops.append(ops)
-    _check_matching(traces, drafts, per_rank_ops, ir)
+    _check_matching(traces, drafts, per_rank_ops, ir, conv)
+    if conv.eager:
+        for i, d in enumerate(drafts):
+            per_rank_ops[i] = _eager_receives(d, per_rank_ops[i])
     # ranks with identical programs share one (tensor-parallel ranks must, to run as one lane)
     progs: dict[tuple, int] = {}
     for tr, d, ops in zip(traces, drafts, per_rank_ops):
         stage = tr.meta.get("pp_stage")
         stage = stage if isinstance(stage, int) and not isinstance(stage, bool) else 0
-        key = (stage, tuple((c, o.deps, o.group, o.tag, o.peer_offset) for c, o in zip(d.content, ops)))
+        key = (stage, tuple((c, o.deps, o.group, o.tag, o.peer_offset, o.size_bytes)
+                            for c, o in zip(d.content, ops)))
         pid = progs.get(key)
         if pid is None:
             pid = progs[key] = len(ir.programs)
@@ -672,6 +802,95 @@ def build_ir(traces: list[RankTrace], drafts: list[_Draft], comm_groups: dict | 
     return ir
 
 
+def check_no_deadlock(ir: IR, traces: list[RankTrace], drafts: list[_Draft]) -> None:
+    """Replay the IR with zero-time ops (heterosim/workload/verify.py find_deadlock, the coordinator's
+    semantics: streams in order, collectives and rendezvous sends wait for every partner) and refuse a trace
+    that would hang, naming the node a stuck rank waits at and the partner it waits for."""
+    from heterosim.workload.verify import find_deadlock
+
+    _, stuck = find_deadlock(ir)
+    if not stuck:
+        return
+    where = {r: ops for r, ops in stuck}
+    r, ops = stuck[0]
+    op = ops[0]
+    tr, d = traces[r], drafts[r]
+    nid = d.node_ids[op.id]
+    if op.kind != "comm":
+        raise TraceError(f"the trace would deadlock: rank {r} never gets past this node ({len(stuck)} rank(s) stuck)",
+                         file=tr.file, field=_node_field(nid, "data_deps"), value=list(ops[0].deps))
+    if op.collective in ("send", "recv") and op.peer_offset:
+        partners = [ir.peer_of(r, op.peer_offset)]
+        what, fname = ("send" if op.collective == "send" else "receive"), \
+            ("comm_dst" if op.collective == "send" else "comm_src")
+    else:
+        partners = [m for m in ir.group_of(r, op.group) if m != r]
+        what, fname = f"{op.collective} (number {op.tag.rpartition('#')[2]} on its process group)", "pg_name"
+    other = next((m for m in partners if m in where), partners[0] if partners else r)
+    if other in where:
+        o = where[other][0]
+        theirs = f"rank {other}, which waits at node[id={drafts[other].node_ids[o.id]}] of {traces[other].file}"
+    else:
+        theirs = f"rank {other}, which finished without it"
+    raise TraceError(f"the trace would deadlock: this {what} waits for {theirs} ({len(stuck)} rank(s) stuck)",
+                     file=tr.file, field=_node_field(nid, fname))
+
+
+def _first_raw(drafts, pg):
+    for d in drafts:
+        for c in d.comms.values():
+            if c.pg == pg:
+                return c.pg_raw if c.pg_raw is not None else pg
+    return pg
+
+
+def _eager_receives(d: _Draft, ops: list[Op]) -> list[Op]:
+    """Receives posted ahead, so a send never waits for one (``eager``): each receive goes on a stream of its
+    own with no dependencies (the coordinator starts a transfer once both sides posted: now as soon as the
+    send is), followed there by a zero-time op that waits for the receive and for the receive's own
+    dependencies; what depended on the receive depends on that op. So the receive completes at the later of
+    the message's arrival and its own posting, as ASTRA-sim's analytical backend completes it
+    (CommonNetworkApi.cc sim_recv: a message already arrived completes a receive at once)."""
+    is_recv = {k for k, op in enumerate(ops) if op.collective == "recv" and k in d.comms and d.comms[k].kind == "recv"}
+    if not is_recv:
+        return ops
+    new_id: dict[int, int] = {}
+    done_id: dict[int, int] = {}  # receive -> its completion op
+    pos = 0
+    for k in range(len(ops)):
+        new_id[k] = pos
+        pos += 1
+        if k in is_recv:
+            done_id[k] = pos
+            pos += 1
+    out: list[Op] = []
+    content: list[int] = []
+    nodes: list[int] = []
+    comms: dict[int, _Comm] = {}
+    for k, op in enumerate(ops):
+        deps = tuple(sorted({done_id.get(x, new_id[x]) for x in op.deps}))
+        if k in is_recv:
+            stream = f"recv:{d.node_ids[k]}"
+            op.id, op.deps, op.stream = new_id[k], (), stream
+            out.append(op)
+            done = Op(id=done_id[k], deps=tuple(sorted(set(deps) | {new_id[k]})), kind="compute", stream=stream,
+                      duration_ns=0, name=f"{op.name}:received", phase=op.phase, microbatch=op.microbatch,
+                      layer=op.layer, chunk=op.chunk)
+            out.append(done)
+            content += [d.content[k], -1]
+            nodes += [d.node_ids[k], d.node_ids[k]]
+            comms[new_id[k]] = d.comms[k]
+        else:
+            op.id, op.deps = new_id[k], deps
+            out.append(op)
+            content.append(d.content[k])
+            nodes.append(d.node_ids[k])
+            if k in d.comms:
+                comms[new_id[k]] = d.comms[k]
+    d.content, d.node_ids, d.comms = content, nodes, comms
+    return out
+
+
 def _first_use(traces, drafts, pg):
     for tr, d in zip(traces, drafts):
         for c in d.comms.values():
@@ -680,7 +899,7 @@ def _first_use(traces, drafts, pg):
     return traces[0], -1
 
 
-def _check_matching(traces, drafts, per_rank_ops, ir: IR) -> None:
+def _check_matching(traces, drafts, per_rank_ops, ir: IR, conv: Conventions) -> None:
     """Every member of a collective instance posts the same collective; every send has its receive."""
     inst: dict[tuple, tuple[int, int, str, int]] = {}
     for tr, d, ops in zip(traces, drafts, per_rank_ops):
@@ -716,23 +935,29 @@ def _check_matching(traces, drafts, per_rank_ops, ir: IR) -> None:
             c = d.comms.get(op.id)
             if c is not None and c.kind in ("send", "recv"):
                 a, b = (tr.rank, c.peer) if c.kind == "send" else (c.peer, tr.rank)
-                p2p.setdefault((a, b, c.ctag, c.kind), []).append((tr, c))
-    for (a, b, ctag, kind), items in p2p.items():
+                size = c.size if conv.astra_streams else -1  # ASTRA-sim matches the size too
+                p2p.setdefault((a, b, (c.ctag, size), c.kind), []).append((tr, c))
+    for (a, b, (ctag, size), kind), items in p2p.items():
         other = "recv" if kind == "send" else "send"
-        n_other = len(p2p.get((a, b, ctag, other), []))
+        n_other = len(p2p.get((a, b, (ctag, size), other), []))
         if len(items) > n_other:
             tr, c = items[n_other]
             fname = "comm_dst" if kind == "send" else "comm_src"
+            sz = f" and comm_size {size}" if size >= 0 else ""
             raise TraceError(f"{'send' if kind == 'send' else 'receive'} number {n_other + 1} from rank {a} to rank "
-                             f"{b} with comm_tag {ctag} has no matching {'receive' if kind == 'send' else 'send'} in "
-                             f"rank {b if kind == 'send' else a}'s file", file=tr.file,
+                             f"{b} with comm_tag {ctag}{sz} has no matching {'receive' if kind == 'send' else 'send'} "
+                             f"in rank {b if kind == 'send' else a}'s file", file=tr.file,
                              field=_node_field(c.node_id, fname), value=c.peer)
 
 
 def import_workload(folder: Path, system, *, retime: bool, file: str | None, field: str = "workload.chakra",
-                    time_op=None) -> IR:
+                    time_op=None, options=None) -> IR:
     """The IR of a folder of ET files, for this cluster (one file per GPU). ``time_op(op)``: the compute model
-    on one of the cluster's GPUs, to check re-timed nodes before simulating."""
+    on one of the cluster's GPUs, to check re-timed nodes before simulating. ``options``: the scenario's
+    ``workload`` (``chakra_convention``, ``chakra_sends``, ``chakra_comm_groups``; defaults without).
+
+    A trace that would hang (a collective some member never reaches, a receive whose send waits on it...)
+    is refused here, before simulating, in one line naming the node (``validate`` says so too)."""
     paths = list_et_files(folder, file, field)
     world = system.num_gpus
     if len(paths) != world:
@@ -741,16 +966,32 @@ def import_workload(folder: Path, system, *, retime: bool, file: str | None, fie
     decoded: dict = {}
     traces = [read_et_file(p, r, decoded) for r, p in enumerate(paths)]
     cache: dict = {"decoded": decoded}  # keeps the shared NodeInfos alive while templates are keyed by id
-    drafts = [_draft_rank(tr, world, retime, cache, time_op) for tr in traces]
-    comm_groups = _read_comm_groups(folder, world)
-    ir = build_ir(traces, drafts, comm_groups, [g.node for g in system.gpus])
+    conv = Conventions.resolve(traces, options)
+    drafts = [_draft_rank(tr, world, retime, cache, time_op, conv) for tr in traces]
+    untimed = sum(1 for d in drafts for op in d.ops if op.kind == "compute" and op.duration_ns == 0
+                  and (op.flops > 0 or op.bytes > 0))
+    prefix = _ET_NAME.match(paths[0].name)["prefix"]
+    gpath = comm_group_file(folder, prefix, getattr(options, "chakra_comm_groups", None), file)
+    comm_groups = _read_comm_groups(gpath, world, conv)
+    ir = build_ir(traces, drafts, comm_groups, [g.node for g in system.gpus], conv,
+                  gpath.name if gpath is not None else COMM_GROUP_FILE)
+    check_no_deadlock(ir, traces, drafts)
+    if untimed:
+        import warnings
+
+        warnings.warn(f"{untimed} compute node(s) in {folder} have no duration_micros but carry num_ops/tensor_size: "
+                      f"timing: recorded runs them in 0 ns (workload.timing: compute_model re-times them)",
+                      stacklevel=2)
     flops = sum(op.flops for d in drafts for op in d.ops)
     mf = [tr.meta.get("model_flops_per_iteration") for tr in traces]
     tok = [tr.meta.get("tokens_per_iteration") for tr in traces]
     ir.meta.update({
         "model_flops_per_iteration": float(mf[0]) if isinstance(mf[0], float) and mf[0] > 0 else float(flops),
         "chakra": {"folder": str(folder), "files": len(paths), "nodes": sum(len(tr.nodes) for tr in traces),
-                   "timing": "compute_model" if retime else "recorded"},
+                   "timing": "compute_model" if retime else "recorded", "convention": conv.name,
+                   "sends": "eager" if conv.eager else "rendezvous",
+                   "comm_groups": str(gpath) if gpath is not None else None,
+                   "untimed_compute_nodes": untimed if not retime else 0},
     })
     if isinstance(tok[0], int) and tok[0] > 0:
         ir.meta["tokens_per_iteration"] = tok[0]

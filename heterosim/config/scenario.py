@@ -103,6 +103,22 @@ class WorkloadConfig(Strict):
     timing: Literal["recorded", "compute_model"] = "recorded"
     """recorded: compute nodes take their ``duration_micros``; compute_model: nodes that carry FLOPs/shape
     attributes are re-timed by our compute model on the scenario's GPUs (the others keep their duration)."""
+    chakra_convention: Literal["astra-sim", "nccl-tests"] = "astra-sim"
+    """How to read what a trace leaves implicit (docs/chakra.md). astra-sim (ASTRA-sim's Workload.cc and
+    collective code, the default): ALL_GATHER ``comm_size`` is each rank's input, ``pg_name`` "" or "0" is
+    every rank and other names are groups by their leading integer; nccl-tests: ALL_GATHER ``comm_size``
+    is the gathered output and "0" is a group like any other. A trace whose GlobalMetadata states its
+    convention (HeteroSim's exports) is read by that."""
+    chakra_sends: Literal["eager", "rendezvous"] | None = None
+    """When a send completes. eager (ASTRA-sim's analytical backend): it starts at once, whether or not
+    its receive is posted, and completes when the message arrives; a receive completes at the later of
+    arrival and its own posting. rendezvous (HeteroSim's compiled pipelines): the transfer starts when
+    both sides posted. None: what the trace's GlobalMetadata states (HeteroSim's exports: rendezvous),
+    else eager."""
+    chakra_comm_groups: str | None = Field(None, min_length=1)
+    """Process-group file (``{pg_name: [ranks]}``, ASTRA-sim's ``--comm-group-configuration``), relative to
+    the scenario file. None: ``comm_group.json`` in the trace folder, else ``<prefix>.json`` there (the
+    name symbolic_tensor_graph writes), else groups are the ranks that use them."""
 
 
 class Scenario(Strict):

@@ -91,6 +91,19 @@ def replay(ir: IR) -> int:
     """Run every rank's program with zero-time ops and rendezvous communication.
 
     Returns the number of ops executed; raises SimulationError naming a stuck op on deadlock."""
+    total, stuck = find_deadlock(ir)
+    if stuck:
+        r, ops = stuck[0]
+        desc = ", ".join(f"{op.name}[{op.tag or op.id}]" for op in ops[:4])
+        raise SimulationError(f"deadlock: rank {r} stuck at {desc}")
+    return total
+
+
+def find_deadlock(ir: IR) -> tuple[int, list[tuple[int, list]]]:
+    """The zero-time rendezvous replay of :func:`replay`: (ops executed, stuck ranks). Each stuck rank comes
+    with the ops heading its unfinished streams, the op it cannot pass first (one blocked by a communication
+    partner that never posts, rather than by a dependency); an empty list means the IR runs to the end.
+    Used by the Chakra importer to refuse a trace that would hang before simulating it (``validate``)."""
     streams = []
     for p in ir.programs:
         d: dict[str, list[int]] = defaultdict(list)
@@ -161,13 +174,15 @@ def replay(ir: IR) -> int:
                         progress = True
                         continue
                     break
+    stuck_ranks = []
     for r in range(W):
         if not all(done[r]):
             stuck = [ir.ops_of(r)[sl[ptr[r][si]]] for si, sl in enumerate(streams[ir.rank_program[r]])
                      if ptr[r][si] < len(sl)]
-            desc = ", ".join(f"{op.name}[{op.tag or op.id}]" for op in stuck[:4])
-            raise SimulationError(f"deadlock: rank {r} stuck at {desc}")
-    return total
+            # posted communication first (it waits on a partner), then ops waiting on dependencies
+            stuck.sort(key=lambda op: (op.id not in waiting[r], op.id))
+            stuck_ranks.append((r, stuck))
+    return total, stuck_ranks
 
 
 def verify_ir(ir: IR) -> int:

@@ -80,8 +80,10 @@ def test_small_round_trip_ns3(tmp_path):
 
 def test_hand_written_trace_replays_in_dependency_order(tmp_path):
     """Two GPUs on two nodes (200G NICs): rank 0 computes 120 us, sends 1 MiB to rank 1, which computes 50 us
-    after receiving; then both all-gather 8 MiB (4 MiB crosses the network each way). Nothing overlaps,
-    so the iteration takes at least 120 + 50 us + 5 MiB at 25 GB/s."""
+    after receiving; then both all-gather 8 MiB each (ASTRA-sim's comm_size: each rank's input, so a 16 MiB
+    output and 8 MiB crosses the network each way). Nothing overlaps, so the iteration takes at least
+    120 + 50 us + 9 MiB at 25 GB/s. The receive is posted ahead (eager sends): a receive op with no
+    dependencies, then a zero-time op that waits for it and for the receive node's dependencies."""
     from test_chakra_schema import write_golden
 
     write_golden(tmp_path / "et")
@@ -94,10 +96,11 @@ def test_hand_written_trace_replays_in_dependency_order(tmp_path):
     prep = api.prepare(sc)
     ops1 = prep.ir.ops_of(1)
     assert [(o.kind, o.collective, o.duration_ns, o.size_bytes, o.deps) for o in ops1] == [
-        ("comm", "recv", -1, 1 << 20, ()), ("compute", "", 50_000, 0, (0,)), ("comm", "allgather", -1, 8 << 20, (1,))]
+        ("comm", "recv", -1, 1 << 20, ()), ("compute", "", 0, 0, (0,)), ("compute", "", 50_000, 0, (1,)),
+        ("comm", "allgather", -1, 16 << 20, (2,))]
     assert prep.ir.ops_of(0)[0].duration_ns == 120_000 and prep.ir.ops_of(0)[0].flops == 2 * 4096 ** 3
     t = api.simulate(prep, record_messages=False).summary["iteration_time_ns"]
-    floor = 120_000 + 50_000 + (5 << 20) / 25e9 * 1e9
+    floor = 120_000 + 50_000 + (9 << 20) / 25e9 * 1e9
     assert floor <= t <= 1.25 * floor  # headers, NIC and switch latency on top of line rate
 
 
@@ -114,7 +117,7 @@ def test_compute_model_retimes_a_foreign_flop_count(tmp_path):
                                                                "timing": "compute_model"}}))
     op = re_.ir.ops_of(0)[0]
     assert op.duration_ns == -1 and op.op_class == "layer"
-    assert rec.ir.ops_of(1)[1].duration_ns == re_.ir.ops_of(1)[1].duration_ns == 50_000  # no FLOPs: recorded
+    assert rec.ir.ops_of(1)[2].duration_ns == re_.ir.ops_of(1)[2].duration_ns == 50_000  # no FLOPs: recorded
 
 
 def test_stream_order_as_data_deps_imports_the_same_programs(tmp_path):
