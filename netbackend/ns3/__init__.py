@@ -20,9 +20,11 @@ from netbackend.ns3.driver import run_isolated
 from netbackend.registry import register_backend
 from netbackend.topo import NetTopology
 
-__all__ = ["Ns3Backend", "example_command", "run_isolated", "unit_test_command"]
+__all__ = ["Ns3Backend", "Ns3InternalError", "example_command", "run_isolated", "unit_test_command"]
 
-_STATUS = {1: "PFC deadlock", 2: "no progress", 3: "wall-clock limit"}
+_STATUS = {1: "PFC deadlock", 2: "no progress", 3: "wall-clock limit", 4: "internal error"}
+_INTERNAL = 4
+"""RdmaNetworkHelper::INTERNAL_ERROR: a model invariant broke (a bug, not the input)."""
 _CC_IMPLEMENTED = ("dcqcn", "dcqcn_paper", "hpcc", "timely", "dctcp", "none")
 _CC_MODE = {"dcqcn": "dcqcn", "dcqcn_paper": "dcqcn", "hpcc": "hpcc", "timely": "timely",
             "dctcp": "dctcp", "none": "none"}
@@ -89,6 +91,13 @@ def switch_buffers(topo, cfg) -> tuple[list[int], dict[str, int]]:
                 max_rate[end] = max(max_rate[end], link.rate_gbps)
     mb = cfg.buffer.shared_buffer_mb
     return hdrm, {s: int((mb if mb is not None else 16.0 * max(r, 1.0) / 50.0) * 1e6) for s, r in max_rate.items()}
+
+
+class Ns3InternalError(RuntimeError):
+    """A broken invariant of the ns-3 model (a bug to report, not bad input), e.g. a message completed twice."""
+
+    def __init__(self, detail: str):
+        super().__init__(f"internal error in the ns3 backend: {detail}")
 
 
 @register_backend("ns3")
@@ -308,10 +317,15 @@ class Ns3Backend(NetworkBackend):
             out = []
             for i in range(0, len(flat), 2):
                 mid, fin = int(flat[i]), int(flat[i + 1])
+                if mid not in self._start:
+                    raise Ns3InternalError(f"message {mid} reported complete at {fin} ns but it is not in flight "
+                                           f"({'already complete' if mid in self._fct else 'never sent'})")
                 self._pending.discard(mid)
                 self._fct[mid] = (self._start.pop(mid), fin)
                 self._bytes_done += self._size.pop(mid)
                 out.append(Completion(mid, fin))
+            if status == _INTERNAL:
+                raise Ns3InternalError(f"{self._sim.StatusDetail()} at {self.now_ns} ns")
             if status:
                 detail = str(self._sim.StatusDetail())
                 raise NetworkError(f"{_STATUS.get(status, 'error')} at {self.now_ns} ns with "

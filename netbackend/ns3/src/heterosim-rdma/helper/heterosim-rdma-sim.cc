@@ -177,7 +177,8 @@ HeterosimRdmaSim::CounterNames() const
 {
     return {"data_packets_sent", "retransmitted_packets", "acks_sent", "nacks_sent",
             "cnps_sent", "cnps_received", "ce_received", "rate_cuts", "timeouts",
-            "delivered_bytes", "unroutable", "send_qps", "rx_qp_states", "connections"};
+            "delivered_bytes", "unroutable", "send_qps", "rx_qp_states", "connections",
+            "duplicates_discarded"};
 }
 
 std::vector<double>
@@ -195,7 +196,8 @@ HeterosimRdmaSim::CounterValues() const
     return {double(c.dataPacketsSent), double(c.retransmittedPackets), double(c.acksSent),
             double(c.nacksSent), double(c.cnpsSent), double(c.cnpsReceived),
             double(c.ceReceived), double(c.rateCuts), double(c.timeouts),
-            double(c.deliveredBytes), double(c.unroutable), qps, rx, conns};
+            double(c.deliveredBytes), double(c.unroutable), qps, rx, conns,
+            double(c.duplicatesDiscarded)};
 }
 
 std::vector<int64_t>

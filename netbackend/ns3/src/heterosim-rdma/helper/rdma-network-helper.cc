@@ -316,6 +316,7 @@ RdmaNetworkHelper::AddMessage(uint64_t id, uint32_t src, uint32_t dst, uint64_t 
                              int64_t connection, uint64_t stepBytes)
 {
     m_pending++;
+    m_live.insert(id);
     const int64_t now = Simulator::Now().GetNanoSeconds();
     Simulator::Schedule(NanoSeconds(std::max<int64_t>(0, startNs - now)),
                         &RdmaNetworkHelper::Post, this, id, src, dst, bytes, flowHash, connection,
@@ -347,6 +348,7 @@ RdmaNetworkHelper::TrimMessage(uint32_t src, uint32_t dst, int64_t connection, u
     std::vector<double> r = m_nics[src]->TrimMessage(dst, connection, msgId);
     if (r[0] == 2.0)
     {
+        m_live.erase(msgId);
         m_pending--;
         m_started--;
     }
@@ -363,6 +365,19 @@ void
 RdmaNetworkHelper::Complete(uint64_t id)
 {
     const int64_t now = Simulator::Now().GetNanoSeconds();
+    if (m_live.erase(id) == 0)
+    {
+        // Never a silent double count (it also underflowed m_pending): stop with the id.
+        if (m_status == OK)
+        {
+            std::ostringstream os;
+            os << "message " << id << " reported complete twice (at " << now << " ns)";
+            m_status = INTERNAL_ERROR;
+            m_statusDetail = os.str();
+        }
+        Simulator::Stop();
+        return;
+    }
     m_completions.emplace_back(id, now);
     m_pending--;
     m_started--;
@@ -740,6 +755,7 @@ RdmaNetworkHelper::DoDispose()
     m_watchdog.Cancel();
     m_deadlockCheck.Cancel();
     m_sampler.Cancel();
+    m_live.clear();
     m_nics.clear();
     m_switches.clear();
     m_portDevs.clear();

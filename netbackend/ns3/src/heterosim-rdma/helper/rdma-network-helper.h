@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 namespace ns3
@@ -27,6 +28,7 @@ class RdmaNetworkHelper : public Object, public RdmaDeliverySink
         DEADLOCK = 1,
         STALLED = 2,
         WALL_LIMIT = 3,
+        INTERNAL_ERROR = 4, //!< a model invariant broke (e.g. a message completed twice)
     };
 
     static TypeId GetTypeId();
@@ -129,6 +131,7 @@ class RdmaNetworkHelper : public Object, public RdmaDeliverySink
     RdmaCounters m_counters;
     uint64_t m_pending{0};
     uint64_t m_started{0}; ///< posted and not complete: a message added for later is not in flight
+    std::unordered_set<uint64_t> m_live; ///< ids added and not yet complete (a second completion is an error)
     std::vector<std::pair<uint64_t, int64_t>> m_completions;
     int64_t m_stopAt{-1};
     EventId m_completionStop; ///< the stop scheduled by a completion, cancelled when Run returns

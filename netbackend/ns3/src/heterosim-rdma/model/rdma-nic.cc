@@ -954,7 +954,26 @@ void
 RdmaNic::OnData(const RdmaHeader& h, Ptr<Packet> p)
 {
     const uint64_t key = (static_cast<uint64_t>(h.f.src) << 32) | h.f.qp;
-    RecvQp& rq = m_rx[key];
+    auto rit = m_rx.find(key);
+    if (rit == m_rx.end())
+    {
+        if (!m_rxDone.empty() && m_rxDone.count(key))
+        {
+            // A late copy for a per-message QP that already ended here (a go-back-N
+            // retransmission after a timeout or a repeated NACK, sent before the sender
+            // saw the final ACK).  An RC responder treats it as a duplicate: it is not
+            // delivered again, only acknowledged (cumulatively up to its end, which was
+            // all received).  Without this record the freed receiver state restarted at
+            // sequence 0 and a copy of the first packet completed the message a second
+            // time (issue 41's crash).
+            m_counters->duplicatesDiscarded++;
+            m_counters->acksSent++;
+            SendControl(RdmaHeader::ACK, h.f.src, h.f.qp, h.f.seq + h.f.payload, 0);
+            return;
+        }
+        rit = m_rx.emplace(key, RecvQp{}).first;
+    }
+    RecvQp& rq = rit->second;
     const int64_t now = Simulator::Now().GetNanoSeconds();
     if (h.f.flags & RdmaHeader::FLAG_CE)
     {
@@ -1025,6 +1044,7 @@ RdmaNic::OnData(const RdmaHeader& h, Ptr<Packet> p)
         {
             rq.nackTimer.Cancel();
             m_rx.erase(key); // a per-message QP ends here: free the receiver's state
+            m_rxDone.insert(key); // and remember it ended (8 B), so late copies are duplicates
         }
         if (last)
         {
@@ -1046,6 +1066,7 @@ RdmaNic::OnData(const RdmaHeader& h, Ptr<Packet> p)
     }
     else
     {
+        m_counters->duplicatesDiscarded++;
         m_counters->acksSent++;
         SendControl(RdmaHeader::ACK, h.f.src, h.f.qp, rq.expected, 0);
     }
@@ -1364,6 +1385,7 @@ RdmaNic::DoDispose()
         rq.nackTimer.Cancel();
     }
     m_rx.clear();
+    m_rxDone.clear();
     m_ctrl.clear();
     m_dev = nullptr;
     m_sink = nullptr;

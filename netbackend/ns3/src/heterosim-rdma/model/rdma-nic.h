@@ -40,6 +40,7 @@
 #include <deque>
 #include <map>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace ns3
@@ -268,6 +269,9 @@ class RdmaNic : public Object, public RdmaPortOwner
     std::map<std::pair<uint32_t, int64_t>, int32_t> m_connIndex;
     std::vector<Connection> m_conns;
     std::unordered_map<uint64_t, RecvQp> m_rx;
+    /// (src, QP) keys of per-message QPs whose last packet arrived here: a later copy of one of
+    /// their packets is a duplicate (acknowledged, never delivered again).
+    std::unordered_set<uint64_t> m_rxDone;
     std::unordered_map<uint64_t, uint64_t> m_msgRxBytes;
     std::deque<Ptr<Packet>> m_ctrl;
     std::deque<uint32_t> m_ready;

@@ -38,6 +38,7 @@ struct RdmaCounters
     uint64_t timeouts{0};
     uint64_t deliveredBytes{0}; //!< in-order payload bytes accepted by receivers
     uint64_t unroutable{0};
+    uint64_t duplicatesDiscarded{0}; //!< data packets a receiver had already accepted (re-ACKed)
 };
 
 /// Told by a NIC when the last byte of a message was accepted in order.

@@ -717,6 +717,86 @@ class GoBackNTestCase : public TestCase
     }
 };
 
+// Issue 41's crash on a small case: a retransmission timeout (3 us) shorter than the round trip
+// makes the sender go back and send a one-packet message again after the receiver completed it
+// and freed the per-message QP's state.  By hand (1000 B payload + 78 B header = 1078 B, 86 ns at
+// 100 Gb/s with the sub-ns carry; 64 B ACK 5 ns; 1 us links; no switch latency): the original
+// reaches h1 at 86 + 1000 + 86 + 1000 = 2172 ns (completion); its ACK reaches h0 at
+// 2172 + 2 x (5 + 1000) = 4182 ns; the timer armed at 0 fires at 3000 ns, before it, and sends
+// the packet again; that copy reaches h1 at 3000 + 2172 = 5172 ns, after the completion.  Before
+// the fix it restarted the freed receiver at sequence 0 and completed message 1 a second time.
+// Expected: one completion at 2172 ns, one timeout, one retransmitted packet, one duplicate
+// discarded (and re-ACKed: 2 ACKs), 1000 bytes delivered, no receiver state left.
+class LateDuplicateAfterCompletionTestCase : public TestCase
+{
+  public:
+    LateDuplicateAfterCompletionTestCase()
+        : TestCase("a retransmitted copy arriving after its message completed is a duplicate")
+    {
+    }
+
+  private:
+    void DoRun() override
+    {
+        Ptr<RdmaNetworkHelper> net = TwoHostFabric();
+        net->GetNic(0)->SetAttribute("RetransmitTimeout", TimeValue(NanoSeconds(3000)));
+        net->AddMessage(1, 0, 1, 1000, 0, 7, -1, 0);
+        std::vector<std::pair<uint64_t, int64_t>> done;
+        RdmaNetworkHelper::Status st = RdmaNetworkHelper::OK;
+        for (int i = 0; i < 10 && st == RdmaNetworkHelper::OK; ++i)
+        {
+            st = net->Run(20000); // well past every event above
+            for (const auto& c : net->DrainCompletions())
+            {
+                done.push_back(c);
+            }
+        }
+        NS_TEST_ASSERT_MSG_EQ(int(st), int(RdmaNetworkHelper::OK), net->StatusDetail());
+        NS_TEST_ASSERT_MSG_EQ(done.size(), 1u, "message 1 completes once");
+        NS_TEST_ASSERT_MSG_EQ(done.empty() ? -1 : done[0].second, 2172, "at the original's arrival");
+        const RdmaCounters& c = net->GetCounters();
+        NS_TEST_ASSERT_MSG_EQ(c.timeouts, 1u, "the 3 us timer fired once");
+        NS_TEST_ASSERT_MSG_EQ(c.retransmittedPackets, 1u, "one copy sent again");
+        NS_TEST_ASSERT_MSG_EQ(c.duplicatesDiscarded, 1u, "the copy is a duplicate at the receiver");
+        NS_TEST_ASSERT_MSG_EQ(c.acksSent, 2u, "the original's ACK and the duplicate's");
+        NS_TEST_ASSERT_MSG_EQ(c.deliveredBytes, 1000u, "delivered once");
+        NS_TEST_ASSERT_MSG_EQ(net->Pending(), 0u, "nothing pending (no underflow)");
+        NS_TEST_ASSERT_MSG_EQ(net->GetNic(1)->GetRxQpStates(), 0u, "no receiver state revived");
+        net->Dispose();
+        Simulator::Destroy();
+    }
+};
+
+// A second completion of one message id stops the run with an internal error naming the id,
+// whatever produced it (here the sink is called twice by hand).
+class DoubleCompletionIsInternalErrorTestCase : public TestCase
+{
+  public:
+    DoubleCompletionIsInternalErrorTestCase()
+        : TestCase("a message completed twice is an internal error naming its id")
+    {
+    }
+
+  private:
+    void DoRun() override
+    {
+        Ptr<RdmaNetworkHelper> net = TwoHostFabric();
+        net->AddMessage(42, 0, 1, 1000, 0, 7, -1, 0);
+        Simulator::Schedule(NanoSeconds(100), [net]() { net->MessageDelivered(42); });
+        Simulator::Schedule(NanoSeconds(200), [net]() { net->MessageDelivered(42); });
+        RdmaNetworkHelper::Status st = net->Run(150);
+        NS_TEST_ASSERT_MSG_EQ(int(st), int(RdmaNetworkHelper::OK), "the first completion is fine");
+        net->DrainCompletions();
+        st = net->Run(300);
+        NS_TEST_ASSERT_MSG_EQ(int(st), int(RdmaNetworkHelper::INTERNAL_ERROR), "the second is an error");
+        NS_TEST_ASSERT_MSG_EQ((net->StatusDetail().find("message 42 ") != std::string::npos), true,
+                              net->StatusDetail());
+        NS_TEST_ASSERT_MSG_EQ(net->Pending(), 0u, "no underflow");
+        net->Dispose();
+        Simulator::Destroy();
+    }
+};
+
 // The adders Python fills a FabricSpec with give the same arrays as filling the vectors
 // directly (the two-host, one-switch fabric of GoBackNTestCase), and node indices with the
 // switches after every host.
@@ -923,6 +1003,8 @@ class HeterosimRdmaTestSuite : public TestSuite
         AddTestCase(new DcqcnSaveRestoreTestCase, Duration::QUICK);
         AddTestCase(new DctcpWindowTestCase, Duration::QUICK);
         AddTestCase(new GoBackNTestCase, Duration::QUICK);
+        AddTestCase(new LateDuplicateAfterCompletionTestCase, Duration::QUICK);
+        AddTestCase(new DoubleCompletionIsInternalErrorTestCase, Duration::QUICK);
         AddTestCase(new PacingFollowsRateTestCase, Duration::QUICK);
         AddTestCase(new FabricSpecAddersTestCase, Duration::QUICK);
         AddTestCase(new HpccWindowTestCase, Duration::QUICK);
