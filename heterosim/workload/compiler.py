@@ -20,7 +20,11 @@ early, like Megatron's overlapped p2p); a stage's compute waits for the receive.
 sequence parallelism, as there) splits each dense block around its TP collectives: the all-gather of the
 block input runs as a ring exchange of tp chunks overlapped with the first GEMM computed chunk by chunk,
 and the closing GEMM is computed in tp chunks whose reduce-scatters are pipelined behind it (see
-``_Emitter.block_ub``). MoE and context-parallel blocks keep blocking TP collectives.
+``_Emitter.block_ub``). With context parallelism the attention block is cut at its K/V exchange: the QKV
+projection keeps its overlapped all-gather and the output projection its pipelined reduce-scatter, as
+Transformer Engine's userbuffers overlap the linear layers whatever runs between them
+(``_Emitter.attn_fwd_ub_cp``). MoE blocks, and context-parallel attention under zero-bubble schedules, keep
+blocking TP collectives.
 """
 from __future__ import annotations
 
@@ -115,6 +119,40 @@ def ub_split(kernels: list, n: int, bwd: bool) -> tuple:
             _fused([g2] * (n - 1) + kernels[i2 + 1:]))
 
 
+def ub_split_ag(kernels: list, n: int) -> tuple:
+    """Pieces of a block part whose first GEMM consumes a userbuffers all-gather (n = tp chunks): (the
+    kernels before it, its n-1 chunks on local data, its last chunk + the kernels after it)."""
+    i1 = next(i for i, k in enumerate(kernels) if k[0] == "gemm")
+    g1 = _gemm_chunk(kernels[i1], n)
+    return _fused(kernels[:i1]), _fused([g1] * (n - 1)), _fused([g1] + kernels[i1 + 1:])
+
+
+def ub_split_rs(kernels: list, n: int, bwd: bool) -> tuple:
+    """Pieces of a block part whose closing GEMM (the last one; in backward the last dgrad) feeds a pipelined
+    userbuffers reduce-scatter: (the kernels before it + its first chunk, its other n-1 chunks + the rest)."""
+    i2 = [i for i, k in enumerate(kernels) if k[0] == "gemm" and (not bwd or k[3][3] == "dgrad")][-1]
+    g2 = _gemm_chunk(kernels[i2], n)
+    return _fused(kernels[:i2] + [g2]), _fused([g2] * (n - 1) + kernels[i2 + 1:])
+
+
+def _ub_cp_pieces(t: dict, sh: LayerShapes, recompute: str) -> None:
+    """Userbuffers pieces of a context-parallel attention block, cut at its K/V exchange (forward: QKV with
+    the all-gather, the attention core, the output projection with the reduce-scatter; backward mirrored)."""
+    eb = sh.gemm_eb
+    core_b = bwd_kernels(sh.attn_core(), eb)
+    if recompute == "selective":  # the attention core is recomputed just before its backward
+        core_b = sh.attn_core() + core_b
+    t["attncore_fwd"], t["attncore_bwd"] = _fused(sh.attn_core()), _fused(core_b)
+    for key, pieces in (("qkv_fwd", ub_split_ag(sh.attn_qkv(), sh.tp)),
+                        ("out_bwd", ub_split_ag(bwd_kernels(sh.attn_out(), eb), sh.tp))):
+        for j, piece in enumerate(pieces):
+            t[f"{key}:ag{j}"] = piece
+    for key, pieces in (("out_fwd", ub_split_rs(sh.attn_out(), sh.tp, False)),
+                        ("qkv_bwd", ub_split_rs(bwd_kernels(sh.attn_qkv(), eb), sh.tp, True))):
+        for j, piece in enumerate(pieces):
+            t[f"{key}:rs{j}"] = piece
+
+
 def ub_reducescatter_bytes(hid: int, n: int) -> tuple[int, int]:
     """The two reduce-scatters of a userbuffers block (nccl-tests sizes): the first n-1 chunks' output,
     pipelined behind the closing GEMM, then the last chunk's."""
@@ -207,6 +245,8 @@ def _kernel_table_1(sh: LayerShapes, moe: bool, recompute: str, ub: bool = False
                 continue
             for j, piece in enumerate(ub_split(kernels, sh.tp, bwd)):
                 t[f"{key}:ub{j}"] = piece
+        if sh.sl < sh.s:  # context parallelism
+            _ub_cp_pieces(t, sh, recompute)
     return t
 
 
@@ -222,6 +262,8 @@ class _Emitter:
         self.sp = pl.sp
         self.hid = sh.hidden_bytes(full=True)  # all-reduce buffer = all-gather output = reduce-scatter input
         self.ub = ub and self.has_tp and self.sp
+        self.ub_cp = self.ub and self.has_cp and "qkv_fwd:ag0" in prog.kern
+        """Userbuffers around a context-parallel attention block (its pieces exist: not under zero-bubble)."""
         self.kv = sh.kv_bytes() * pl.cp  # all-gather output
         self.a2a = sh.a2a_bytes()
 
@@ -262,12 +304,51 @@ class _Emitter:
         return p.comm("tp_reducescatter_ub", "reducescatter", "tp", rs_last, tag + ":rs1", g2 + rs1, phase, mb,
                       layer, chunk)
 
+    def _ub_ag(self, name: str, key: str, tag: str, deps: tuple, phase: str, mb: int, layer: int,
+               chunk: int) -> tuple:
+        """A block part opened by a userbuffers all-gather (``ub_split_ag`` pieces): the first GEMM's n-1
+        local chunks beside the ring-exchange all-gather, then its last chunk and the rest."""
+        p = self.p
+        head = p.compute(name + "_head", key + ":ag0", deps, phase, mb, layer, chunk) \
+            if p.kern[key + ":ag0"][2] else deps
+        ag = p.comm("tp_allgather_ub", "allgather", "tp", self.hid, tag + ":ag", head if phase == "fwd" else deps,
+                    phase, mb, layer, chunk)
+        g1 = p.compute(name + "_gemm_chunks", key + ":ag1", head, phase, mb, layer, chunk)
+        return p.compute(name + "_last_chunk", key + ":ag2", g1 + ag, phase, mb, layer, chunk)
+
+    def _ub_rs(self, name: str, key: str, tag: str, deps: tuple, phase: str, mb: int, layer: int,
+               chunk: int) -> tuple:
+        """A block part closed by a pipelined userbuffers reduce-scatter (``ub_split_rs`` pieces)."""
+        p = self.p
+        first = p.compute(name + "_first_chunk", key + ":rs0", deps, phase, mb, layer, chunk)
+        rs_first, rs_last = ub_reducescatter_bytes(self.hid, p.plan.tp)
+        rs1 = p.comm("tp_reducescatter_ub", "reducescatter", "tp", rs_first, tag + ":rs0", first,
+                     phase, mb, layer, chunk)
+        g2 = p.compute(name + "_gemm_chunks_rs", key + ":rs1", first, phase, mb, layer, chunk)
+        return p.comm("tp_reducescatter_ub", "reducescatter", "tp", rs_last, tag + ":rs1", g2 + rs1, phase, mb,
+                      layer, chunk)
+
+    def attn_fwd_ub_cp(self, pre: str, tg: str, t: str, deps: tuple, ph: str, mb: int, layer: int,
+                       chunk: int) -> tuple:
+        """Context-parallel attention under userbuffers: QKV with its overlapped all-gather, the K/V
+        all-gather over the cp group, the attention core, the output projection with its pipelined
+        reduce-scatter (Megatron-Core + Transformer Engine: the userbuffers overlap belongs to the QKV and
+        output linear layers, context parallelism to the core attention between them)."""
+        p = self.p
+        q = self._ub_ag(pre + "attn_qkv", "qkv_fwd", tg + ":0", deps, ph, mb, layer, chunk)
+        c = p.comm("cp_allgather_kv", "allgather", "cp", self.kv, f"cp:{t}:mb{mb}:L{layer}", q, ph, mb, layer, chunk)
+        a = p.compute(pre + "attn_core", "attncore_fwd", c + q, ph, mb, layer, chunk)
+        return self._ub_rs(pre + "attn_out", "out_fwd", tg + ":1", a, ph, mb, layer, chunk)
+
     def layer_fwd(self, deps: tuple, mb: int, layer: int, chunk: int, recompute: bool = False) -> tuple:
         p = self.p
         ph, pre, t = ("bwd", "recompute_", "rc") if recompute else ("fwd", "", "f")
         tg = f"tp:{t}:mb{mb}:L{layer}"
-        if self.ub and not self.has_cp:
-            h = self.block_ub(pre + "attn", "attn_fwd", tg + ":0", deps, ph, mb, layer, chunk)
+        if self.ub and (not self.has_cp or self.ub_cp):
+            if self.has_cp:
+                h = self.attn_fwd_ub_cp(pre, tg, t, deps, ph, mb, layer, chunk)
+            else:
+                h = self.block_ub(pre + "attn", "attn_fwd", tg + ":0", deps, ph, mb, layer, chunk)
             if not self.moe:
                 return self.block_ub(pre + "mlp", "mlp_fwd", tg + ":2", h, ph, mb, layer, chunk)
             return self._moe_fwd(h, tg, pre, t, ph, mb, layer, chunk)
@@ -307,6 +388,12 @@ class _Emitter:
             h = self._mlp_bwd(deps, tg, mb, layer, chunk)
         if self.ub and not self.has_cp:
             return self.block_ub("attn_bwd", "attn_bwd", tg + ":2", h, ph, mb, layer, chunk)
+        if self.ub_cp:  # attn_fwd_ub_cp mirrored: the reduce-scatter of dK/dV between the two parts
+            a = self._ub_ag("attn_out_bwd", "out_bwd", tg + ":2", h, ph, mb, layer, chunk)
+            a = p.compute("attn_core_bwd", "attncore_bwd", a, ph, mb, layer, chunk)
+            c = p.comm("cp_reducescatter_dkv", "reducescatter", "cp", self.kv, f"cp:b:mb{mb}:L{layer}", a, ph, mb,
+                       layer, chunk)
+            return self._ub_rs("attn_qkv_bwd", "qkv_bwd", tg + ":3", c + a, ph, mb, layer, chunk)
         h = self.pre_tp(tg + ":2", h, ph, mb, layer, chunk)
         if self.has_cp:
             a = p.compute("attn_core_bwd", "core_bwd", h, ph, mb, layer, chunk)

@@ -231,3 +231,42 @@ def test_tp_comm_overlap_userbuffers_structure():
     bwd = [o for o in ops if o.phase == "bwd" and o.layer == 0 and o.name.startswith("mlp_bwd")]
     assert bwd[1].kernels[0][3] == (128, 1024 // 2, 256, "dgrad")  # FC2 dgrad: (tokens/2, ffn/tp, h)
     assert any(k[3][3] == "wgrad" for k in bwd[-1].kernels)           # FC1 wgrad overlaps the reduce-scatter
+
+
+def test_tp_comm_overlap_with_context_parallelism_keeps_userbuffers_around_the_kv_exchange():
+    # tp = 2, cp = 2, SP, one micro-batch of 256 tokens (128 per cp rank), hidden 256, 8 heads of 32 (bf16).
+    # Forward attention: LN -> [all-gather of 128 x 256 x 2 B = 65,536 B | QKV on the local 64-token chunk] ->
+    # QKV on the received chunk -> K/V all-gather over cp (2 x 128 tokens x 128 (K and V of 4 local heads x 32)
+    # x 2 B x cp 2 = 131,072 B) -> attention core -> [proj on the first 64 tokens] -> reduce-scatter of the first
+    # 32,768 B beside proj on the other 64 tokens + dropout-add -> reduce-scatter of the last 32,768 B.
+    sc = scenario(gpt(layers=2), gbs=1, tp=2, cp=2, sequence_parallel=True, tp_comm_overlap=True)
+    ir = compile_workload(sc, 4)
+    verify_ir(ir)
+    ops = ir.programs[0].ops
+    blk = [o for o in ops if o.phase == "fwd" and o.layer == 0 and o.name.startswith(("attn", "tp_", "cp_"))][:9]
+    assert [o.name for o in blk] == ["attn_qkv_head", "tp_allgather_ub", "attn_qkv_gemm_chunks", "attn_qkv_last_chunk",
+                                     "cp_allgather_kv", "attn_core", "attn_out_first_chunk", "tp_reducescatter_ub",
+                                     "attn_out_gemm_chunks_rs"]
+    head, ag, g1, last, kv, core, first, rs0, g2 = blk
+    assert (ag.size_bytes, ag.deps, g1.deps, set(last.deps)) == (65_536, (head.id,), (head.id,), {g1.id, ag.id})
+    assert [k[3] for k in g1.kernels] == [(64, 256 // 2 * 3, 256, "fwd")]  # 64 tokens x (q+k+v of 4 heads) x h
+    assert (kv.collective, kv.group, kv.size_bytes, kv.deps) == ("allgather", "cp", 131_072, (last.id,))
+    assert set(core.deps) == {kv.id, last.id} and [k[0] for k in core.kernels] == ["attention"]
+    assert (rs0.size_bytes, rs0.deps, g2.deps) == (32_768, (first.id,), (first.id,))
+    rs1 = next(o for o in ops if o.deps == tuple(sorted((g2.id, rs0.id))) or set(o.deps) == {g2.id, rs0.id})
+    assert rs1.size_bytes == 32_768 and rs1.collective == "reducescatter"
+    # the split keeps the work: the same FLOPs per layer and pass as the blocking context-parallel layer
+    plain = compile_workload(scenario(gpt(layers=2), gbs=1, tp=2, cp=2, sequence_parallel=True), 4).programs[0].ops
+    for phase in ("fwd", "bwd"):
+        assert sum(o.flops for o in ops if o.kind == "compute" and o.layer == 0 and o.phase == phase) == \
+            pytest.approx(sum(o.flops for o in plain if o.kind == "compute" and o.layer == 0 and o.phase == phase))
+    # backward mirrored: proj dgrad after the all-gather of the gradient, dK/dV reduce-scatter over cp, then QKV's
+    # dgrad chunks beside the pipelined reduce-scatter (QKV's wgrad and the LN backward with them)
+    bwd = [o.name for o in ops if o.phase == "bwd" and o.layer == 0 and o.name.startswith(("attn", "cp_"))]
+    assert bwd == ["attn_out_bwd_head", "attn_out_bwd_gemm_chunks", "attn_out_bwd_last_chunk", "attn_core_bwd",
+                   "cp_reducescatter_dkv", "attn_qkv_bwd_first_chunk", "attn_qkv_bwd_gemm_chunks_rs"]
+    # zero-bubble schedules keep the blocking collectives around context-parallel attention
+    zb = compile_workload(scenario(gpt(layers=2), gbs=4, tp=2, cp=2, pp=2, sequence_parallel=True,
+                                   tp_comm_overlap=True, schedule="zb-h1"), 8)
+    verify_ir(zb)
+    assert not any(o.name == "attn_qkv_gemm_chunks" for o in zb.programs[0].ops)
