@@ -37,6 +37,8 @@ DONE, POST, START, QUEUED = 0, 1, 2, 3
 """Event kinds: a node ends; a flow is posted; a queued flow is handed its connection; a flow waits for it."""
 DRAIN_BATCH_NS = 1e-3
 """Flows draining within this of the first drain leave together (``netbackend/flow.py`` ``_DRAIN_BATCH_NS``)."""
+MDUE = 8
+"""Due events one round processes per experiment (the others wait for the next round, at the same instant)."""
 OVERFLOW_EVENTS, OVERFLOW_FLOWS, STALLED = 1, 2, 4
 """Row flags: the event or flow pool was too small (the driver reruns with larger pools), or the run stalled."""
 
@@ -159,46 +161,51 @@ def _round(ops: _Ops, P: dict, prm: dict, s: dict) -> dict:
     fs_f = xp.where(dmask, -1, fs_f)
     fs_drain = xp.where(dmask, np.inf, s["fs_drain"])
     fs_rate = xp.where(dmask, 0.0, s["fs_rate"])
-    # ---------------------------------------------------------------- due events
+    # ---------------------------------------------------------------- due events (at most MDUE per round)
     T = t_ev
-    due = ev_row[:, None] & occupied_ev & (ev_t == T[:, None])
-    nsafe = xp.where(occupied_ev, ev_n, 0)
-    is_done = due & (ev_k == DONE)
-    succ = P["succ"][nsafe]  # [B, KE, D]
+    due_all = ev_row[:, None] & occupied_ev & (ev_t == T[:, None])
+    M = min(KE, MDUE)
+    sel = xp.argsort(~due_all, axis=1, stable=True)[:, :M]  # the first M due slots
+    due = xp.take_along_axis(due_all, sel, axis=1)
+    g_n = xp.take_along_axis(ev_n, sel, axis=1)
+    g_k = xp.take_along_axis(ev_k, sel, axis=1)
+    g_a = xp.take_along_axis(ev_a, sel, axis=1)
+    nsafe = xp.where(due, g_n, 0)
+    is_done = due & (g_k == DONE)
+    succ = P["succ"][nsafe]  # [B, M, D]
     D = succ.shape[2]
     valid = is_done[:, :, None] & (succ >= 0)
     ssafe = xp.where(valid, succ, 0)
     r3 = xp.arange(B)[:, None, None]
     cnt = ops.scatter_add(s["cnt"], r3, ssafe, xp.full(ssafe.shape, -1, np.int32), valid)
     zero = valid & (cnt[r3, ssafe] == 0)
-    lid = (xp.arange(KE * D, dtype=np.int32).reshape(1, KE, D) + 1)
+    lid = (xp.arange(M * D, dtype=np.int32).reshape(1, M, D) + 1)
     cnt = ops.scatter_min(cnt, r3, ssafe, -lid, zero)
     owner = zero & (cnt[r3, ssafe] == -lid)
     kind_v = P["kind"][ssafe]
     t_new = T[:, None, None] + xp.where(kind_v == DELAY, _duration(xp, P, prm, ssafe, r3), 0) \
         + xp.where(kind_v == FLOW, P["pre_ns"][ssafe], 0)
-    new_b_n = xp.where(owner, ssafe, -1).reshape(B, KE * D)
-    new_b_t = t_new.reshape(B, KE * D)
-    new_b_k = xp.where(kind_v == FLOW, POST, DONE).astype(np.int8).reshape(B, KE * D)
+    new_b_n = xp.where(owner, ssafe, -1).reshape(B, M * D)
+    new_b_t = t_new.reshape(B, M * D)
+    new_b_k = xp.where(kind_v == FLOW, POST, DONE).astype(np.int8).reshape(B, M * D)
     ndone = is_done.sum(axis=1)
     done_n = s["done_n"] + ndone
     t_end = xp.where(ndone > 0, xp.maximum(s["t_end"], T), s["t_end"])
     # posts and starts (in place in their slots)
-    fl = xp.where(occupied_ev, P["flow"][nsafe], 0)
+    fl = xp.where(due, P["flow"][nsafe], 0)
     fl = xp.where(fl >= 0, fl, 0)
-    is_post = due & (ev_k == POST)
+    is_post = due & (g_k == POST)
     selfl = is_post & P["self_loop"][fl]
     conn_f = P["conn"][fl]
     queue = is_post & ~selfl & (conn_f >= 0)
-    start_now = (is_post & ~selfl & (conn_f < 0)) | (due & (ev_k == START))
-    post_t = xp.where(ev_k == START, ev_a, T[:, None])
-    ev_k2 = xp.where(selfl, DONE, xp.where(queue, QUEUED, ev_k)).astype(np.int8)
-    ev_t2 = xp.where(selfl, T[:, None], xp.where(queue, INF, ev_t))
-    ev_a2 = xp.where(queue, T[:, None], ev_a)
-    ev_n2 = xp.where(is_done | start_now, -1, ev_n)
+    start_now = (is_post & ~selfl & (conn_f < 0)) | (due & (g_k == START))
+    post_t = xp.where(g_k == START, g_a, T[:, None])
+    ev_k2 = ops.scatter_set(ev_k, rows, sel, xp.where(selfl, DONE, QUEUED).astype(np.int8), selfl | queue)
+    ev_t2 = ops.scatter_set(ev_t, rows, sel, xp.where(selfl, T[:, None], INF), selfl | queue)
+    ev_a2 = ops.scatter_set(ev_a, rows, sel, xp.broadcast_to(T[:, None], sel.shape), queue)
+    ev_n2 = ops.scatter_set(ev_n, rows, sel, xp.full(sel.shape, -1, np.int32), is_done | start_now)
     # flows entering the wire
     fpos, ffits = _alloc(ops, xp, fs_f >= 0, start_now)
-    # (start_now is [B, KE]; fpos gives each its flow slot)
     fs_f = ops.scatter_set(fs_f, rows, fpos, fl, start_now)
     wire = P["wire"][fl].astype(f64)
     fs_rem = ops.scatter_set(s["fs_rem"], rows, fpos, wire, start_now)
@@ -243,11 +250,22 @@ def _round(ops: _Ops, P: dict, prm: dict, s: dict) -> dict:
 
 
 def _duration(xp, P, prm, node, rows):
-    """A DELAY node's duration in each experiment (compute ops: ``round(unscaled * lane slowdown)``)."""
-    cns = P["compute_ns"][node]
-    lane = xp.maximum(P["lane"][node], 0)
-    scaled = xp.rint(cns.astype(np.float64) * prm["lane_slow"][rows, lane]).astype(np.int64)
-    return xp.where(cns >= 0, scaled, P["dur_ns"][node])
+    """A DELAY node's duration in each experiment (:func:`node_durations`)."""
+    return prm["dur"][rows, node]
+
+
+def node_durations(prog: Program, lane_slow: np.ndarray) -> np.ndarray:
+    """int64[B, N]: every node's duration per experiment: a DELAY's members summed, a compute member's time
+    ``round(unscaled * lane slowdown)`` (half to even: Python's ``round``, as the coordinator's duration tables)."""
+    ns = prog.member_ns
+    lane = prog.member_lane
+    comp = lane >= 0
+    d = np.broadcast_to(ns, (lane_slow.shape[0], len(ns))).copy()
+    if comp.any():
+        d[:, comp] = np.rint(ns[comp].astype(np.float64) * lane_slow[:, lane[comp]]).astype(np.int64)
+    cs = np.zeros((d.shape[0], d.shape[1] + 1), np.int64)
+    np.cumsum(d, axis=1, out=cs[:, 1:])
+    return cs[:, prog.member_ptr[1:]] - cs[:, prog.member_ptr[:-1]]
 
 
 def _latency(xp, P, prm, fl, rows):
@@ -304,8 +322,7 @@ def _refill(ops, P, prm, fs_f, rem, rate, tupd, drain, rowmask, t):
 
 
 def program_arrays(prog: Program) -> dict:
-    return {"kind": prog.kind, "dur_ns": prog.dur_ns, "compute_ns": prog.compute_ns, "lane": prog.lane,
-            "pre_ns": prog.pre_ns, "flow": prog.flow, "succ": prog.succ, "flow_node": prog.flow_node,
+    return {"kind": prog.kind, "pre_ns": prog.pre_ns, "flow": prog.flow, "succ": prog.succ, "flow_node": prog.flow_node,
             "wire": prog.wire_bytes, "tail": prog.tail_bytes, "links": prog.links, "lat_links": prog.lat_links,
             "prop_ns": prog.prop_ns, "hops": prog.hops, "self_loop": prog.self_loop, "conn": prog.conn}
 
@@ -337,14 +354,10 @@ def initial_state(prog: Program, B: int, KE: int, KF: int) -> dict:
             "rounds": np.zeros(B, np.int64)}
 
 
-def _root_times(prog: Program, prm: Params, state: dict) -> None:
+def _root_times(prog: Program, dur: np.ndarray, state: dict) -> None:
     roots = state["ev_n"][0]
-    used = roots >= 0
-    r = roots[used]
-    rows = np.arange(prm.batch)[:, None]
-    P = program_arrays(prog)
-    d = np.where(prog.kind[r] == DELAY, _duration(np, P, {"lane_slow": prm.lane_slow}, np.broadcast_to(r, (
-        prm.batch, len(r))), rows), 0) + np.where(prog.kind[r] == FLOW, prog.pre_ns[r], 0)
+    r = roots[roots >= 0]
+    d = np.where(prog.kind[r] == DELAY, dur[:, r], 0) + np.where(prog.kind[r] == FLOW, prog.pre_ns[r], 0)
     state["ev_t"][:, :len(r)] = d
 
 
@@ -398,9 +411,10 @@ def _drive(prog: Program, prm: Params, KE, KF, jax: bool, measure: bool = False)
 def _drive_once(prog: Program, prm: Params, KE: int, KF: int, jax: bool, measure: bool) -> BatchResult:
     B = prm.batch
     st = initial_state(prog, B, KE, KF)
-    _root_times(prog, prm, st)
+    dur = node_durations(prog, prm.lane_slow)
+    _root_times(prog, dur, st)
     P = program_arrays(prog)
-    pr = {"cap": prm.cap, "lane_slow": prm.lane_slow, "hop_ns": prm.hop_ns}
+    pr = {"cap": prm.cap, "dur": dur, "hop_ns": prm.hop_ns}
     t0 = time.perf_counter()
     compile_s = 0.0
     peak = [0, 0]

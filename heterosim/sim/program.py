@@ -41,6 +41,10 @@ FANOUT = 8
 """Successors per node in the padded successor table; wider fan-outs go through trees of JOIN nodes (an engine
 then spends one extra round per tree level at the same instant, nothing else changes)."""
 
+_REDUCE_DEPTH = 6
+"""Edges u -> w beside a path of at most this many edges from u to w are dropped (a local transitive reduction:
+an op, its TP collectives and the next op on the stream form such diamonds)."""
+
 
 @dataclass
 class Program:
@@ -48,13 +52,14 @@ class Program:
 
     kind: np.ndarray
     """int8[N]: JOIN | DELAY | FLOW."""
-    dur_ns: np.ndarray
-    """int64[N]: a DELAY's duration when not a compute op (else 0)."""
-    compute_ns: np.ndarray
-    """int64[N]: a compute op's unscaled time (``ComputeModel.op_time_ns``), -1 for the others; its duration is
-    ``round(compute_ns * slowdown of its lane)`` as the coordinator computes it."""
-    lane: np.ndarray
-    """int32[N]: the lane of a compute op (else -1)."""
+    member_ptr: np.ndarray
+    """int64[N+1]: a DELAY node's members (ops merged into one chain) are ``member_ptr[n]:member_ptr[n+1]``."""
+    member_ns: np.ndarray
+    """int64[M]: a member's duration when it is not a compute op, else its unscaled time
+    (``ComputeModel.op_time_ns``): its duration is then ``round(member_ns * slowdown of its lane)``, as the
+    coordinator computes it."""
+    member_lane: np.ndarray
+    """int32[M]: the lane of a compute member, -1 for a fixed duration."""
     pre_ns: np.ndarray
     """int64[N]: a FLOW is posted this long after it is ready (the transfer's ``latency_ns``)."""
     flow: np.ndarray
@@ -106,8 +111,6 @@ class Program:
     gpu_names: list
     hop_ns: int
     """The network's ``per_hop_latency_ns``."""
-    ops_end: np.ndarray
-    """int32[...]: every op's end node (the iteration ends with the last of them)."""
     meta: dict = field(default_factory=dict)
 
     @property
@@ -141,11 +144,87 @@ class _Builder:
         return len(self.kind) - 1
 
     def arrays(self):
+        """(succ [N', FANOUT], indeg [N'], kept node ids): JOINs with one predecessor or one successor removed
+        (their neighbours wired to each other: the same AND semantics, fewer rounds), wide fan-outs as trees."""
         n = len(self.kind)
+        # duplicate edges, and an edge u -> w beside a path u -> v -> w, change no start (durations are >= 0, so
+        # v ends no earlier than u): dropped (an op and the TP collective between it and the next op, say)
+        preds = [list(dict.fromkeys(ps)) for ps in self.preds]
         succs: list[list[int]] = [[] for _ in range(n)]
-        for v, ps in enumerate(self.preds):
+        for v, ps in enumerate(preds):
             for u in ps:
                 succs[u].append(v)
+        for u in range(n):
+            su = succs[u]
+            if len(su) < 2:
+                continue
+            sset = set(su)
+            drop = set()
+            for v in su:  # paths of up to _REDUCE_DEPTH edges from u's other successors
+                front, seen = [v], {v}
+                for _ in range(_REDUCE_DEPTH):
+                    nxt = []
+                    for x in front:
+                        for w in succs[x]:
+                            if w in sset and w != v:
+                                drop.add(w)
+                            if w not in seen and len(seen) < 64:
+                                seen.add(w)
+                                nxt.append(w)
+                    front = nxt
+            if drop:
+                succs[u] = [w for w in su if w not in drop]
+                for w in drop:
+                    preds[w].remove(u)
+        removed = [False] * n
+        for j in range(n):
+            if self.kind[j] != JOIN:
+                continue
+            pj, sj = preds[j], succs[j]
+            if len(pj) == 1 and pj[0] != j:
+                u = pj[0]
+                succs[u].remove(j)
+                succs[u].extend(sj)
+                for v in sj:
+                    pv = preds[v]
+                    pv[pv.index(j)] = u
+            elif len(sj) == 1 and pj:
+                v = sj[0]
+                pv = preds[v]
+                pv.remove(j)
+                pv.extend(pj)
+                for u in pj:
+                    su = succs[u]
+                    su[su.index(j)] = v
+            else:
+                continue
+            removed[j] = True
+            preds[j], succs[j] = [], []
+        # chains of DELAYs (each the only successor of the one before, which is its only predecessor) are one
+        # DELAY whose duration is the sum of its members' (the coordinator's chains: the same ends)
+        members: list[list[int]] = [[i] if self.kind[i] == DELAY else [] for i in range(n)]
+        for u in range(n):
+            if removed[u] or self.kind[u] != DELAY:
+                continue
+            while len(succs[u]) == 1:
+                v = succs[u][0]
+                if v == u or self.kind[v] != DELAY or len(preds[v]) != 1 or removed[v]:
+                    break
+                members[u].extend(members[v])
+                succs[u] = succs[v]
+                for w in succs[v]:
+                    pw = preds[w]
+                    pw[pw.index(v)] = u
+                removed[v] = True
+                preds[v], succs[v], members[v] = [], [], []
+        keep = [i for i in range(n) if not removed[i]]
+        new_id = {o: k for k, o in enumerate(keep)}
+        succs = [[new_id[v] for v in succs[o]] for o in keep]
+        self.members = [[(self.cns[m], self.dur[m], self.lane[m]) for m in members[o]] for o in keep]
+        for name in ("kind", "dur", "cns", "lane", "pre", "flow"):
+            col = getattr(self, name)
+            setattr(self, name, [col[o] for o in keep])
+        n = len(keep)
         # fan-outs wider than FANOUT go through JOIN trees (appended nodes: ids above every original one)
         for u in range(n):
             s = succs[u]
@@ -153,7 +232,7 @@ class _Builder:
                 groups = [s[i:i + FANOUT] for i in range(0, len(s), FANOUT)]
                 s = []
                 for g in groups:
-                    j = self.node(JOIN, [])
+                    j = self._append(JOIN)
                     succs.append(g)
                     s.append(j)
             succs[u] = s
@@ -167,6 +246,12 @@ class _Builder:
                 for v in s:
                     indeg[v] += 1
         return succ, indeg
+
+    def _append(self, kind: int) -> int:
+        self.members.append([])
+        for name, v in (("kind", kind), ("dur", 0), ("cns", -1), ("lane", -1), ("pre", 0), ("flow", -1)):
+            getattr(self, name).append(v)
+        return len(self.kind) - 1
 
 
 def check_batchable(scenario, file: str | None = None) -> None:
@@ -286,24 +371,28 @@ def export_program(prepared) -> Program:
         fin = b.node(JOIN, done or [start])
         b.preds[send_end].append(fin)
         b.preds[recv_end].append(fin)
-    ends = np.array(sorted(end_of.values()), np.int32)
     succ, indeg = b.arrays()
     fl = flows.arrays()
     flow_of = np.asarray(b.flow, np.int32)
     flow_node = np.full(len(fl["size"]), -1, np.int32)
     idx = np.nonzero(flow_of >= 0)[0]
     flow_node[flow_of[idx]] = idx
+    mem = b.members
+    ptr = np.zeros(len(mem) + 1, np.int64)
+    ptr[1:] = np.cumsum([len(m) for m in mem])
+    flat = [x for m in mem for x in m]
+    member_ns = np.array([c if c >= 0 else d for c, d, _ in flat], np.int64)
+    member_lane = np.array([l if c >= 0 else -1 for c, _, l in flat], np.int32)
     return Program(
-        kind=np.asarray(b.kind, np.int8), dur_ns=np.asarray(b.dur, np.int64), compute_ns=np.asarray(b.cns, np.int64),
-        lane=np.asarray(b.lane, np.int32), pre_ns=np.asarray(b.pre, np.int64), flow=flow_of, succ=succ,
-        indeg=indeg, flow_node=flow_node, size_bytes=fl["size"], wire_bytes=fl["wire"], tail_bytes=fl["tail"],
+        kind=np.asarray(b.kind, np.int8), member_ptr=ptr, member_ns=member_ns, member_lane=member_lane,
+        pre_ns=np.asarray(b.pre, np.int64), flow=flow_of, succ=succ, indeg=indeg, flow_node=flow_node, size_bytes=fl["size"], wire_bytes=fl["wire"], tail_bytes=fl["tail"],
         links=fl["links"], lat_links=fl["lat_links"], prop_ns=fl["prop"], hops=fl["hops"],
         self_loop=fl["self"], conn=fl["conn"], link_gbps=nets.gbps, link_names=nets.names,
         link_undirected=nets.undirected, nic_links=nets.nic_links, nic_gbps=nets.nic_gbps,
         nic_access=nets.nic_access, num_links=nets.num_links,
         lane_ranks=[tuple(l.ranks) for l in lanes],
         rank_slowdown=np.array([g.slowdown for g in system.gpus], np.float64),
-        gpu_names=[g.name for g in system.gpus], hop_ns=int(net_cfg.per_hop_latency_ns), ops_end=ends,
+        gpu_names=[g.name for g in system.gpus], hop_ns=int(net_cfg.per_hop_latency_ns),
         meta={"scenario": sc.name, "seed": seed, "connections": flows.num_conns,
               "mtu_bytes": net_cfg.mtu_bytes, "header_bytes": net_cfg.header_bytes})
 
