@@ -8,20 +8,26 @@ What each IR op becomes (attribute names and types as Chakra's feeder reads them
   slowdown, as the coordinator times it), ``num_ops`` = FLOPs, ``tensor_size`` = HBM bytes, and the kernels
   the op stands for (``kernel_classes``/``kernel_flops``/``kernel_bytes``/``kernel_shapes``) so an importer
   can re-time it on another device;
-* collective -> ``COMM_COLL_NODE`` (``comm_type``, ``comm_size`` in nccl-tests convention, ``pg_name``);
+* collective -> ``COMM_COLL_NODE`` (``comm_type``, ``comm_size``, ``pg_name``) with ASTRA-sim's meanings
+  (heterosim/chakra/importer.py ``Conventions``): ALL_GATHER ``comm_size`` is each rank's input (the IR's
+  output size / group size; HeteroSim's IR and nccl-tests give the output), the others as in the IR;
 * pipeline send/recv -> ``COMM_SEND_NODE``/``COMM_RECV_NODE`` with absolute ``comm_src``/``comm_dst`` ranks,
   ``comm_tag`` (CRC-32 of the IR tag, so both ends carry the same number) and the pipeline group's ``pg_name``;
   between TP groups of different size (``stage_tp``), one node per re-shard transfer (see rank_messages);
 * ``data_deps`` = the IR's deps; ``ctrl_deps`` = the previous op of the same stream (the IR runs a stream's
-  ops in order; Chakra has no streams, so the order travels as control dependencies; ``stream_deps="data"``
-  writes them as data dependencies for consumers that read only those, as Chakra's reference feeder,
-  src/feeder/et_feeder_node.cpp, does);
+  ops in order; Chakra has no streams, so the order travels as control dependencies, which ASTRA-sim's
+  feeder resolves like data dependencies: astra-sim/chakra src/feeder_v3/common.h RESOLVE_CTRL_DEPS = true;
+  ``stream_deps="data"`` writes them as data dependencies for consumers that read only those, as the older
+  feeder src/feeder/et_feeder_node.cpp did);
 * HeteroSim extras a consumer may ignore: ``stream``, ``phase``, ``microbatch``, ``layer``, ``chunk``,
   ``comm_kind``, ``op_class``; in the GlobalMetadata ``rank``, ``world_size``, ``pp_stage``, ``pg_dims``
-  (``"<pg>=<dimension>"``), ``model_flops_per_iteration``, ``tokens_per_iteration``.
+  (``"<pg>=<dimension>"``), ``model_flops_per_iteration``, ``tokens_per_iteration``, and the conventions
+  the file follows: ``comm_size_convention: astra-sim`` and ``p2p_semantics: rendezvous`` (the sends were
+  simulated waiting for their receive; HeteroSim's importer replays them so, ASTRA-sim ignores it).
 
-Process groups are numbered ``"0"``, ``"1"``... and listed in ``comm_group.json`` (``{pg_name: [ranks]}``,
-the format of ASTRA-sim's ``--comm-group-configuration``).
+Process groups are numbered ``"1"``, ``"2"``... (ASTRA-sim reads ``pg_name`` "0" as every rank:
+astra-sim workload/Workload.cc extract_comm_group, commit 518bd513) and listed in ``comm_group.json``
+(``{pg_name: [ranks]}``, the format of ASTRA-sim's ``--comm-group-configuration``).
 """
 from __future__ import annotations
 
@@ -93,7 +99,7 @@ def _process_groups(ir) -> tuple[dict[tuple[str, int], str], dict[str, list[int]
             if key not in seen:
                 seen.add(key)
                 used.append(key)
-    names = {key: str(i) for i, key in enumerate(used)}
+    names = {key: str(i + 1) for i, key in enumerate(used)}  # "0" would be every rank to ASTRA-sim
     members = {names[k]: list(ir.groups[k[0]][k[1]]) for k in used}
     dims = {names[k]: k[0] for k in used}
     return names, members, dims
@@ -136,6 +142,8 @@ def rank_messages(ir, rank: int, durations: list[int], pg_names: dict, pg_dims: 
         S.attr("pg_dims", [f"{pg}={dim}" for pg, dim in pg_dims.items()], "string_list"),
         S.attr("model_flops_per_iteration", float(meta.get("model_flops_per_iteration", 0.0)), "double"),
         S.attr("tokens_per_iteration", int(meta.get("tokens_per_iteration", 0)), "int64"),
+        S.attr("comm_size_convention", "astra-sim", "string"),
+        S.attr("p2p_semantics", "rendezvous", "string"),
     ])
     cache = {} if cache is None else cache
     tp_of = tp_of or {}
@@ -177,16 +185,18 @@ def rank_messages(ir, rank: int, durations: list[int], pg_names: dict, pg_dims: 
         if op.collective in ("send", "recv"):
             peer = ir.peer_of(rank, op.peer_offset)
             src, dst = (rank, peer) if op.collective == "send" else (peer, rank)
-        key = (ir.rank_program[rank], op.id, durations[op.id], pg, src, dst, data, ctrl)
+        gsize = len(ir.group_of(rank, op.group)) if op.collective == "allgather" else 1
+        key = (ir.rank_program[rank], op.id, durations[op.id], pg, src, dst, data, ctrl, gsize)
         enc = cache.get(key)
         if enc is None:
-            enc = cache[key] = _node(op, durations[op.id], pg, src, dst, data, ctrl).SerializeToString()
+            enc = cache[key] = _node(op, durations[op.id], pg, src, dst, data, ctrl,
+                                     group_size=gsize).SerializeToString()
         nodes.append(enc)
     return gm, nodes
 
 
 def _node(op, duration_ns: int, pg: str | None, src: int, dst: int, data_deps: tuple, ctrl_deps: tuple,
-          size: int | None = None, node_id: int | None = None):
+          size: int | None = None, node_id: int | None = None, group_size: int = 1):
     """One Node; ``src < 0`` on a send/recv: this rank moves none of a re-sharded message (METADATA_NODE)."""
     node = S.Node(id=op.id if node_id is None else node_id, name=op.name, data_deps=list(data_deps),
                   ctrl_deps=list(ctrl_deps))
@@ -206,7 +216,13 @@ def _node(op, duration_ns: int, pg: str | None, src: int, dst: int, data_deps: t
                   S.attr("kernel_shapes", ["" if k[3] is None else json.dumps(list(k[3])) for k in ks],
                          "string_list")]
     else:
-        attrs += [S.attr("comm_size", int(op.size_bytes if size is None else size), "int64"),
+        nbytes = int(op.size_bytes if size is None else size)
+        if op.collective == "allgather" and group_size > 1:
+            # ASTRA-sim's ALL_GATHER comm_size is each rank's input (the ring's Ring.cc msg_size)
+            nbytes = -(-nbytes // group_size)
+            if nbytes * group_size != op.size_bytes:  # not a whole share per rank: the exact output for us
+                attrs.append(S.attr("ir_size", int(op.size_bytes), "int64"))
+        attrs += [S.attr("comm_size", nbytes, "int64"),
                   S.attr("comm_kind", op.comm_kind, "string"), S.attr("pg_name", pg, "string")]
         if op.collective in ("send", "recv") and src < 0:
             node.type = S.NODE_TYPES["METADATA_NODE"]

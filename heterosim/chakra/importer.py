@@ -172,6 +172,8 @@ class _Comm:
     -1 when the node leaves it out: ASTRA-sim then takes the file's own rank (Workload.cc issue_send_comm /
     issue_recv_comm read it as ``comm_src<uint32_t>(sys->id)`` / ``comm_dst<uint32_t>(sys->id)``, astra-sim
     commit 518bd513), and so do we."""
+    exact: int = -1
+    """An ALL_GATHER's gathered size when HeteroSim wrote it (``ir_size``: not a whole share per rank)."""
     pg_raw: str | None = None
     """The ``pg_name`` as written (``pg`` is the name it resolves to under the trace's convention)."""
     lane_op: int = -1
@@ -479,7 +481,8 @@ def _template(tr: RankTrace, n: NodeInfo, world: int, retime: bool, cache: dict,
         raw = str(raw) if raw is not None else None
         pg = conv.pg(raw)
         coll = CHAKRA_TO_COLLECTIVE[cname]
-        comm = _Comm(n.id, "coll", coll, size, pg, pg_raw=raw)
+        exact = _int_attr(tr, n, a, "ir_size", 0, 2**62, required=False) if coll == "allgather" else None
+        comm = _Comm(n.id, "coll", coll, size, pg, pg_raw=raw, exact=-1 if exact is None else exact)
         # ASTRA-sim runs one communication node (collective or send) at a time per rank
         # (workload/HardwareResource.cc, num_in_flight_gpu_comm_ops); NCCL serialises a communicator's ops
         own = "comm" if conv.astra_streams else f"pg:{pg or 'world'}"
@@ -752,7 +755,7 @@ def build_ir(traces: list[RankTrace], drafts: list[_Draft], comm_groups: dict | 
                     k = count[(dim,)] = count.get((dim,), -1) + 1
                     op.group, op.tag = dim, f"{dim}#{k}"
                     if c.collective == "allgather" and conv.allgather_input:  # IR: the gathered output
-                        op.size_bytes = c.size * len(ir.group_of(tr.rank, dim))
+                        op.size_bytes = c.exact if c.exact >= 0 else c.size * len(ir.group_of(tr.rank, dim))
                     if not op.comm_kind:
                         op.comm_kind = dim if dim in _KINDS else "dp"  # breakdown buckets: other groups count as DP
                 elif c.kind == "lane":
