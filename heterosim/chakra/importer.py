@@ -828,7 +828,8 @@ def check_no_deadlock(ir: IR, traces: list[RankTrace], drafts: list[_Draft]) -> 
             ("comm_dst" if op.collective == "send" else "comm_src")
     else:
         partners = [m for m in ir.group_of(r, op.group) if m != r]
-        what, fname = f"{op.collective} (number {op.tag.rpartition('#')[2]} on its process group)", "pg_name"
+        what, fname = f"{op.collective} (number {int(op.tag.rpartition('#')[2]) + 1} on its process group)", \
+            "pg_name"
     other = next((m for m in partners if m in where), partners[0] if partners else r)
     if other in where:
         o = where[other][0]
