@@ -216,11 +216,23 @@ class TransportConfig(_Strict):
     max_outstanding_steps: int = Field(8, ge=1, le=64)
     """Steps in flight per connection before the receiver's clear-to-send (NCCL_STEPS = 8 slots of
     NCCL_BUFFSIZE = 4 MiB)."""
-    retransmit_timeout_ns: Bounded(int, RETRANSMIT_TIMEOUT_NS_MIN, RETRANSMIT_TIMEOUT_NS_MAX, unit="ns") = 4_000_000
-    """Go back to the last acknowledged byte after this long without progress.  Larger than the
-    time to drain a full 32 MB buffer at 100 Gb/s (2.56 ms), so queueing alone never fires it;
-    a real NIC's NCCL_IB_TIMEOUT = 20 (4.3 s) would hide a lost packet for the whole run.  Within
-    what the InfiniBand Local ACK Timeout can express, 4.096 us x 2^n for n = 1..31 (hscommon/bounds.py)."""
+    retransmit_timeout_ns: Bounded(int, RETRANSMIT_TIMEOUT_NS_MIN, RETRANSMIT_TIMEOUT_NS_MAX, unit="ns") = 4096 << 20
+    """Go back to the last acknowledged byte after this long without progress: the InfiniBand Local ACK
+    Timeout 4.096 us x 2^n with NCCL's NCCL_IB_TIMEOUT = 20 (4,294,967,296 ns; NCCL environment-variable
+    docs), what deployed NICs run.  A NIC cannot see a PAUSE further upstream, so a shorter timer (the
+    earlier 4 ms) went back N during long pauses and injected copies into a paused fabric (issue 41).  On a
+    lossy fabric (pfc.enabled false) a lost last packet then waits this long: set a shorter one there
+    (e.g. 4_194_304, n = 10).  Within 4.096 us x 2^n for n = 1..31 (hscommon/bounds.py)."""
+    retry_count: int = Field(7, ge=0, le=7)
+    """Timeouts in a row without progress a QP retries before it fails; one more ends the run with an
+    error naming the message (NCCL_IB_RETRY_CNT = 7, NCCL docs; the largest the 3-bit IB retry_cnt holds)."""
+    ack_class: Literal["data", "control"] = "data"
+    """Traffic class of ACK/NAK: ``data`` (the QP's lossless class: switches buffer it with data and PFC
+    pauses it, as an RC responder answers on the QP's own traffic class) or ``control`` (strict priority,
+    never paused: the HPCC simulator's choice)."""
+    cnp_class: Literal["control", "data"] = "control"
+    """Traffic class of CNPs: ``control`` (strict priority, never paused: ConnectX's CNP_802P_PRIO 6 /
+    CNP_DSCP 48 firmware defaults, a class vendor guides keep apart from RoCE's lossless one) or ``data``."""
     nack_interval_ns: int = Field(500_000, gt=0)
     """A receiver repeats a NACK for the same gap after this long (HPCC simulator, RdmaHw
     "NACK Generation Interval": 500 us)."""

@@ -22,9 +22,12 @@ from netbackend.topo import NetTopology
 
 __all__ = ["Ns3Backend", "Ns3InternalError", "example_command", "run_isolated", "unit_test_command"]
 
-_STATUS = {1: "PFC deadlock", 2: "no progress", 3: "wall-clock limit", 4: "internal error"}
+_STATUS = {1: "PFC deadlock", 2: "no progress", 3: "wall-clock limit", 4: "internal error",
+           5: "transport error"}
 _INTERNAL = 4
 """RdmaNetworkHelper::INTERNAL_ERROR: a model invariant broke (a bug, not the input)."""
+_TRANSPORT = 5
+"""RdmaNetworkHelper::TRANSPORT_ERROR: a QP exceeded its retry count (the NIC's QP error state)."""
 _CC_IMPLEMENTED = ("dcqcn", "dcqcn_paper", "hpcc", "timely", "dctcp", "none")
 _CC_MODE = {"dcqcn": "dcqcn", "dcqcn_paper": "dcqcn", "hpcc": "hpcc", "timely": "timely",
             "dctcp": "dctcp", "none": "none"}
@@ -188,6 +191,9 @@ class Ns3Backend(NetworkBackend):
             nic + "CnpMode": d["cnp_mode"],
             nic + "CnpInterval": _ns(d["cnp_interval_ns"]),
             nic + "RetransmitTimeout": _ns(tr.retransmit_timeout_ns),
+            nic + "RetryCount": str(tr.retry_count),
+            nic + "AckClass": tr.ack_class,
+            nic + "CnpClass": tr.cnp_class,
             nic + "NackInterval": _ns(tr.nack_interval_ns),
             nic + "TrackMessageBytes": "true" if track_message_bytes else "false",
             nic + "RateSampleQps": str(int(rate_sample_qps)),
@@ -326,6 +332,10 @@ class Ns3Backend(NetworkBackend):
                 out.append(Completion(mid, fin))
             if status == _INTERNAL:
                 raise Ns3InternalError(f"{self._sim.StatusDetail()} at {self.now_ns} ns")
+            if status == _TRANSPORT:  # a QP timed out more often than its retry count allows
+                raise NetworkError(f"at {self.now_ns} ns: {self._sim.StatusDetail()} (every "
+                                   f"{self.config.transport.retransmit_timeout_ns} ns)",
+                                   field="network.transport.retry_count", value=self.config.transport.retry_count)
             if status:
                 detail = str(self._sim.StatusDetail())
                 raise NetworkError(f"{_STATUS.get(status, 'error')} at {self.now_ns} ns with "

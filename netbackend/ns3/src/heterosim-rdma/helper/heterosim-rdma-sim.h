@@ -30,7 +30,8 @@ class HeterosimRdmaSim
 
     void AddMessage(uint64_t id, uint32_t src, uint32_t dst, uint64_t bytes, int64_t startNs,
                     uint32_t flowHash, int64_t connection, uint64_t stepBytes);
-    /// 0 ok, 1 PFC deadlock, 2 stalled, 3 wall-clock limit, 4 internal error (StatusDetail names it).
+    /// 0 ok, 1 PFC deadlock, 2 stalled, 3 wall-clock limit, 4 internal error (StatusDetail names it),
+    /// 5 transport retry count exceeded.
     int Run(int64_t untilNs);
     int64_t Now() const;
     uint64_t Pending() const;

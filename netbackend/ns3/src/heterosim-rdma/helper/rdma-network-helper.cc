@@ -362,6 +362,20 @@ RdmaNetworkHelper::MessageDelivered(uint64_t msgId)
 }
 
 void
+RdmaNetworkHelper::TransportFailed(uint32_t src, uint32_t dst, uint64_t msgId, uint32_t retries)
+{
+    if (m_status == OK)
+    {
+        std::ostringstream os;
+        os << "retry count exceeded: " << m_names[src] << " -> " << m_names[dst] << " message " << msgId
+           << " timed out again after " << retries << " retransmissions without progress";
+        m_status = TRANSPORT_ERROR;
+        m_statusDetail = os.str();
+    }
+    Simulator::Stop();
+}
+
+void
 RdmaNetworkHelper::Complete(uint64_t id)
 {
     const int64_t now = Simulator::Now().GetNanoSeconds();

@@ -29,6 +29,7 @@ class RdmaNetworkHelper : public Object, public RdmaDeliverySink
         STALLED = 2,
         WALL_LIMIT = 3,
         INTERNAL_ERROR = 4, //!< a model invariant broke (e.g. a message completed twice)
+        TRANSPORT_ERROR = 5, //!< a QP exceeded its retry count (RdmaNic RetryCount)
     };
 
     static TypeId GetTypeId();
@@ -88,6 +89,7 @@ class RdmaNetworkHelper : public Object, public RdmaDeliverySink
 
     // RdmaDeliverySink
     void MessageDelivered(uint64_t msgId) override;
+    void TransportFailed(uint32_t src, uint32_t dst, uint64_t msgId, uint32_t retries) override;
 
   protected:
     void DoDispose() override;

@@ -91,11 +91,38 @@ RdmaNic::GetTypeId()
                           TimeValue(MicroSeconds(50)),
                           MakeTimeAccessor(&RdmaNic::m_cnpInterval),
                           MakeTimeChecker())
+            // Transport timer and retries: the InfiniBand RC local ACK timeout 4.096 us x 2^timeout
+            // with NCCL's NCCL_IB_TIMEOUT = 20 (4.29 s) and NCCL_IB_RETRY_CNT = 7 (NCCL environment
+            // variables, docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html; 7 is also the
+            // largest the 3-bit IB retry_cnt holds).
             .AddAttribute("RetransmitTimeout",
                           "Go back to the last acknowledged byte after this long without progress; 0 = off.",
-                          TimeValue(MilliSeconds(4)),
+                          TimeValue(NanoSeconds(4096LL << 20)),
                           MakeTimeAccessor(&RdmaNic::m_rto),
                           MakeTimeChecker())
+            .AddAttribute("RetryCount",
+                          "Timeouts in a row without progress a QP retries; one more ends the run with a "
+                          "transport error (the QP's error state).",
+                          UintegerValue(7),
+                          MakeUintegerAccessor(&RdmaNic::m_retryCount),
+                          MakeUintegerChecker<uint32_t>(0, 7))
+            // Classes of control packets.  ACK/NAK: the InfiniBand RC responder answers on the QP's
+            // own path and traffic class (IBTA spec vol. 1, responder; RoCEv2 carries it in the same
+            // DSCP), so on RoCE they ride the lossless data class and queue behind paused data.
+            // CNP: ConnectX firmware defaults CNP_802P_PRIO = 6, CNP_DSCP = 48 (mlxconfig; MLNX_OFED
+            // sysfs ecn/roce_np/cnp_802p_prio, cnp_dscp), the strict-priority class vendor RoCE
+            // guides keep apart from the PFC-enabled RoCE class: class 0 here.
+            .AddAttribute("AckClass",
+                          "Class of ACK/NAK: data (the QP's lossless class, paused with data) or control "
+                          "(class 0, strict priority, never paused).",
+                          EnumValue(CLASS_DATA),
+                          MakeEnumAccessor<CtrlClass>(&RdmaNic::m_ackClass),
+                          MakeEnumChecker(CLASS_DATA, "data", CLASS_CONTROL, "control"))
+            .AddAttribute("CnpClass",
+                          "Class of CNPs: control (class 0, strict priority, never paused) or data.",
+                          EnumValue(CLASS_CONTROL),
+                          MakeEnumAccessor<CtrlClass>(&RdmaNic::m_cnpClass),
+                          MakeEnumChecker(CLASS_DATA, "data", CLASS_CONTROL, "control"))
             .AddAttribute("NackInterval",
                           "Repeat a NACK for the same gap after this long (HPCC simulator: 500 us).",
                           TimeValue(MicroSeconds(500)),
@@ -713,7 +740,18 @@ RdmaNic::TryTransmit()
         m_dev->Transmit(p);
         return;
     }
-    if (m_dataPaused || m_ready.empty())
+    if (m_dataPaused)
+    {
+        return;
+    }
+    if (!m_ctrlData.empty())
+    {
+        Ptr<Packet> p = m_ctrlData.front();
+        m_ctrlData.pop_front();
+        m_dev->Transmit(p);
+        return;
+    }
+    if (m_ready.empty())
     {
         return;
     }
@@ -858,7 +896,8 @@ RdmaNic::SendControl(uint8_t kind, uint32_t dst, uint32_t qpId, uint64_t seq, ui
     RdmaHeader h;
     h.f.kind = kind;
     h.f.flags = flags;
-    h.f.priority = 0;
+    const bool dataClass = (kind == RdmaHeader::CNP ? m_cnpClass : m_ackClass) == CLASS_DATA;
+    h.f.priority = dataClass ? m_dataPrio : 0;
     h.f.src = m_host;
     h.f.dst = dst;
     h.f.qp = qpId;
@@ -877,7 +916,7 @@ RdmaNic::SendControl(uint8_t kind, uint32_t dst, uint32_t qpId, uint64_t seq, ui
     {
         p->AddPacketTag(*intTag);
     }
-    m_ctrl.push_back(p);
+    (dataClass ? m_ctrlData : m_ctrl).push_back(p);
     TryTransmit();
 }
 
@@ -1294,8 +1333,19 @@ RdmaNic::OnRto(uint32_t qpId)
     {
         return;
     }
+    if (qp.sndUna != qp.rtoUna)
+    {
+        qp.rtoRetries = 0; // progress since the timer was armed
+    }
     if (qp.sndUna == qp.rtoUna && qp.sndNxt > qp.sndUna && !m_dataPaused)
     {
+        if (++qp.rtoRetries > m_retryCount)
+        {
+            // The NIC moves the QP to the error state (retry count exceeded): the run ends.
+            m_sink->TransportFailed(m_host, qp.dst, qp.msgs.empty() ? 0 : qp.msgs.front().id,
+                                    qp.rtoRetries - 1);
+            return;
+        }
         m_counters->timeouts++;
         qp.sndNxt = qp.sndUna;
         qp.readySinceNs = static_cast<double>(Simulator::Now().GetNanoSeconds());
@@ -1387,6 +1437,7 @@ RdmaNic::DoDispose()
     m_rx.clear();
     m_rxDone.clear();
     m_ctrl.clear();
+    m_ctrlData.clear();
     m_dev = nullptr;
     m_sink = nullptr;
     Object::DoDispose();

@@ -20,7 +20,12 @@
 // work request), NACK on a sequence gap (repeated after NackInterval while the
 // gap persists), CNPs for CE-marked packets at most once per interval per QP
 // or echoed on ACKs, ECN echo for DCTCP.  Control packets (ACK, NACK, CNP)
-// leave before any data (strict priority).
+// leave before any data; each kind travels in a configurable class (AckClass,
+// CnpClass): the data class, where switches buffer it with data and PFC pauses
+// it (what RoCE NICs do with ACK/NAK), or class 0, strict priority and never
+// paused (what they do with CNPs).  A QP that times out RetryCount times in a
+// row without progress ends the run with a transport error, as the NIC moves
+// the QP to the error state (IBV_WC_RETRY_EXC_ERR).
 #ifndef HETEROSIM_RDMA_NIC_H
 #define HETEROSIM_RDMA_NIC_H
 
@@ -62,6 +67,14 @@ class RdmaNic : public Object, public RdmaPortOwner
     {
         QP_PER_CONNECTION = 0,
         QP_PER_MESSAGE = 1,
+    };
+
+    /// Traffic class a control packet travels in: the QP's data class (lossless: buffered and
+    /// PAUSEd with data, FIFO behind it at switches) or class 0 (strict priority, never paused).
+    enum CtrlClass
+    {
+        CLASS_DATA = 0,
+        CLASS_CONTROL = 1,
     };
 
     enum CnpMode
@@ -215,6 +228,7 @@ class RdmaNic : public Object, public RdmaPortOwner
         EventId decTimer;          //!< DCQCN vendor: pending cut check
         EventId rtoTimer;
         uint64_t rtoUna{0};
+        uint32_t rtoRetries{0}; //!< timeouts in a row without progress (RetryCount)
     };
 
     struct RecvQp
@@ -273,7 +287,8 @@ class RdmaNic : public Object, public RdmaPortOwner
     /// their packets is a duplicate (acknowledged, never delivered again).
     std::unordered_set<uint64_t> m_rxDone;
     std::unordered_map<uint64_t, uint64_t> m_msgRxBytes;
-    std::deque<Ptr<Packet>> m_ctrl;
+    std::deque<Ptr<Packet>> m_ctrl;     //!< control packets of class 0: first, never paused
+    std::deque<Ptr<Packet>> m_ctrlData; //!< ACK/NAK/CNP in the data class: before data, paused with it
     std::deque<uint32_t> m_ready;
     uint32_t m_nextQpId{1};
     bool m_dataPaused{false};
@@ -299,6 +314,9 @@ class RdmaNic : public Object, public RdmaPortOwner
     Time m_rto;
     Time m_nackInterval;
     uint8_t m_dataPrio;
+    CtrlClass m_ackClass;
+    CtrlClass m_cnpClass;
+    uint32_t m_retryCount;
     bool m_trackMsgBytes;
     uint32_t m_rateSampleQps;
     double m_bdpBytes{0}; //!< line rate x base RTT (CcWindow, DCTCP)

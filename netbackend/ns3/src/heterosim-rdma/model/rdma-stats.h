@@ -47,6 +47,12 @@ class RdmaDeliverySink
   public:
     virtual ~RdmaDeliverySink() = default;
     virtual void MessageDelivered(uint64_t msgId) = 0;
+
+    /// A QP of host @p src towards @p dst timed out more than its retry count allows (after
+    /// @p retries retransmissions without progress); @p msgId is its oldest unacknowledged message.
+    virtual void TransportFailed(uint32_t src, uint32_t dst, uint64_t msgId, uint32_t retries)
+    {
+    }
 };
 
 } // namespace ns3

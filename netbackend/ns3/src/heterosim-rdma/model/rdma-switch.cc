@@ -279,7 +279,7 @@ RdmaSwitchNode::PortReceive(uint32_t inPort, Ptr<Packet> p)
         }
     }
     Port& eg = m_ports[out];
-    eg.q[prio].push_back(Entry{p, size, static_cast<uint16_t>(inPort)});
+    eg.q[prio].push_back(Entry{p, size, static_cast<uint16_t>(inPort), h.f.kind == RdmaHeader::DATA});
     eg.qBytes[prio] += size;
     if (prio != 0)
     {
@@ -348,7 +348,9 @@ RdmaSwitchNode::TryTransmit(uint32_t portIdx)
         {
             port.dataDequeued++;
             ReleaseIngress(e.inPort, c, e.size);
-            if (m_ecnEnabled)
+            // ACK/NAK (and CNPs) may share a lossless class with data (RdmaNic AckClass): they are
+            // buffered, paused and counted like data, but never marked and never carry INT hops.
+            if (m_ecnEnabled && e.data)
             {
                 const double prob =
                     EcnMarkProbability(port.qBytes[c], port.kmin, port.kmax, port.pmax);
@@ -364,7 +366,7 @@ RdmaSwitchNode::TryTransmit(uint32_t portIdx)
                     e.p->AddHeader(h);
                 }
             }
-            if (m_intEnabled)
+            if (m_intEnabled && e.data)
             {
                 RdmaIntTag tag;
                 if (e.p->RemovePacketTag(tag))
@@ -405,7 +407,7 @@ RdmaSwitchNode::SendPfc(uint32_t portIdx, uint8_t prio, bool pause)
     // keep their order among themselves: a RESUME overtaking the PAUSE it
     // answers would leave the upstream port paused for ever.
     port.q[0].insert(port.q[0].begin() + port.pfcQueued,
-                     Entry{p, p->GetSize(), static_cast<uint16_t>(portIdx)});
+                     Entry{p, p->GetSize(), static_cast<uint16_t>(portIdx), false});
     port.pfcQueued++;
     port.qBytes[0] += p->GetSize();
     if (pause)

@@ -108,6 +108,7 @@ class RdmaSwitchNode : public Node, public RdmaPortOwner
         Ptr<Packet> p;
         uint32_t size;
         uint16_t inPort;
+        bool data; //!< a DATA packet (ECN marking and INT apply to these only)
     };
 
     struct Port

@@ -14,10 +14,13 @@
 #include "ns3/rdma-switch.h"
 #include "ns3/simulator.h"
 #include "ns3/test.h"
+#include "ns3/string.h"
 #include "ns3/uinteger.h"
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <string>
 #include <vector>
 
 using namespace ns3;
@@ -797,6 +800,180 @@ class DoubleCompletionIsInternalErrorTestCase : public TestCase
     }
 };
 
+/// Make switch @p sw receive, from the device at the far end of its port towards @p towards, a
+/// PAUSE of class @p prio lasting @p ns: that egress port stops sending the class for @p ns.
+void
+InjectPause(Ptr<RdmaSwitchNode> sw, Ptr<RdmaNetDevice> towards, uint8_t prio, uint32_t ns)
+{
+    for (uint32_t i = 0; i < sw->GetNPorts(); ++i)
+    {
+        if (sw->GetPort(i)->GetPeer() == towards)
+        {
+            RdmaHeader h;
+            h.f.kind = RdmaHeader::PFC;
+            h.f.priority = prio;
+            h.f.flags = RdmaHeader::FLAG_PAUSE;
+            h.f.payload = ns;
+            Ptr<Packet> p = Create<Packet>(64 - h.GetSerializedSize());
+            p->AddHeader(h);
+            sw->PortReceive(i, p);
+            return;
+        }
+    }
+    NS_ABORT_MSG("no switch port towards that device");
+}
+
+/// Run until nothing is pending or @p untilNs; the completions and the last status.
+std::pair<std::vector<std::pair<uint64_t, int64_t>>, RdmaNetworkHelper::Status>
+RunAll(Ptr<RdmaNetworkHelper> net, int64_t untilNs)
+{
+    std::vector<std::pair<uint64_t, int64_t>> done;
+    RdmaNetworkHelper::Status st = RdmaNetworkHelper::OK;
+    while (st == RdmaNetworkHelper::OK && Simulator::Now().GetNanoSeconds() < untilNs)
+    {
+        st = net->Run(untilNs);
+        for (const auto& c : net->DrainCompletions())
+        {
+            done.push_back(c);
+        }
+    }
+    return {done, st};
+}
+
+// ACK/NAK in the data class (the deployed default, RdmaNic AckClass) queue at a switch behind data
+// of that class and wait out a PAUSE with it; in the control class they pass.  Two hosts through one
+// switch (100 Gb/s, 1 us links, no switch latency), 1000 B payload (1078 B: 86 ns; ACK 64 B: 5 ns),
+// one step in flight per connection.  At 0 the switch's port towards h0 is PAUSEd for 20 us (class
+// 1), h0 posts message 1 (2000 B in two 1000 B steps, connection 0) and h1 posts message 2 (1000 B)
+// to h0.  Message 2's packet waits in that port from 1086 ns.  Step 1 reaches h1 at
+// 86 + 1000 + 86 + 1000 = 2172 ns; h1's ACK reaches the switch at 2172 + 5 + 1000 = 3177 ns.
+// - data class: it queues behind message 2's packet; at 20000 ns that goes (86 ns), then the ACK
+//   (5 ns), at h0 at 20091 + 1000 = 21091 ns; step 2 leaves then and reaches h1 at 21091 + 2172 =
+//   23263 ns: message 1 completes at 23263 ns.  (h0's own ACK for message 2, sent at 21086 ns,
+//   crosses the switch towards h1 before step 2 arrives there and does not delay it.)
+// - control class: the ACK passes the paused port at once, reaches h0 at 3177 + 5 + 1000 = 4182 ns,
+//   and message 1 completes at 4182 + 2172 = 6354 ns.
+// Message 2 completes at 20000 + 86 + 1000 = 21086 ns either way.
+class AckPausedBehindDataTestCase : public TestCase
+{
+  public:
+    AckPausedBehindDataTestCase()
+        : TestCase("an ACK in the lossless data class waits behind paused data; in class 0 it passes")
+    {
+    }
+
+  private:
+    static std::map<uint64_t, int64_t> Run(const std::string& ackClass)
+    {
+        Ptr<RdmaNetworkHelper> net = TwoHostFabric();
+        for (uint32_t i = 0; i < 2; ++i)
+        {
+            net->GetNic(i)->SetAttribute("Payload", UintegerValue(1000));
+            net->GetNic(i)->SetAttribute("MaxOutstandingSteps", UintegerValue(1));
+            net->GetNic(i)->SetAttribute("AckClass", StringValue(ackClass));
+        }
+        Ptr<RdmaSwitchNode> sw = net->GetSwitch(0);
+        Ptr<RdmaNetDevice> h0 = net->GetNic(0)->GetDevice();
+        Simulator::Schedule(Time(0), [sw, h0]() { InjectPause(sw, h0, 1, 20000); });
+        net->AddMessage(1, 0, 1, 2000, 0, 7, 0, 1000);
+        net->AddMessage(2, 1, 0, 1000, 0, 9, -1, 0);
+        std::map<uint64_t, int64_t> fin;
+        for (const auto& c : RunAll(net, 100000).first)
+        {
+            fin[c.first] = c.second;
+        }
+        net->Dispose();
+        Simulator::Destroy();
+        return fin;
+    }
+
+    void DoRun() override
+    {
+        std::map<uint64_t, int64_t> data = Run("data");
+        NS_TEST_ASSERT_MSG_EQ(data.size(), 2u, "both messages complete");
+        NS_TEST_ASSERT_MSG_EQ(data[2], 21086, "message 2 waits out the pause");
+        NS_TEST_ASSERT_MSG_EQ(data[1], 23263, "step 2 waited for the ACK queued behind message 2");
+        std::map<uint64_t, int64_t> ctrl = Run("control");
+        NS_TEST_ASSERT_MSG_EQ(ctrl[2], 21086, "message 2 as before");
+        NS_TEST_ASSERT_MSG_EQ(ctrl[1], 6354, "the class-0 ACK passed the paused port");
+    }
+};
+
+// A PAUSE upstream of the receiver (the switch's port towards h1 held for 4.5 ms) longer than a
+// 1 ms retransmission timeout, shorter than the deployed one.  One 1000 B message from h0 at 0: it
+// waits in the switch from 1086 ns, leaves at 4,500,000 and reaches h1 at 4,500,000 + 86 + 1000 =
+// 4,501,086 ns; the ACK is back at h0 at 4,501,086 + 2 x (5 + 1000) = 4,503,096 ns.
+// - deployed timer (NCCL_IB_TIMEOUT 20: 4.29 s): no timeout, nothing sent again.
+// - 1 ms timer: a real NIC cannot see the pause and times out at 1, 2, 3 and 4 ms (the fifth, at
+//   5 ms, is after the ACK): 4 copies, all queued behind the original, all discarded as duplicates;
+//   the message still completes once, at 4,501,086 ns.
+// - 1 ms timer with RetryCount 2: timeouts at 1 and 2 ms; the third, at 3 ms, exceeds the retry
+//   count and the run ends with a transport error naming the message.
+class UpstreamPauseAndRetransmitTimeoutTestCase : public TestCase
+{
+  public:
+    UpstreamPauseAndRetransmitTimeoutTestCase()
+        : TestCase("a pause upstream longer than the timeout: none at the deployed timer, retries counted")
+    {
+    }
+
+  private:
+    struct Out
+    {
+        std::vector<std::pair<uint64_t, int64_t>> done;
+        RdmaNetworkHelper::Status st;
+        std::string detail;
+        RdmaCounters c;
+        int64_t now;
+    };
+
+    static Out Run(int64_t rtoNs, uint32_t retries)
+    {
+        Ptr<RdmaNetworkHelper> net = TwoHostFabric();
+        net->GetNic(0)->SetAttribute("Payload", UintegerValue(1000));
+        if (rtoNs > 0)
+        {
+            net->GetNic(0)->SetAttribute("RetransmitTimeout", TimeValue(NanoSeconds(rtoNs)));
+        }
+        net->GetNic(0)->SetAttribute("RetryCount", UintegerValue(retries));
+        Ptr<RdmaSwitchNode> sw = net->GetSwitch(0);
+        Ptr<RdmaNetDevice> h1 = net->GetNic(1)->GetDevice();
+        Simulator::Schedule(Time(0), [sw, h1]() { InjectPause(sw, h1, 1, 4500000); });
+        net->AddMessage(1, 0, 1, 1000, 0, 7, -1, 0);
+        auto [done, st] = RunAll(net, 6000000);
+        Out o{done, st, net->StatusDetail(), net->GetCounters(), Simulator::Now().GetNanoSeconds()};
+        net->Dispose();
+        Simulator::Destroy();
+        return o;
+    }
+
+    void DoRun() override
+    {
+        Out vendor = Run(0, 7);
+        NS_TEST_ASSERT_MSG_EQ(int(vendor.st), int(RdmaNetworkHelper::OK), vendor.detail);
+        NS_TEST_ASSERT_MSG_EQ(vendor.done.size(), 1u, "completes");
+        NS_TEST_ASSERT_MSG_EQ(vendor.done[0].second, 4501086, "when the pause lets it through");
+        NS_TEST_ASSERT_MSG_EQ(vendor.c.timeouts, 0u, "no timeout at 4.29 s");
+        NS_TEST_ASSERT_MSG_EQ(vendor.c.retransmittedPackets, 0u, "nothing sent again");
+
+        Out shortRto = Run(1000000, 7);
+        NS_TEST_ASSERT_MSG_EQ(int(shortRto.st), int(RdmaNetworkHelper::OK), shortRto.detail);
+        NS_TEST_ASSERT_MSG_EQ(shortRto.done.size(), 1u, "completes once");
+        NS_TEST_ASSERT_MSG_EQ(shortRto.done[0].second, 4501086, "at the original's arrival");
+        NS_TEST_ASSERT_MSG_EQ(shortRto.c.timeouts, 4u, "1, 2, 3 and 4 ms");
+        NS_TEST_ASSERT_MSG_EQ(shortRto.c.retransmittedPackets, 4u, "four copies");
+        NS_TEST_ASSERT_MSG_EQ(shortRto.c.duplicatesDiscarded, 4u, "all duplicates at h1");
+        NS_TEST_ASSERT_MSG_EQ(shortRto.c.deliveredBytes, 1000u, "delivered once");
+
+        Out failed = Run(1000000, 2);
+        NS_TEST_ASSERT_MSG_EQ(int(failed.st), int(RdmaNetworkHelper::TRANSPORT_ERROR), failed.detail);
+        NS_TEST_ASSERT_MSG_EQ(failed.now, 3000000, "the third timeout ends the run");
+        NS_TEST_ASSERT_MSG_EQ(failed.c.timeouts, 2u, "two retries were made");
+        NS_TEST_ASSERT_MSG_EQ((failed.detail.find("h0 -> h1 message 1 ") != std::string::npos), true,
+                              failed.detail);
+    }
+};
+
 // The adders Python fills a FabricSpec with give the same arrays as filling the vectors
 // directly (the two-host, one-switch fabric of GoBackNTestCase), and node indices with the
 // switches after every host.
@@ -1005,6 +1182,8 @@ class HeterosimRdmaTestSuite : public TestSuite
         AddTestCase(new GoBackNTestCase, Duration::QUICK);
         AddTestCase(new LateDuplicateAfterCompletionTestCase, Duration::QUICK);
         AddTestCase(new DoubleCompletionIsInternalErrorTestCase, Duration::QUICK);
+        AddTestCase(new AckPausedBehindDataTestCase, Duration::QUICK);
+        AddTestCase(new UpstreamPauseAndRetransmitTimeoutTestCase, Duration::QUICK);
         AddTestCase(new PacingFollowsRateTestCase, Duration::QUICK);
         AddTestCase(new FabricSpecAddersTestCase, Duration::QUICK);
         AddTestCase(new HpccWindowTestCase, Duration::QUICK);
