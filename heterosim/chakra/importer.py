@@ -84,7 +84,8 @@ class Conventions:
     * a send does not wait for its receive (analytical backend, network_frontend/analytical/
       congestion_unaware/CongestionUnawareNetworkApi.cc sim_send schedules the arrival at once;
       common/CommonNetworkApi.cc: the send's callback runs at arrival, a receive posted later completes
-      at once): ``eager``.
+      at once): ``eager``; its analytical frontend's ``--rendezvous-protocol`` switch defaults to false
+      (network_frontend/analytical/common/CmdLineParser.cc).
 
     The nccl-tests reading (HeteroSim's exports before issue 39, its IR): ALL_GATHER ``comm_size`` is the
     gathered output, "0" is an ordinary group name, collectives of each group on their own stream."""

@@ -110,7 +110,8 @@ class WorkloadConfig(Strict):
     is the gathered output and "0" is a group like any other. A trace whose GlobalMetadata states its
     convention (HeteroSim's exports) is read by that."""
     chakra_sends: Literal["eager", "rendezvous"] | None = None
-    """When a send completes. eager (ASTRA-sim's analytical backend): it starts at once, whether or not
+    """When a send completes. eager (ASTRA-sim's analytical backend, whose ``--rendezvous-protocol`` is off by
+    default): it starts at once, whether or not
     its receive is posted, and completes when the message arrives; a receive completes at the later of
     arrival and its own posting. rendezvous (HeteroSim's compiled pipelines): the transfer starts when
     both sides posted. None: what the trace's GlobalMetadata states (HeteroSim's exports: rendezvous),

@@ -1,0 +1,173 @@
+"""ASTRA-sim (analytical, congestion-unaware) and HeteroSim on the same Chakra traces, side by side. Not CI.
+
+    .venv/bin/python benchmarks/chakra_astra_compare.py [--mirrors /work/.mirror] [--build /tmp/heterosim-astra]
+
+What it needs: local git mirrors (bare repositories) of astra-sim/astra-sim and of the submodules of the
+commit below (astra-sim/chakra, astra-sim/astra-network-analytical, astra-sim/astra-memory-analytical,
+fmtlib/fmt, gabime/spdlog, jbeder/yaml-cpp), cmake, a C++17 compiler, protoc and libprotobuf (Debian:
+protobuf-compiler, libprotobuf-dev). It assembles the source tree from the mirrors (``git archive``; no
+network), builds ``AstraSim_Analytical_Congestion_Unaware`` outside the repository, runs it on the traces
+vendored in tests/chakra/data, and prints one row per trace: ASTRA-sim's time, HeteroSim's time, their ratio.
+Where something is missing it says what and stops (exit 1).
+
+ASTRA-sim commit: 4b6e0279 (2025-08-11), the newest one whose submodule commits are all in the mirrors
+this was written with (the newest, 518bd513, points at a Chakra commit with feeder_v3 that the mirror of
+astra-sim/chakra lacks).
+
+The two simulators model different things, so the table is a comparison, not a check:
+
+* network, both: one switch, 25e9 B/s per NPU link (ASTRA-sim: ``bandwidth`` in GB/s of 2^30 bytes,
+  astra-network-analytical common/NetworkFunction.cpp, so 23.283 GB/s), 1.5 us from NPU to NPU (ASTRA-sim's
+  Switch is 2 hops: 750 ns per link); HeteroSim: one GH200 per node, one 200 Gb/s NIC, one leaf switch (2 x
+  500 ns links + 500 ns switch), as in tests/chakra/test_chakra_third_party.py;
+* collectives: ASTRA-sim's ring (1 chunk, no endpoint delay) moves the same bytes per step as NCCL's ring but
+  charges only the links' latency per step; HeteroSim adds NCCL's per-operation and per-step latencies
+  (8.4 us + 14 us per step, Simple protocol) and 78 header bytes per 4096-byte packet. The expected gap per
+  trace is printed next to the measured one: steps x 14 us + 8.4 us + 1.9 % of the bytes' time.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "tests" / "chakra" / "data"
+ASTRA_COMMIT = "4b6e0279feee291d2c2614e955c416f76e65a0f4"
+SUBMODULES = {  # path in astra-sim -> (mirror owner+name, commit pinned by ASTRA_COMMIT)
+    "extern/graph_frontend/chakra": ("astra-sim+chakra", "f37c2bb50afa8b0e99b32ba9921662ab77502e85"),
+    "extern/network_backend/analytical": ("astra-sim+astra-network-analytical",
+                                          "599a0473a9a74f5383f73b3cea5a12b9bc5ebaef"),
+    "extern/network_backend/analytical/extern/yaml-cpp": ("jbeder+yaml-cpp", "3d2888cc8a45da2f420454ad728cdfad01a3d54f"),
+    "extern/remote_memory_backend/analytical": ("astra-sim+astra-memory-analytical",
+                                                "641cce854d256bfd288b1de9607b6757313363f9"),
+    "extern/helper/fmt": ("fmtlib+fmt", "7e73566ce7bd3617cd4b14a2e3a19a2a30b524c7"),
+    "extern/helper/spdlog": ("gabime+spdlog", "63f0875000bf90867aa7c76a831bd834cb7d4b5e"),
+}
+SUBSTITUTABLE = {"gabime+spdlog", "fmtlib+fmt"}
+"""Logging libraries: another release builds the same simulator (used only when the pinned one is missing)."""
+BINARY = "AstraSim_Analytical_Congestion_Unaware"
+LINK_GBPS_ASTRA = 25e9 / 2**30  # GB/s of 2^30 bytes
+LINK_LATENCY_NS = 750  # x 2 hops = 1.5 us
+TRACES = [(f"astra_microbench/{c}/{n}npus_1MB", c, n) for c in ("all_reduce", "all_gather", "reduce_scatter",
+                                                                "all_to_all") for n in (4, 8, 16)]
+
+
+def fail(msg: str) -> None:
+    print(f"cannot compare: {msg}", file=sys.stderr)
+    sys.exit(1)
+
+
+def archive(mirror: Path, commit: str, dest: Path) -> None:
+    """The commit's files into ``dest``; test data left out (mirrors may hold large files as absent blobs)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    listed = subprocess.run(["git", "--git-dir", str(mirror), "ls-tree", "--name-only", commit], capture_output=True,
+                            text=True)
+    paths = [x for x in listed.stdout.split() if x not in ("tests", "test", "docs", "doc", "examples")]
+    if commit == ASTRA_COMMIT:
+        paths.append("examples")
+    git = subprocess.run(["git", "--git-dir", str(mirror), "archive", commit, "--", *paths], capture_output=True)
+    if git.returncode != 0:
+        fail(f"{mirror}: commit {commit[:8]} not there ({git.stderr.decode().strip()[:200]})")
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=git.stdout, check=True)
+
+
+def build(mirrors: Path, work: Path, jobs: int) -> Path:
+    binary = work / "src" / "build" / "astra_analytical" / "build" / "bin" / BINARY
+    if binary.exists():
+        return binary
+    for tool in ("cmake", "protoc", "c++"):
+        if shutil.which(tool) is None:
+            fail(f"{tool} not found (Debian: cmake, protobuf-compiler libprotobuf-dev, g++)")
+    src = work / "src"
+    shutil.rmtree(src, ignore_errors=True)
+    archive(mirrors / "astra-sim+astra-sim" / "repo", ASTRA_COMMIT, src)
+    for path, (name, commit) in SUBMODULES.items():
+        mirror = mirrors / name / "repo"
+        if subprocess.run(["git", "--git-dir", str(mirror), "cat-file", "-e", f"{commit}^{{commit}}"],
+                          capture_output=True).returncode != 0:
+            if name not in SUBSTITUTABLE:
+                fail(f"{mirror}: commit {commit[:8]} not there")
+            head = subprocess.run(["git", "--git-dir", str(mirror), "rev-parse", "HEAD"], capture_output=True,
+                                  text=True).stdout.strip()
+            print(f"note: {name} {commit[:8]} is not in the mirror; using its HEAD {head[:8]}", file=sys.stderr)
+            commit = head
+        archive(mirror, commit, src / path)
+    et = src / "extern" / "graph_frontend" / "chakra" / "schema" / "protobuf"
+    subprocess.run(["protoc", "et_def.proto", f"--proto_path={et}", f"--cpp_out={et}"], check=True)
+    bdir = src / "build" / "astra_analytical" / "build"
+    bdir.mkdir(parents=True, exist_ok=True)
+    log = work / "build.log"
+    with open(log, "w") as fh:
+        for cmd in (["cmake", "..", "-DBUILDTARGET=congestion_unaware", "-DCMAKE_BUILD_TYPE=Release"],
+                    ["cmake", "--build", ".", "-j", str(jobs)]):
+            if subprocess.run(cmd, cwd=bdir, stdout=fh, stderr=subprocess.STDOUT).returncode != 0:
+                tail = log.read_text().strip().splitlines()[-5:]
+                fail(f"build failed ({' '.join(cmd)}); last lines of {log}: " + " | ".join(tail))
+    found = list(bdir.rglob(BINARY))
+    if not found:
+        fail(f"built, but no {BINARY} under {bdir}")
+    return found[0]
+
+
+def astra_time_ns(binary: Path, folder: Path, prefix: str, n: int, work: Path) -> int:
+    cfg = work / "cfg"
+    cfg.mkdir(exist_ok=True)
+    (cfg / f"net{n}.yml").write_text(f"topology: [ Switch ]\nnpus_count: [ {n} ]\n"
+                                     f"bandwidth: [ {LINK_GBPS_ASTRA} ]\nlatency: [ {LINK_LATENCY_NS}.0 ]\n")
+    (cfg / "system.json").write_text(json.dumps({
+        "scheduling-policy": "LIFO", "endpoint-delay": 0, "active-chunks-per-dimension": 1,
+        "preferred-dataset-splits": 1, "all-reduce-implementation": ["ring"],
+        "all-gather-implementation": ["ring"], "reduce-scatter-implementation": ["ring"],
+        "all-to-all-implementation": ["direct"], "collective-optimization": "baseline",
+        "local-mem-bw": 1600, "boost-mode": 0, "roofline-enabled": 0, "peak-perf": 900}))
+    (cfg / "memory.json").write_text(json.dumps({"memory-type": "NO_MEMORY_EXPANSION"}))
+    p = subprocess.run([str(binary), f"--workload-configuration={folder / prefix}",
+                        f"--system-configuration={cfg / 'system.json'}",
+                        f"--remote-memory-configuration={cfg / 'memory.json'}",
+                        f"--network-configuration={cfg / f'net{n}.yml'}", "--comm-group-configuration=empty"],
+                       capture_output=True, text=True, cwd=work, timeout=600)
+    times = [int(x) for x in re.findall(r"sys\[\d+\] finished, (\d+) cycles", p.stdout + p.stderr)]
+    if p.returncode != 0 or len(times) != n:
+        fail(f"ASTRA-sim on {folder.name}: exit {p.returncode}, {len(times)} of {n} ranks finished; "
+             f"{(p.stdout + p.stderr).strip().splitlines()[-1:]}")
+    return max(times)
+
+
+def heterosim_time_ns(folder: Path, n: int) -> int:
+    sys.path.insert(0, str(ROOT / "tests" / "chakra"))
+    from test_chakra_third_party import run_ns, scenario
+
+    return run_ns(scenario(folder, n))
+
+
+def expected_gap_ns(collective: str, n: int, size: int = 1 << 20) -> float:
+    steps = {"all_reduce": 2 * (n - 1), "all_gather": n - 1, "reduce_scatter": n - 1, "all_to_all": 1}[collective]
+    per_rank = {"all_reduce": 2 * (n - 1) / n * size, "all_gather": (n - 1) * size,
+                "reduce_scatter": (n - 1) / n * size, "all_to_all": (n - 1) / n * size}[collective]
+    return 8_400 + steps * 14_000 + per_rank * (4096 / 4018 - 1) / 25e9 * 1e9
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--mirrors", type=Path, default=Path("/work/.mirror"))
+    ap.add_argument("--build", type=Path, default=Path(tempfile.gettempdir()) / "heterosim-astra")
+    ap.add_argument("--jobs", type=int, default=2)
+    args = ap.parse_args()
+    binary = build(args.mirrors, args.build, args.jobs)
+    print("| trace | ASTRA-sim ns | HeteroSim ns | HeteroSim / ASTRA-sim | gap | expected gap (NCCL latencies, headers) |")
+    print("|---|---|---|---|---|---|")
+    for rel, coll, n in TRACES:
+        folder = DATA / rel
+        a = astra_time_ns(binary, folder, coll, n, args.build)
+        h = heterosim_time_ns(folder, n)
+        print(f"| {rel} | {a:,} | {h:,} | {h / a:.3f} | {h - a:,} | {expected_gap_ns(coll, n):,.0f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
