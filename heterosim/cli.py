@@ -187,6 +187,41 @@ def run(scenario: Path = typer.Argument(Path("scenarios/quickstart.yaml"), help=
         print_summary(result.summary, dest)
 
 
+@app.command()
+def whatif(scenario: Path = typer.Argument(..., help="Scenario YAML"),
+           vary: List[str] = typer.Option([], "--vary", help="link=F | gpu=S | stragglers=NxK@S | hop-latency=A,B"),
+           out_dir: Path = typer.Option(..., "--out", help="Results directory (variants.csv, sensitivity.csv)"),
+           set_: List[str] = typer.Option([], "--set", help="Override a field: path=value"),
+           engine: str = typer.Option("auto", "--engine", help="auto (jax where installed) | jax | numpy"),
+           batch: int = typer.Option(256, "--batch", help="Variants per batched run"),
+           top: int = typer.Option(10, "--top", help="Rows of the ranked table to print"),
+           quiet: bool = typer.Option(False, "--quiet", "-q")) -> None:
+    """Many variants of one iteration (links degraded, stragglers, per-hop latency) in one batched run, ranked
+    by impact (docs/batch-engine.md)."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from heterosim.whatif import whatif as _whatif
+
+    try:
+        with Progress(TextColumn("[bold]variants"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                      TimeElapsedColumn(), console=console, disable=quiet, transient=True) as prog:
+            task = prog.add_task("whatif", total=None)
+            res = _whatif(scenario, vary, out_dir, overrides=set_, engine=engine, batch=batch,
+                          progress=lambda d, n: prog.update(task, completed=d, total=n))
+    except UserError as err:
+        _fail(err)
+    if quiet:
+        return
+    t = Table(title=f"{res.info['scenario']}: {len(res.variants) - 1} variants, {res.info['engine']}, baseline "
+                    f"{human_seconds(res.baseline_ns / 1e9)}")
+    for c in ("rank", "variant", "iteration time", "vs baseline"):
+        t.add_column(c)
+    for k, (i, rel) in enumerate(res.ranked()[:top], 1):
+        t.add_row(str(k), res.variants[i].name, human_seconds(res.times_ns[i] / 1e9), f"{rel:+.3%}")
+    out.print(t)
+    out.print(f"results: {out_dir}/ (variants.csv, sensitivity.csv, summary.json, histogram.png, ranked.png)")
+
+
 def print_summary(s: dict, dest: Path | None = None) -> None:
     b = s["breakdown"]
     t = Table(title=f"{s['scenario']} ({s['backend']} backend, {s['gpus']} GPUs)", show_header=False)

@@ -427,6 +427,23 @@ def _drive(prog: Program, prm: Params, KE, KF, jax: bool, measure: bool = False)
             return res
 
 
+_COMPILED: dict = {}
+"""Compiled JAX loops by the shapes of their inputs (a program's batches of one size share one)."""
+
+
+def _jax_run(P, pr, s):
+    import jax
+    import jax.numpy as jnp
+
+    ops = _Ops(jnp, jax.lax)
+
+    def cond(x):
+        return jnp.any(((x["ev_n"] >= 0) & (x["ev_k"] != QUEUED)).any(axis=1) | (x["fs_f"] >= 0).any(axis=1)) \
+            & ~jnp.any(x["flags"] & (OVERFLOW_EVENTS | OVERFLOW_FLOWS) != 0)
+
+    return ops.while_loop(cond, lambda x: _round(ops, P, pr, x), s)
+
+
 def _drive_once(prog: Program, prm: Params, KE: int, KF: int, jax: bool, measure: bool) -> BatchResult:
     B = prm.batch
     st = initial_state(prog, B, KE, KF)
@@ -442,20 +459,14 @@ def _drive_once(prog: Program, prm: Params, KE: int, KF: int, jax: bool, measure
         import jax.numpy as jnp
 
         _jax.config.update("jax_enable_x64", True)
-        ops = _Ops(jnp, _jax.lax)
 
-        def cond(s):
-            return jnp.any(((s["ev_n"] >= 0) & (s["ev_k"] != QUEUED)).any(axis=1) | (s["fs_f"] >= 0).any(axis=1)) \
-                & ~jnp.any(s["flags"] & (OVERFLOW_EVENTS | OVERFLOW_FLOWS) != 0)
-
-        def run(P, pr, s):
-            return ops.while_loop(cond, lambda x: _round(ops, P, pr, x), s)
-
-        fn = _jax.jit(run)
         Pj = {k: jnp.asarray(v) for k, v in P.items()}
         prj = {k: jnp.asarray(v) for k, v in pr.items()}
         sj = {k: jnp.asarray(v) for k, v in st.items()}
-        lowered = fn.lower(Pj, prj, sj).compile()
+        sig = tuple((k, v.shape, str(v.dtype)) for d in (Pj, prj, sj) for k, v in sorted(d.items()))
+        lowered = _COMPILED.get(sig)
+        if lowered is None:
+            lowered = _COMPILED[sig] = _jax.jit(_jax_run).lower(Pj, prj, sj).compile()
         compile_s = time.perf_counter() - t0
         t0 = time.perf_counter()
         out = lowered(Pj, prj, sj)
