@@ -10,9 +10,11 @@ network), builds ``AstraSim_Analytical_Congestion_Unaware`` outside the reposito
 vendored in tests/chakra/data, and prints one row per trace: ASTRA-sim's time, HeteroSim's time, their ratio.
 Where something is missing it says what and stops (exit 1).
 
-ASTRA-sim commit: 4b6e0279 (2025-08-11), the newest one whose submodule commits are all in the mirrors
-this was written with (the newest, 518bd513, points at a Chakra commit with feeder_v3 that the mirror of
-astra-sim/chakra lacks).
+ASTRA-sim commit: c459ab61 (2025-08-11, the Chakra feeder before feeder_v3), the newest one whose
+submodule commits are all in the mirrors this was written with and that builds (the newest, 518bd513,
+points at a Chakra commit the mirror of astra-sim/chakra lacks; 4b6e0279 mixes feeder_v3 with the old
+feeder's class name and does not compile). Its Workload.cc reads the microbenchmarks as 518bd513 does
+(one collective, no process group).
 
 The two simulators model different things, so the table is a comparison, not a check:
 
@@ -38,9 +40,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "chakra" / "data"
-ASTRA_COMMIT = "4b6e0279feee291d2c2614e955c416f76e65a0f4"
-SUBMODULES = {  # path in astra-sim -> (mirror owner+name, commit pinned by ASTRA_COMMIT)
-    "extern/graph_frontend/chakra": ("astra-sim+chakra", "f37c2bb50afa8b0e99b32ba9921662ab77502e85"),
+ASTRA_COMMIT = "c459ab61193bdb5b663ab61d2e923314dae8a77f"
+SUBMODULES = {  # path in astra-sim -> (mirror owner+name, commit pinned by ASTRA_COMMIT's tree)
+    "extern/graph_frontend/chakra": ("astra-sim+chakra", "214f2c559c10f897bcc395f8e1502d80d14f1541"),
     "extern/network_backend/analytical": ("astra-sim+astra-network-analytical",
                                           "599a0473a9a74f5383f73b3cea5a12b9bc5ebaef"),
     "extern/network_backend/analytical/extern/yaml-cpp": ("jbeder+yaml-cpp", "3d2888cc8a45da2f420454ad728cdfad01a3d54f"),

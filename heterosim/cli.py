@@ -121,8 +121,8 @@ def compile(scenario: Path, out_dir: Path = typer.Option(..., "--out", help="Dir
 def export_chakra(scenario: Path, out_dir: Path = typer.Option(..., "--out", help="Folder for <name>.<rank>.et files"),
                   set_: List[str] = typer.Option([], "--set", help="Override a field: path=value"),
                   stream_deps: str = typer.Option("ctrl", "--stream-deps",
-                                                  help="Stream order as ctrl_deps, or data_deps (ASTRA-sim's feeder "
-                                                       "reads only data_deps)")) -> None:
+                                                  help="Stream order as ctrl_deps, or data_deps (for Chakra's older "
+                                                       "feeder, which reads only data_deps)")) -> None:
     """Write the scenario's workload as Chakra execution traces, one ET file per rank (ASTRA-sim's input)."""
     from heterosim.chakra import export_chakra as _export
 

@@ -30,7 +30,8 @@ def export_chakra(scenario: Scenario | str | Path, out_dir: str | Path, *, overr
     """Compile the scenario (or take its recorded workload) and write one ET file per rank into ``out_dir``
     (``<scenario name>.<rank>.et`` + ``comm_group.json``), atomically and only into a folder HeteroSim may
     replace (heterosim/results/writer.py). ``stream_deps``: ``ctrl`` (stream order as control dependencies)
-    or ``data`` (as data dependencies, for consumers such as ASTRA-sim whose feeder reads only those)."""
+    or ``data`` (as data dependencies too, for consumers that read only those, as Chakra's older feeder
+    src/feeder/et_feeder_node.cpp did; ASTRA-sim's feeder_v3 resolves both)."""
     from heterosim import pipeline as api
     from heterosim.chakra.export import write_et_dir
     from heterosim.results.writer import atomic_dir, check_out_dir

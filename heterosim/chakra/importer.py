@@ -73,7 +73,7 @@ class Conventions:
     ASTRA-sim's, cited from github.com/astra-sim/astra-sim at commit 518bd513 (2026-03-25):
 
     * ``pg_name`` "" or "0" is the default communicator of every rank (workload/Workload.cc
-      extract_comm_group); any other name is the group whose id is ``std::stoi(name)`` in the group file,
+      extract_comm_group; "0" since commit 8817510, 2025-11-12: before, group 0 of the file); any other name is the group whose id is ``std::stoi(name)`` in the group file,
       whose keys are read with ``std::stoi`` too (initialize_comm_groups): "0.0" is group 0 of the file;
     * ALL_GATHER ``comm_size`` is each rank's input: the ring all-gather sends ``data_size`` per step and
       ends with ``data_size * nodes_in_ring`` (system/astraccl/native_collectives/collective_algorithm/

@@ -141,3 +141,29 @@ def test_pytorch_converted_trace_is_refused_in_one_line():
         api.prepare(scenario_from_dict(scenario(folder, 1, comm=None)))
     msg = str(exc.value)
     assert "\n" not in msg and "chakra.0.et: node[id=" in msg
+
+
+def test_msccl_ring_with_both_ends_written_runs_the_same(tmp_path):
+    """The same ring with comm_src/comm_dst both filled in (the own end = the file's rank) is the same
+    workload: it used to hang (``8 lane(s) stuck``) because a send waited for its receive."""
+    from heterosim.chakra import schema as S
+
+    src = DATA / "msccl_ring_allreduce_8npus_1MB"
+    dst = tmp_path / "both"
+    dst.mkdir()
+    for r in range(8):
+        frames = [p for _, p in S.iter_frames((src / f"custom_allreduce.{r}.et").read_bytes())]
+        with open(dst / f"custom_allreduce.{r}.et", "wb") as fh:
+            gm = S.GlobalMetadata()
+            gm.ParseFromString(frames[0])
+            S.write_message(fh, gm)
+            for payload in frames[1:]:
+                n = S.Node()
+                n.ParseFromString(payload)
+                names = {a.name for a in n.attr}
+                if n.type == S.NODE_TYPES["COMM_SEND_NODE"] and "comm_src" not in names:
+                    n.attr.append(S.attr("comm_src", r, "int32"))
+                if n.type == S.NODE_TYPES["COMM_RECV_NODE"] and "comm_dst" not in names:
+                    n.attr.append(S.attr("comm_dst", r, "int32"))
+                S.write_message(fh, n)
+    assert run_ns(scenario(dst, 8)) == run_ns(scenario(src, 8))
