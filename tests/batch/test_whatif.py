@@ -1,0 +1,78 @@
+"""``heterosim whatif``: what it writes, what it refuses (one line, exit 2, nothing written), and that a
+variant that changes the program is refused rather than batched."""
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+
+from cli_helpers import cli_in_process, one_line, one_line_message
+from heterosim import pipeline
+from heterosim.batch.variants import Variant, check_variant
+from heterosim.errors import UserError
+from heterosim.sim.program import export_program
+
+HERE = Path(__file__).parent
+INCAST = HERE / "incast.yaml"
+
+
+def test_whatif_writes_every_variant_ranked(tmp_path, capsys, monkeypatch):
+    out = tmp_path / "wi"
+    code, stdout, err = cli_in_process(capsys, monkeypatch, tmp_path, "whatif", INCAST, "--engine", "numpy",
+                                       "--vary", "gpu=1.5", "--vary", "hop-latency=0,1000", "--out", out, "-q")
+    assert code == 0, err
+    rows = list(csv.DictReader(open(out / "variants.csv")))
+    assert len(rows) == 1 + 5 + 2  # baseline, 5 GPUs, 2 latencies
+    base = int(rows[0]["iteration_time_ns"])
+    # the receiver is alone in its stage: slowing it slows the iteration most (the flow backend agrees:
+    # test_batch_engine.py); its row is first in the ranking
+    ranked = list(csv.DictReader(open(out / "sensitivity.csv")))
+    assert ranked[0]["target"] == "one-0/gpu0"
+    assert int(ranked[0]["iteration_time_ns"]) > base
+    assert (out / ".heterosim-results").is_file()
+    assert (out / "summary.json").is_file()
+
+
+def test_whatif_refuses_a_folder_it_did_not_create(tmp_path, capsys, monkeypatch):
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "notes.txt").write_text("keep me")
+    code, stdout, err = cli_in_process(capsys, monkeypatch, tmp_path, "whatif", INCAST, "--engine", "numpy",
+                                       "--vary", "gpu=1.5", "--out", out)
+    one_line(code, err, "--out", "not written by HeteroSim")
+    assert (out / "notes.txt").read_text() == "keep me"
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
+
+
+@pytest.mark.parametrize("spec,needle", [
+    ("parallelism.pp=4", "changes the program"),
+    ("link=0", "failed link re-routes"),
+    ("gpu=0.5", "slowdown must be >= 1"),
+    ("stragglers=3x9@1.2", "K <= 5"),
+    ("hop-latency=-1", ">= 0"),
+    ("bogus=1", "unknown kind"),
+])
+def test_whatif_refuses_bad_variants_in_one_line(tmp_path, capsys, monkeypatch, spec, needle):
+    code, stdout, err = cli_in_process(capsys, monkeypatch, tmp_path, "whatif", INCAST, "--engine", "numpy",
+                                       "--vary", spec, "--out", tmp_path / "x")
+    one_line(code, err, "--vary", needle)
+    assert not (tmp_path / "x").exists()
+
+
+def test_compute_contention_is_refused_by_the_program_export():
+    prep = pipeline.prepare(pipeline.load(INCAST, ["simulation.compute_contention=sm_share"]))
+    with pytest.raises(UserError) as exc:
+        export_program(prep)
+    one_line_message(exc, "simulation.compute_contention", "sm_share")
+
+
+def test_a_degraded_link_must_exist_and_keep_some_rate():
+    prep = pipeline.prepare(pipeline.load(INCAST))
+    prog = export_program(prep)
+    with pytest.raises(UserError) as exc:
+        check_variant(prog, Variant(degrade=(("gh-0/nic0", "spine9", 0.5),)), prep.system)
+    one_line_message(exc, "no fabric link")
+    with pytest.raises(UserError) as exc:
+        check_variant(prog, Variant(degrade=(("gh-0/nic0", "leaf0", 0.0),)), prep.system)
+    one_line_message(exc, "re-routes")
