@@ -16,7 +16,8 @@ What each node becomes:
   our comm planner and the network backend; ``REDUCE_SCATTER_BLOCK`` is a reduce-scatter (equal blocks);
   ``GATHER``, ``SCATTER`` and ``BARRIER`` are not modelled and are refused;
 * ``COMM_SEND_NODE``/``COMM_RECV_NODE``: a point-to-point transfer between ``comm_src`` and ``comm_dst``;
-* ``METADATA_NODE``: a zero-time marker (dependencies pass through it);
+* ``METADATA_NODE`` and ``INVALID_NODE``: a zero-time marker (dependencies pass through it; ASTRA-sim skips
+  invalid nodes the same way, Workload.cc skip_invalid);
 * nodes tagged ``ir_op`` (HeteroSim's export of a pipeline send between TP groups of different size): the
   pieces of one op are merged back into it, so the coordinator re-shards the message as it did originally.
 
@@ -464,9 +465,9 @@ def _template(tr: RankTrace, n: NodeInfo, world: int, retime: bool, cache: dict,
             _check_timeable(tr, n, op, time_op, cache.setdefault("timed", {}))
         kw = {f: getattr(op, f) for f in ("kind", "stream", "op_class", "flops", "bytes", "gemm_mnk", "kernels",
                                           "duration_ns")}
-    elif n.type == S.NODE_TYPES["METADATA_NODE"]:
-        # ASTRA-sim issues a metadata node as soon as its dependencies are done and finishes it at once
-        # (Workload.cc issue_metadata -> skip_invalid): it holds up no other node, hence a stream of its own
+    elif n.type in (S.NODE_TYPES["METADATA_NODE"], S.NODE_TYPES["INVALID_NODE"]):
+        # ASTRA-sim issues a metadata (or invalid) node as soon as its dependencies are done and finishes it at
+        # once (Workload.cc issue_metadata / skip_invalid): it holds up no other node, hence a stream of its own
         own = f"meta:{n.id}" if conv.astra_streams else "compute"
         kw = dict(kind="compute", stream=str(a.get("stream") or own), duration_ns=0)
     elif n.type == S.NODE_TYPES["COMM_COLL_NODE"]:
@@ -508,7 +509,7 @@ def _template(tr: RankTrace, n: NodeInfo, world: int, retime: bool, cache: dict,
                   comm_kind=str(a.get("comm_kind") or "pp"))
     else:
         raise TraceError(f"node type {tname} is not modelled (COMP_NODE, COMM_COLL_NODE, COMM_SEND_NODE, "
-                         f"COMM_RECV_NODE and METADATA_NODE are)", file=tr.file,
+                         f"COMM_RECV_NODE, METADATA_NODE and INVALID_NODE are)", file=tr.file,
                          field=_node_field(n.id, "type"), value=n.type)
     if "ir_op" in a:  # a piece of a re-sharded pipeline send/recv (HeteroSim's export): the IR op it belongs to
         lane = {f: _int_attr(tr, n, a, f, lo, 2**62) for f, lo in (("ir_op", 0), ("ir_peer_offset", -2**31),

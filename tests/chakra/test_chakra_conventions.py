@@ -148,3 +148,11 @@ def test_heterosim_exports_before_issue_39_keep_their_reading(tmp_path):
     (folder / "comm_group.json").write_text('{"0": [0, 1]}')
     ir = prepare(folder).ir
     assert ir.ops_of(0)[0].size_bytes == 1 << 20 and ir.meta["chakra"]["sends"] == "rendezvous"
+
+
+def test_invalid_nodes_pass_dependencies_through_in_zero_time(tmp_path):
+    """ASTRA-sim skips an INVALID_NODE (Workload.cc skip_invalid): 30 us, an invalid node, 20 us = 50 us."""
+    nodes = [node(1, "COMP_NODE", dur=30), node(2, "INVALID_NODE", deps=[1]), node(3, "COMP_NODE", deps=[2], dur=20)]
+    prep = prepare(write(tmp_path / "et", [nodes, nodes]))
+    assert [o.duration_ns for o in prep.ir.ops_of(0)] == [30_000, 0, 20_000]
+    assert api.simulate(prep, record_messages=False).summary["iteration_time_ns"] == 50_000
