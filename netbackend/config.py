@@ -230,6 +230,13 @@ class TransportConfig(_Strict):
     """Traffic class of ACK/NAK: ``data`` (the QP's lossless class: switches buffer it with data and PFC
     pauses it, as an RC responder answers on the QP's own traffic class) or ``control`` (strict priority,
     never paused: the HPCC simulator's choice)."""
+    rx_drain_gbps: float | None = Field(None, gt=0)
+    """Receive pipeline: the rate at which a NIC moves received data into host memory (PCIe, memory
+    bandwidth); None = it absorbs at line rate.  Set below the link rate, a receiver buffers what it
+    cannot drain and PAUSEs its switch port when the buffer fills (slow-receiver PFC storms)."""
+    rx_buffer_bytes: int = Field(130_944, gt=0)
+    """The NIC receive buffer used with ``rx_drain_gbps`` (ConnectX-5 as mlnx_qos prints its port
+    buffer: 130,944 B); PAUSE at the buffer less 2 x link rate x delay + 2 packets, RESUME 2 packets lower."""
     cnp_class: Literal["control", "data"] = "control"
     """Traffic class of CNPs: ``control`` (strict priority, never paused: ConnectX's CNP_802P_PRIO 6 /
     CNP_DSCP 48 firmware defaults, a class vendor guides keep apart from RoCE's lossless one) or ``data``."""

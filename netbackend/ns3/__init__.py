@@ -160,6 +160,10 @@ class Ns3Backend(NetworkBackend):
         if config.acceleration.mode != "off":
             from netbackend.ns3.accel import check_acceleration
 
+            if config.transport.rx_drain_gbps is not None:  # its closed forms assume line-rate receivers
+                raise UserError("a receive pipeline has no closed form: packet-level acceleration needs "
+                                "network.transport.rx_drain_gbps unset (or acceleration.mode off)",
+                                field="network.transport.rx_drain_gbps", value=config.transport.rx_drain_gbps)
             check_acceleration(config)
         check_fabric(topology, config.ecmp)  # names, link ends, rates, delays (as the flow backend)
         degree = {h: 0 for h in topology.hosts}
@@ -194,6 +198,8 @@ class Ns3Backend(NetworkBackend):
             nic + "RetryCount": str(tr.retry_count),
             nic + "AckClass": tr.ack_class,
             nic + "CnpClass": tr.cnp_class,
+            nic + "RxDrainRate": _bps(tr.rx_drain_gbps * 1000) if tr.rx_drain_gbps else "0bps",
+            nic + "RxBufferBytes": str(tr.rx_buffer_bytes),
             nic + "NackInterval": _ns(tr.nack_interval_ns),
             nic + "TrackMessageBytes": "true" if track_message_bytes else "false",
             nic + "RateSampleQps": str(int(rate_sample_qps)),

@@ -82,3 +82,27 @@ def test_a_completion_of_a_message_not_in_flight_is_an_internal_error_naming_it(
                 b.advance(b.now_ns + 10)
         finally:
             b._sim = real  # noqa: SLF001
+
+
+def test_a_slow_receiver_pauses_its_switch_port_and_sets_the_pace():
+    """rx_drain_gbps = 50 behind a 100 Gb/s link: 1000 packets of 1000 B payload + 78 B headers
+    (``header_bytes`` default) drain at 1078 x 8 / 50 = 172.48 ns each, back to back from the first
+    packet's arrival (86 + 1000 + 500 + 86 + 1000 = 2672 ns with the 500 ns switch), so the message
+    completes at 2672 + 172,480 = 175,152 ns; the receiver PAUSEs its switch port on the way (the
+    buffer fills at 50 Gb/s net) and nothing is dropped."""
+    cfg = NetworkConfig(backend="ns3", cc="none", mtu_bytes=1000, header_bytes=78, per_hop_latency_ns=500,
+                        transport=TransportConfig(qp_mode="per_message", rx_drain_gbps=50))
+    done, st = _run(sc.star_topology(1), cfg, [Message(1, "s0", "r0", 1_000_000, 0)])
+    assert [c.id for c in done] == [1]
+    assert abs(done[0].finish_ns - 175_152) <= 1
+    assert st.extra["pfc_pause_frames"].get("r0->sw0", 0) > 0
+    assert st.extra["pfc_paused_ns"].get("sw0->r0", 0) > 0
+    assert st.extra["drops"] == 0
+
+
+def test_a_receive_pipeline_with_acceleration_is_refused_in_one_line():
+    from hscommon.errors import UserError
+
+    cfg = NetworkConfig(backend="ns3", acceleration={"mode": "auto"}, transport=TransportConfig(rx_drain_gbps=50))
+    with pytest.raises(UserError, match="network.transport.rx_drain_gbps"):
+        Ns3Backend.check_config(sc.star_topology(1), cfg)

@@ -7,6 +7,7 @@
 #include "ns3/enum.h"
 #include "ns3/log.h"
 #include "ns3/simulator.h"
+#include "ns3/trace-source-accessor.h"
 #include "ns3/uinteger.h"
 
 #include <algorithm>
@@ -112,6 +113,22 @@ RdmaNic::GetTypeId()
             // CNP: ConnectX firmware defaults CNP_802P_PRIO = 6, CNP_DSCP = 48 (mlxconfig; MLNX_OFED
             // sysfs ecn/roce_np/cnp_802p_prio, cnp_dscp), the strict-priority class vendor RoCE
             // guides keep apart from the PFC-enabled RoCE class: class 0 here.
+            // Receive pipeline (PCIe / host memory): off by default, a NIC then absorbs at line rate.
+            // Buffer default: ConnectX-5's receive buffer per port buffer as mlnx_qos prints it
+            // ("Receive buffer size (bytes): 130944,130944,...").
+            .AddAttribute("RxDrainRate",
+                          "Rate at which the NIC moves received data into host memory; 0 = line rate, no "
+                          "receive buffer (packets are processed on arrival).",
+                          DataRateValue(DataRate("0bps")),
+                          MakeDataRateAccessor(&RdmaNic::m_rxDrain),
+                          MakeDataRateChecker())
+            .AddAttribute("RxBufferBytes",
+                          "Receive buffer with RxDrainRate: PAUSE (data class) when it fills to the buffer "
+                          "less the headroom a PAUSE needs (2 x rate x link delay + 2 packets); RESUME two "
+                          "packets below that; a packet that does not fit is dropped.",
+                          UintegerValue(130944),
+                          MakeUintegerAccessor(&RdmaNic::m_rxBufferBytes),
+                          MakeUintegerChecker<uint64_t>(1))
             .AddAttribute("AckClass",
                           "Class of ACK/NAK: data (the QP's lossless class, paused with data) or control "
                           "(class 0, strict priority, never paused).",
@@ -283,7 +300,19 @@ RdmaNic::GetTypeId()
                           "Floor of the TIMELY rate.",
                           DataRateValue(DataRate("100Mbps")),
                           MakeDataRateAccessor(&RdmaNic::m_tmlyMinRate),
-                          MakeDataRateChecker());
+                          MakeDataRateChecker())
+            .AddTraceSource("RateChange",
+                            "A QP's sending rate set by its congestion control (QP id, bit/s).",
+                            MakeTraceSourceAccessor(&RdmaNic::m_rateTrace),
+                            "ns3::RdmaNic::RateCallback")
+            .AddTraceSource("PfcSent",
+                            "PAUSE (true) or RESUME (false) this NIC's receive pipeline sent (class).",
+                            MakeTraceSourceAccessor(&RdmaNic::m_pfcSentTrace),
+                            "ns3::RdmaNic::PfcCallback")
+            .AddTraceSource("PfcReceived",
+                            "PAUSE (true) or RESUME (false) for this NIC's data class from its switch.",
+                            MakeTraceSourceAccessor(&RdmaNic::m_pfcRecvTrace),
+                            "ns3::RdmaNic::PfcCallback");
     return tid;
 }
 
@@ -318,6 +347,18 @@ RdmaNic::Setup(uint32_t hostIndex, Ptr<RdmaNetDevice> dev, RdmaCounters* counter
     m_dctcp.g = m_dctcpG;
     m_dctcp.mtuBytes = static_cast<double>(m_payload);
     m_headerBytes = std::max<uint32_t>(m_headerBytes, sizeof(RdmaHeader::Fields));
+    m_rxDrainBps = static_cast<double>(m_rxDrain.GetBitRate());
+    if (m_rxDrainBps > 0)
+    {
+        // Headroom: what the switch still sends after the PAUSE leaves (a round trip on the link
+        // at line rate) plus a packet being sent at each end.
+        Ptr<RdmaChannel> ch = DynamicCast<RdmaChannel>(dev->GetChannel());
+        const double delayNs = ch ? static_cast<double>(ch->GetDelay().GetNanoSeconds()) : 0.0;
+        const uint64_t pkt = DataWireBytes();
+        const uint64_t hdrm = static_cast<uint64_t>(2 * delayNs * m_dcqcn.lineRateBps / 8e9) + 2 * pkt;
+        m_rxXoffBytes = m_rxBufferBytes > hdrm ? m_rxBufferBytes - hdrm : 0;
+        m_rxXonBytes = m_rxXoffBytes > 2 * pkt ? m_rxXoffBytes - 2 * pkt : 0;
+    }
 
     const double line = m_dcqcn.lineRateBps;
     m_hpcc.eta = m_hpccEta;
@@ -733,10 +774,11 @@ RdmaNic::TryTransmit()
     {
         return;
     }
-    if (!m_ctrl.empty())
+    if (!m_pfcQ.empty() || !m_ctrl.empty())
     {
-        Ptr<Packet> p = m_ctrl.front();
-        m_ctrl.pop_front();
+        std::deque<Ptr<Packet>>& q = m_pfcQ.empty() ? m_ctrl : m_pfcQ;
+        Ptr<Packet> p = q.front();
+        q.pop_front();
         m_dev->Transmit(p);
         return;
     }
@@ -928,7 +970,14 @@ RdmaNic::PortReceive(uint32_t, Ptr<Packet> p)
     switch (h.f.kind)
     {
     case RdmaHeader::DATA:
-        OnData(h, p);
+        if (m_rxDrainBps > 0)
+        {
+            RxEnqueue(p);
+        }
+        else
+        {
+            OnData(h, p);
+        }
         break;
     case RdmaHeader::ACK:
     case RdmaHeader::NACK:
@@ -949,6 +998,7 @@ RdmaNic::PortReceive(uint32_t, Ptr<Packet> p)
             break;
         }
         const int64_t now = Simulator::Now().GetNanoSeconds();
+        m_pfcRecvTrace(h.f.priority, bool(h.f.flags & RdmaHeader::FLAG_PAUSE));
         if (h.f.flags & RdmaHeader::FLAG_PAUSE)
         {
             m_stats.pfcPauseRecv++;
@@ -1109,6 +1159,79 @@ RdmaNic::OnData(const RdmaHeader& h, Ptr<Packet> p)
         m_counters->acksSent++;
         SendControl(RdmaHeader::ACK, h.f.src, h.f.qp, rq.expected, 0);
     }
+}
+
+void
+RdmaNic::RxEnqueue(Ptr<Packet> p)
+{
+    const uint32_t size = p->GetSize();
+    if (m_rxBytes + size > m_rxBufferBytes)
+    {
+        m_stats.drops++; // the PAUSE came too late for this buffer (headroom larger than the buffer)
+        return;
+    }
+    m_rxQ.push_back(p);
+    m_rxBytes += size;
+    m_rxMaxBytes = std::max(m_rxMaxBytes, m_rxBytes);
+    if (!m_rxPausing && m_rxBytes >= m_rxXoffBytes)
+    {
+        m_rxPausing = true;
+        SendPfcFrame(true);
+    }
+    if (!m_rxDraining)
+    {
+        RxStartDrain(false);
+    }
+}
+
+void
+RdmaNic::RxStartDrain(bool backToBack)
+{
+    m_rxDraining = true;
+    const double now = static_cast<double>(Simulator::Now().GetNanoSeconds());
+    // Back to back: from the exact end of the previous packet (the event fired at it rounded to a
+    // nanosecond; restarting from that would lose up to half a nanosecond a packet); idle: from now.
+    m_rxDrainEndNs = (backToBack ? m_rxDrainEndNs : now) + m_rxQ.front()->GetSize() * 8e9 / m_rxDrainBps;
+    const int64_t at = std::llround(m_rxDrainEndNs);
+    Simulator::Schedule(NanoSeconds(std::max<int64_t>(0, at - static_cast<int64_t>(now))), &RdmaNic::RxDrained,
+                        this);
+}
+
+void
+RdmaNic::RxDrained()
+{
+    Ptr<Packet> p = m_rxQ.front();
+    m_rxQ.pop_front();
+    m_rxBytes -= p->GetSize();
+    m_rxDraining = false;
+    if (m_rxPausing && m_rxBytes <= m_rxXonBytes)
+    {
+        m_rxPausing = false;
+        SendPfcFrame(false);
+    }
+    RdmaHeader h;
+    p->PeekHeader(h);
+    OnData(h, p); // in host memory now: delivered, acknowledged
+    if (!m_rxQ.empty() && !m_rxDraining)
+    {
+        RxStartDrain(true);
+    }
+}
+
+void
+RdmaNic::SendPfcFrame(bool pause)
+{
+    RdmaHeader h;
+    h.f.kind = RdmaHeader::PFC;
+    h.f.priority = m_dataPrio;
+    h.f.flags = pause ? RdmaHeader::FLAG_PAUSE : 0;
+    h.f.payload = 0; // until RESUME
+    Ptr<Packet> p = Create<Packet>(m_ctrlBytes - h.GetSerializedSize());
+    p->AddHeader(h);
+    (pause ? m_stats.pfcPauseSent : m_stats.pfcResumeSent)++;
+    m_pfcSentTrace(m_dataPrio, pause);
+    m_pfcQ.push_back(p); // ahead of every other frame, in order among themselves
+    TryTransmit();
 }
 
 void
@@ -1391,6 +1514,10 @@ RdmaNic::RecordRate(const SendQp& qp)
         m_rateSamples.push_back(
             RateSample{Simulator::Now().GetNanoSeconds(), qp.id, CurrentRate(qp)});
     }
+    if (!m_rateTrace.IsEmpty())
+    {
+        m_rateTrace(qp.id, CurrentRate(qp));
+    }
 }
 
 void
@@ -1438,6 +1565,8 @@ RdmaNic::DoDispose()
     m_rxDone.clear();
     m_ctrl.clear();
     m_ctrlData.clear();
+    m_pfcQ.clear();
+    m_rxQ.clear();
     m_dev = nullptr;
     m_sink = nullptr;
     Object::DoDispose();

@@ -25,7 +25,10 @@
 // it (what RoCE NICs do with ACK/NAK), or class 0, strict priority and never
 // paused (what they do with CNPs).  A QP that times out RetryCount times in a
 // row without progress ends the run with a transport error, as the NIC moves
-// the QP to the error state (IBV_WC_RETRY_EXC_ERR).
+// the QP to the error state (IBV_WC_RETRY_EXC_ERR).  With RxDrainRate, received
+// data goes through a receive buffer drained at that rate (PCIe / host memory)
+// and is processed (delivered, acknowledged) when drained; a filling buffer
+// PAUSEs the switch port above (a slow receiver's PFC storm).
 #ifndef HETEROSIM_RDMA_NIC_H
 #define HETEROSIM_RDMA_NIC_H
 
@@ -41,6 +44,7 @@
 #include "ns3/data-rate.h"
 #include "ns3/event-id.h"
 #include "ns3/object.h"
+#include "ns3/traced-callback.h"
 
 #include <deque>
 #include <map>
@@ -90,6 +94,11 @@ class RdmaNic : public Object, public RdmaPortOwner
         double rateBps;
     };
 
+    /// RateChange: (QP id, rate bit/s).
+    typedef void (*RateCallback)(uint32_t qp, double rateBps);
+    /// PfcSent / PfcReceived: (class, true = PAUSE / false = RESUME).
+    typedef void (*PfcCallback)(uint8_t prio, bool pause);
+
     static TypeId GetTypeId();
     RdmaNic();
     ~RdmaNic() override;
@@ -107,6 +116,10 @@ class RdmaNic : public Object, public RdmaPortOwner
     const RdmaPortStats& GetPortStats() const { return m_stats; }
     void FlushPausedTime();
     bool IsPaused() const { return m_dataPaused; }
+    /// Receive pipeline (RxDrainRate): the most bytes its buffer held, and its PAUSE/RESUME levels.
+    uint64_t GetRxBufferMaxBytes() const { return m_rxMaxBytes; }
+    uint64_t GetRxXoffBytes() const { return m_rxXoffBytes; }
+    uint64_t GetRxXonBytes() const { return m_rxXonBytes; }
     uint32_t GetActiveQps() const { return m_qps.size(); }
     /// Receiver-side QP records held (freed with per-message QPs).
     uint32_t GetRxQpStates() const { return m_rx.size(); }
@@ -261,6 +274,10 @@ class RdmaNic : public Object, public RdmaPortOwner
     /// nullptr (Save/RestoreConnectionCc).
     const SendQp* SingleDcqcnQp(uint32_t dstHost, int64_t connection) const;
     void SendNack(RecvQp& rq);
+    void RxEnqueue(Ptr<Packet> p);
+    void RxStartDrain(bool backToBack);
+    void RxDrained();
+    void SendPfcFrame(bool pause);
     void OnNackTimer(uint64_t rxKey);
     void ScheduleDecreaseCheck(SendQp& qp);
     SendQp& NewQp(uint32_t dst, uint32_t flowHash, bool perMessage);
@@ -289,6 +306,17 @@ class RdmaNic : public Object, public RdmaPortOwner
     std::unordered_map<uint64_t, uint64_t> m_msgRxBytes;
     std::deque<Ptr<Packet>> m_ctrl;     //!< control packets of class 0: first, never paused
     std::deque<Ptr<Packet>> m_ctrlData; //!< ACK/NAK/CNP in the data class: before data, paused with it
+    std::deque<Ptr<Packet>> m_pfcQ;     //!< PAUSE/RESUME from the receive pipeline: before anything
+    // receive pipeline (RxDrainRate > 0)
+    std::deque<Ptr<Packet>> m_rxQ;
+    uint64_t m_rxBytes{0};
+    uint64_t m_rxMaxBytes{0};
+    bool m_rxDraining{false};
+    bool m_rxPausing{false};       //!< we have PAUSEd our switch port
+    double m_rxDrainEndNs{0};
+    double m_rxDrainBps{0};
+    uint64_t m_rxXoffBytes{0};
+    uint64_t m_rxXonBytes{0};
     std::deque<uint32_t> m_ready;
     uint32_t m_nextQpId{1};
     bool m_dataPaused{false};
@@ -298,6 +326,9 @@ class RdmaNic : public Object, public RdmaPortOwner
     EventId m_wake;
     int64_t m_wakeAt{-1};
     std::vector<RateSample> m_rateSamples;
+    TracedCallback<uint32_t, double> m_rateTrace;
+    TracedCallback<uint8_t, bool> m_pfcSentTrace;
+    TracedCallback<uint8_t, bool> m_pfcRecvTrace;
 
     // attributes
     uint32_t m_payload;
@@ -317,6 +348,8 @@ class RdmaNic : public Object, public RdmaPortOwner
     CtrlClass m_ackClass;
     CtrlClass m_cnpClass;
     uint32_t m_retryCount;
+    DataRate m_rxDrain;
+    uint64_t m_rxBufferBytes;
     bool m_trackMsgBytes;
     uint32_t m_rateSampleQps;
     double m_bdpBytes{0}; //!< line rate x base RTT (CcWindow, DCTCP)

@@ -6,6 +6,7 @@
 #include "ns3/boolean.h"
 #include "ns3/log.h"
 #include "ns3/simulator.h"
+#include "ns3/trace-source-accessor.h"
 #include "ns3/uinteger.h"
 
 #include <algorithm>
@@ -100,7 +101,25 @@ RdmaSwitchNode::GetTypeId()
                           "Switch latency, added to the propagation of every port it transmits on.",
                           TimeValue(Time(0)),
                           MakeTimeAccessor(&RdmaSwitchNode::m_pipelineLatency),
-                          MakeTimeChecker(Time(0)));
+                          MakeTimeChecker(Time(0)))
+            // Trace sources: a study attaches its own sinks (TraceConnectWithoutContext); unconnected
+            // they cost one emptiness test where they fire.
+            .AddTraceSource("QueueDepth",
+                            "Bytes in an egress port's data classes after each enqueue and dequeue.",
+                            MakeTraceSourceAccessor(&RdmaSwitchNode::m_queueTrace),
+                            "ns3::RdmaSwitchNode::QueueDepthCallback")
+            .AddTraceSource("PfcSent",
+                            "PAUSE (true) or RESUME (false) sent upstream out of a port, per class.",
+                            MakeTraceSourceAccessor(&RdmaSwitchNode::m_pfcSentTrace),
+                            "ns3::RdmaSwitchNode::PfcCallback")
+            .AddTraceSource("PfcReceived",
+                            "PAUSE (true) or RESUME (false) that reached an egress port, per class.",
+                            MakeTraceSourceAccessor(&RdmaSwitchNode::m_pfcRecvTrace),
+                            "ns3::RdmaSwitchNode::PfcCallback")
+            .AddTraceSource("EcnMark",
+                            "A data packet marked CE at an egress port (port, queue bytes left behind it).",
+                            MakeTraceSourceAccessor(&RdmaSwitchNode::m_markTrace),
+                            "ns3::RdmaSwitchNode::QueueDepthCallback");
     return tid;
 }
 
@@ -289,6 +308,10 @@ RdmaSwitchNode::PortReceive(uint32_t inPort, Ptr<Packet> p)
             depth += eg.qBytes[c];
         }
         eg.stats.maxQueueBytes = std::max(eg.stats.maxQueueBytes, depth);
+        if (!m_queueTrace.IsEmpty())
+        {
+            m_queueTrace(out, depth);
+        }
     }
     if (!eg.dev->IsBusy())
     {
@@ -348,6 +371,10 @@ RdmaSwitchNode::TryTransmit(uint32_t portIdx)
         {
             port.dataDequeued++;
             ReleaseIngress(e.inPort, c, e.size);
+            if (!m_queueTrace.IsEmpty())
+            {
+                m_queueTrace(portIdx, GetQueueBytes(portIdx) - port.qBytes[0]);
+            }
             // ACK/NAK (and CNPs) may share a lossless class with data (RdmaNic AckClass): they are
             // buffered, paused and counted like data, but never marked and never carry INT hops.
             if (m_ecnEnabled && e.data)
@@ -362,6 +389,7 @@ RdmaSwitchNode::TryTransmit(uint32_t portIdx)
                     {
                         h.f.flags |= RdmaHeader::FLAG_CE;
                         port.stats.ecnMarks++;
+                        m_markTrace(portIdx, port.qBytes[c]);
                     }
                     e.p->AddHeader(h);
                 }
@@ -406,6 +434,7 @@ RdmaSwitchNode::SendPfc(uint32_t portIdx, uint8_t prio, bool pause)
     // PFC frames jump the control queue (they must not wait behind ACKs) but
     // keep their order among themselves: a RESUME overtaking the PAUSE it
     // answers would leave the upstream port paused for ever.
+    m_pfcSentTrace(portIdx, prio, pause);
     port.q[0].insert(port.q[0].begin() + port.pfcQueued,
                      Entry{p, p->GetSize(), static_cast<uint16_t>(portIdx), false});
     port.pfcQueued++;
@@ -446,6 +475,7 @@ RdmaSwitchNode::HandlePfc(uint32_t portIdx, const RdmaHeader& h)
         return;
     }
     const int64_t now = Simulator::Now().GetNanoSeconds();
+    m_pfcRecvTrace(portIdx, prio, bool(h.f.flags & RdmaHeader::FLAG_PAUSE));
     if (h.f.flags & RdmaHeader::FLAG_PAUSE)
     {
         port.stats.pfcPauseRecv++;

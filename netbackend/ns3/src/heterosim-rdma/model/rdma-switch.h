@@ -42,6 +42,7 @@
 #include "ns3/event-id.h"
 #include "ns3/node.h"
 #include "ns3/random-variable-stream.h"
+#include "ns3/traced-callback.h"
 
 #include <deque>
 #include <vector>
@@ -52,6 +53,11 @@ namespace ns3
 class RdmaSwitchNode : public Node, public RdmaPortOwner
 {
   public:
+    /// (egress port, bytes): QueueDepth after each data enqueue/dequeue; EcnMark at each mark.
+    typedef void (*QueueDepthCallback)(uint32_t port, uint64_t bytes);
+    /// (port, class, true = PAUSE / false = RESUME): PfcSent, PfcReceived.
+    typedef void (*PfcCallback)(uint32_t port, uint8_t prio, bool pause);
+
     static TypeId GetTypeId();
     RdmaSwitchNode();
     ~RdmaSwitchNode() override;
@@ -160,6 +166,11 @@ class RdmaSwitchNode : public Node, public RdmaPortOwner
     bool m_intEnabled;
     uint32_t m_pfcFrameBytes;
     Time m_pipelineLatency;
+
+    TracedCallback<uint32_t, uint64_t> m_queueTrace;
+    TracedCallback<uint32_t, uint8_t, bool> m_pfcSentTrace;
+    TracedCallback<uint32_t, uint8_t, bool> m_pfcRecvTrace;
+    TracedCallback<uint32_t, uint64_t> m_markTrace;
 
     uint64_t m_sharedUsed{0};
     uint64_t m_totalBytes{0}; //!< all data bytes held (for the lossy limit)

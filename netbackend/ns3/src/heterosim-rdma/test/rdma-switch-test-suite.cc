@@ -5,6 +5,11 @@
 // offset, and the wait-for-graph PFC deadlock check.  Expected values are worked out by hand in the comments from the
 // MMU rules in rdma-switch.h (shared/network-reference.md).
 #include "ns3/boolean.h"
+#include "ns3/config.h"
+#include "ns3/data-rate.h"
+#include "ns3/fabric-spec.h"
+#include "ns3/rdma-nic.h"
+#include "ns3/string.h"
 #include "ns3/node.h"
 #include "ns3/nstime.h"
 #include "ns3/rdma-header.h"
@@ -592,6 +597,195 @@ class DeadlockCycleTestCase : public TestCase
     }
 };
 
+// A slow receiver pauses its switch port (RdmaNic RxDrainRate): h0 sends 1,000,000 B in 1000
+// packets of 1000 B (1078 B on the wire, 86.24 ns at 100 Gb/s; CC off) through one switch to h1,
+// whose NIC drains into host memory at 50 Gb/s (172.48 ns a packet) from a 130,944 B buffer.
+// By hand: the first packet is in h1's buffer at 86 + 1000 + 86 + 1000 = 2172 ns; from then on the
+// drain never idles (packets arrive twice as fast as they drain; a PAUSE holds the buffer at about
+// 100 KB, far more than a RESUME's round trip drains), so the last packet is drained, and the
+// message complete, at 2172 + 1000 x 172.48 = 174,652 ns, limited by the drain alone.
+// PAUSE level: buffer - (2 x 1 us x 100 Gb/s + 2 packets) = 130,944 - 27,156 = 103,788 B
+// (97 packets); RESUME 2 packets lower, 101,632 B.  The k-th arrival (at 2172 + (k-1) 86.24 ns)
+// finds the packets whose drain (at 2172 + j 172.48 ns) ended strictly before it gone: for odd k
+// drain (k-1)/2 ends at the same instant, and the arrival (its time floored by the links'
+// nanosecond serialization) comes first.  It leaves (k+3)/2 packets for odd k, (k+2)/2 for even k:
+// 97 first at k = 191, so the first PAUSE is sent at 2172 + 190 x 86.24 = 18,557.6 ns.
+// Lossless: nothing dropped, the buffer never over 130,944 B.
+class SlowReceiverPausesItsPortTestCase : public TestCase
+{
+  public:
+    SlowReceiverPausesItsPortTestCase()
+        : TestCase("a slow receiver (50 Gb per s drain) PAUSEs its switch port and limits the flow to its drain")
+    {
+    }
+
+  private:
+    void DoRun() override
+    {
+        Config::SetDefault("ns3::RdmaNic::RxDrainRate", DataRateValue(DataRate("50Gbps")));
+        Config::SetDefault("ns3::RdmaNic::Payload", UintegerValue(1000));
+        Config::SetDefault("ns3::RdmaNic::CongestionControl", StringValue("none"));
+        FabricSpec f;
+        f.hosts = {"h0", "h1"};
+        f.switches = {"s0"};
+        f.linkA = {0, 2};
+        f.linkB = {2, 1};
+        f.rateBps = {100e9, 100e9};
+        f.delayNs = {1000, 1000};
+        f.kminBytes = {400e3, 400e3};
+        f.kmaxBytes = {1600e3, 1600e3};
+        f.pmax = {0.2, 0.2};
+        f.headroomBytes = {200000, 200000};
+        f.switchBufferBytes = {32000000};
+        Ptr<RdmaNetworkHelper> net = CreateObject<RdmaNetworkHelper>();
+        net->Build(f);
+        Config::SetDefault("ns3::RdmaNic::RxDrainRate", DataRateValue(DataRate("0bps")));
+        Config::SetDefault("ns3::RdmaNic::Payload", UintegerValue(4096));
+        Config::SetDefault("ns3::RdmaNic::CongestionControl", StringValue("dcqcn"));
+        Ptr<RdmaNic> rx = net->GetNic(1);
+        NS_TEST_ASSERT_MSG_EQ(rx->GetRxXoffBytes(), 103788u, "PAUSE level");
+        NS_TEST_ASSERT_MSG_EQ(rx->GetRxXonBytes(), 101632u, "RESUME level");
+        int64_t firstPause = -1;
+        rx->TraceConnectWithoutContext(
+            "PfcSent", MakeCallback(+[](int64_t* at, uint8_t, bool pause) {
+                if (pause && *at < 0)
+                {
+                    *at = Simulator::Now().GetNanoSeconds();
+                }
+            }).Bind(&firstPause));
+        net->AddMessage(1, 0, 1, 1000000, 0, 7, -1, 0);
+        std::vector<std::pair<uint64_t, int64_t>> done;
+        while (net->Pending() > 0 && net->Run(-1) == RdmaNetworkHelper::OK)
+        {
+            for (const auto& c : net->DrainCompletions())
+            {
+                done.push_back(c);
+            }
+        }
+        NS_TEST_ASSERT_MSG_EQ(done.size(), 1u, "the message completes");
+        NS_TEST_ASSERT_MSG_EQ_TOL(done[0].second, 174652, 1, "limited by the 50 Gb/s drain");
+        NS_TEST_ASSERT_MSG_EQ_TOL(firstPause, 18558, 1, "first PAUSE when the 191st packet lands");
+        NS_TEST_ASSERT_MSG_GT(rx->GetPortStats().pfcPauseSent, 0u, "the receiver sent PAUSE");
+        NS_TEST_ASSERT_MSG_EQ(rx->GetPortStats().pfcResumeSent, rx->GetPortStats().pfcPauseSent,
+                              "each PAUSE answered by a RESUME");
+        NS_TEST_ASSERT_MSG_EQ(rx->GetPortStats().drops, 0u, "lossless");
+        NS_TEST_ASSERT_MSG_LT_OR_EQ(rx->GetRxBufferMaxBytes(), 130944u, "within the buffer");
+        NS_TEST_ASSERT_MSG_GT_OR_EQ(rx->GetRxBufferMaxBytes(), 103788u, "filled to the PAUSE level");
+        Ptr<RdmaSwitchNode> sw = net->GetSwitch(0);
+        uint64_t pausedNs = 0;
+        for (uint32_t i = 0; i < sw->GetNPorts(); ++i)
+        {
+            if (sw->GetPort(i)->GetPeer() == rx->GetDevice())
+            {
+                sw->FlushPausedTime();
+                pausedNs = sw->GetPortStats(i).pausedNs;
+            }
+        }
+        NS_TEST_ASSERT_MSG_GT(pausedNs, 0u, "the switch port to the slow receiver spent time paused");
+        net->Dispose();
+        Simulator::Destroy();
+    }
+};
+
+// The trace sources report what the counters count: a 4 -> 1 DCQCN incast of 2 MB each through one
+// switch with a 300 KB buffer (the dynamic PFC threshold, free / 8, is under 40 KB: PAUSEs) and an
+// ECN band of 20-100 KB at Pmax 1 (marks, hence rate cuts).  Each sink counts its callbacks; they must
+// equal the port and fabric counters of the same run, and the largest QueueDepth the largest
+// maxQueueBytes.
+class TraceSourcesMatchCountersTestCase : public TestCase
+{
+  public:
+    TraceSourcesMatchCountersTestCase()
+        : TestCase("QueueDepth, PfcSent, PfcReceived, EcnMark and RateChange traces match the counters")
+    {
+    }
+
+  private:
+    struct Sinks
+    {
+        uint64_t marks{0}, swPfc{0}, swPfcRecv{0}, nicPfcRecv{0}, rates{0}, maxDepth{0};
+    };
+
+    void DoRun() override
+    {
+        FabricSpec f;
+        f.hosts = {"r0", "s0", "s1", "s2", "s3"};
+        f.switches = {"sw"};
+        for (uint32_t h = 0; h < 5; ++h)
+        {
+            f.linkA.push_back(h);
+            f.linkB.push_back(5);
+            f.rateBps.push_back(100e9);
+            f.delayNs.push_back(1000);
+            f.kminBytes.push_back(20e3);
+            f.kmaxBytes.push_back(100e3);
+            f.pmax.push_back(1.0);
+            f.headroomBytes.push_back(100000);
+        }
+        f.switchBufferBytes = {300000};
+        Ptr<RdmaNetworkHelper> net = CreateObject<RdmaNetworkHelper>();
+        net->Build(f);
+        Sinks k;
+        Ptr<RdmaSwitchNode> sw = net->GetSwitch(0);
+        sw->TraceConnectWithoutContext("EcnMark", MakeCallback(+[](Sinks* k, uint32_t, uint64_t) {
+                                           k->marks++;
+                                       }).Bind(&k));
+        sw->TraceConnectWithoutContext("PfcSent", MakeCallback(+[](Sinks* k, uint32_t, uint8_t, bool) {
+                                           k->swPfc++;
+                                       }).Bind(&k));
+        sw->TraceConnectWithoutContext("PfcReceived", MakeCallback(+[](Sinks* k, uint32_t, uint8_t, bool) {
+                                           k->swPfcRecv++;
+                                       }).Bind(&k));
+        sw->TraceConnectWithoutContext("QueueDepth", MakeCallback(+[](Sinks* k, uint32_t, uint64_t b) {
+                                           k->maxDepth = std::max(k->maxDepth, b);
+                                       }).Bind(&k));
+        for (uint32_t h = 0; h < 5; ++h)
+        {
+            net->GetNic(h)->TraceConnectWithoutContext("RateChange",
+                                                       MakeCallback(+[](Sinks* k, uint32_t, double) {
+                                                           k->rates++;
+                                                       }).Bind(&k));
+            net->GetNic(h)->TraceConnectWithoutContext("PfcReceived",
+                                                       MakeCallback(+[](Sinks* k, uint8_t, bool) {
+                                                           k->nicPfcRecv++;
+                                                       }).Bind(&k));
+        }
+        for (uint32_t s = 1; s <= 4; ++s)
+        {
+            net->AddMessage(s, s, 0, 2000000, 0, 11 * s, -1, 0);
+        }
+        while (net->Pending() > 0 && net->Run(-1) == RdmaNetworkHelper::OK)
+        {
+            net->DrainCompletions();
+        }
+        NS_TEST_ASSERT_MSG_EQ(net->Pending(), 0u, "the incast completes");
+        uint64_t marks = 0, pfc = 0, pfcRecv = 0, maxQ = 0, nicPfcRecv = 0;
+        for (uint32_t i = 0; i < sw->GetNPorts(); ++i)
+        {
+            const RdmaPortStats& st = sw->GetPortStats(i);
+            marks += st.ecnMarks;
+            pfc += st.pfcPauseSent + st.pfcResumeSent;
+            pfcRecv += st.pfcPauseRecv + st.pfcResumeRecv;
+            maxQ = std::max(maxQ, st.maxQueueBytes);
+        }
+        for (uint32_t h = 0; h < 5; ++h)
+        {
+            nicPfcRecv += net->GetNic(h)->GetPortStats().pfcPauseRecv + net->GetNic(h)->GetPortStats().pfcResumeRecv;
+        }
+        NS_TEST_ASSERT_MSG_GT(marks, 0u, "the ECN band marks");
+        NS_TEST_ASSERT_MSG_GT(pfc, 0u, "the small buffer PAUSEs");
+        NS_TEST_ASSERT_MSG_EQ(k.marks, marks, "one EcnMark per mark");
+        NS_TEST_ASSERT_MSG_EQ(k.swPfc, pfc, "one PfcSent per PAUSE/RESUME frame");
+        NS_TEST_ASSERT_MSG_EQ(k.swPfcRecv, pfcRecv, "one PfcReceived per frame received");
+        NS_TEST_ASSERT_MSG_EQ(k.nicPfcRecv, nicPfcRecv, "NIC PfcReceived per frame");
+        NS_TEST_ASSERT_MSG_EQ(k.maxDepth, maxQ, "largest QueueDepth = largest queue");
+        NS_TEST_ASSERT_MSG_GT_OR_EQ(k.rates, net->GetCounters().rateCuts, "a RateChange per cut, at least");
+        NS_TEST_ASSERT_MSG_GT(net->GetCounters().rateCuts, 0u, "marks cut rates");
+        net->Dispose();
+        Simulator::Destroy();
+    }
+};
+
 class RdmaSwitchTestSuite : public TestSuite
 {
   public:
@@ -606,6 +800,8 @@ class RdmaSwitchTestSuite : public TestSuite
         AddTestCase(new CanonicalEcmpTestCase, TestCase::Duration::QUICK);
         AddTestCase(new IncastTinyStaticThresholdTestCase, TestCase::Duration::QUICK);
         AddTestCase(new DeadlockCycleTestCase, TestCase::Duration::QUICK);
+        AddTestCase(new SlowReceiverPausesItsPortTestCase, TestCase::Duration::QUICK);
+        AddTestCase(new TraceSourcesMatchCountersTestCase, TestCase::Duration::QUICK);
     }
 };
 
