@@ -23,6 +23,13 @@ class ParallelConfig(Strict):
     """Context-parallel size (splits the sequence; ring attention)."""
     ep: Degree = 1
     """Expert-parallel size (MoE only); carved out of the data-parallel ranks."""
+    moe_dispatcher: Literal["alltoall", "allgather"] = "alltoall"
+    """How MoE tokens reach their experts (Megatron-Core ``moe_token_dispatcher_type``): ``alltoall`` sends each
+    token to the ranks of its top-k experts and back (two all-to-alls per pass); ``allgather`` all-gathers the
+    expert-parallel group's hidden states, lets each rank pick its experts' tokens, and reduce-scatters the
+    experts' output (Megatron-Core 0.8's default, transformer_config.py line 256 at core_r0.8.0). Default
+    alltoall: what Megatron-Bridge's MoE models set (deepseek_provider.py line 76, qwen_provider.py line 395,
+    commit 5776a6d)."""
     sequence_parallel: bool = False
     """Megatron SP: TP all-reduce becomes reduce-scatter + all-gather, activations sharded."""
     schedule: Literal["1f1b", "interleaved", "gpipe", "zb-h1"] = "1f1b"

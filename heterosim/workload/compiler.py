@@ -253,7 +253,7 @@ def _kernel_table_1(sh: LayerShapes, moe: bool, recompute: str, ub: bool = False
 class _Emitter:
     """Emits the ops of one layer / embedding / head pass into a _Prog."""
 
-    def __init__(self, prog: _Prog, moe: bool, ub: bool = False) -> None:
+    def __init__(self, prog: _Prog, moe: bool, ub: bool = False, dispatcher: str = "alltoall") -> None:
         self.p = prog
         self.moe = moe
         pl, sh = prog.plan, prog.shapes
@@ -266,6 +266,13 @@ class _Emitter:
         """Userbuffers around a context-parallel attention block (its pieces exist: not under zero-bubble)."""
         self.kv = sh.kv_bytes() * pl.cp  # all-gather output
         self.a2a = sh.a2a_bytes()
+        # (collective, bytes) of the MoE dispatch and combine in forward (backward: each one's transpose)
+        if dispatcher == "allgather":
+            g = sh.moe_gather_bytes()
+            self.moe_comm = {"dispatch": ("allgather", g), "combine": ("reducescatter", g),
+                             "combine_bwd": ("allgather", g), "dispatch_bwd": ("reducescatter", g)}
+        else:
+            self.moe_comm = dict.fromkeys(("dispatch", "combine", "combine_bwd", "dispatch_bwd"), ("alltoall", self.a2a))
 
     def pre_tp(self, tag, deps, phase, mb, layer, chunk) -> tuple:
         """SP: all-gather of the sharded hidden state before a block (nothing otherwise)."""
@@ -371,11 +378,11 @@ class _Emitter:
         p = self.p
         h = self.pre_tp(tg + ":2", h, ph, mb, layer, chunk)
         r = p.compute(pre + "moe_router", "router_fwd", h, ph, mb, layer, chunk)
-        d = p.comm("ep_dispatch", "alltoall", "ep", self.a2a, f"ep:{t}:mb{mb}:L{layer}:0", r, ph, mb, layer,
-                   chunk)
+        d = p.comm("ep_dispatch", self.moe_comm["dispatch"][0], "ep", self.moe_comm["dispatch"][1],
+                   f"ep:{t}:mb{mb}:L{layer}:0", r, ph, mb, layer, chunk)
         e = p.compute(pre + "moe_experts", "experts_fwd", d, ph, mb, layer, chunk)
-        m = p.comm("ep_combine", "alltoall", "ep", self.a2a, f"ep:{t}:mb{mb}:L{layer}:1", e, ph, mb, layer,
-                   chunk)
+        m = p.comm("ep_combine", self.moe_comm["combine"][0], "ep", self.moe_comm["combine"][1],
+                   f"ep:{t}:mb{mb}:L{layer}:1", e, ph, mb, layer, chunk)
         return self.post_tp(tg + ":3", m, ph, mb, layer, chunk)
 
     def layer_bwd(self, deps: tuple, mb: int, layer: int, chunk: int) -> tuple:
@@ -409,11 +416,11 @@ class _Emitter:
         # backward of the MLP's closing reduce-scatter is an all-gather (identity for all-reduce)
         h = self.pre_tp(tg + ":0", deps, ph, mb, layer, chunk)
         if self.moe:
-            d = p.comm("ep_combine_bwd", "alltoall", "ep", self.a2a, f"ep:b:mb{mb}:L{layer}:0", h, ph, mb, layer,
-                       chunk)
+            d = p.comm("ep_combine_bwd", self.moe_comm["combine_bwd"][0], "ep", self.moe_comm["combine_bwd"][1],
+                       f"ep:b:mb{mb}:L{layer}:0", h, ph, mb, layer, chunk)
             e = p.compute("moe_experts_bwd", "experts_bwd", d, ph, mb, layer, chunk)
-            c = p.comm("ep_dispatch_bwd", "alltoall", "ep", self.a2a, f"ep:b:mb{mb}:L{layer}:1", e, ph, mb, layer,
-                       chunk)
+            c = p.comm("ep_dispatch_bwd", self.moe_comm["dispatch_bwd"][0], "ep", self.moe_comm["dispatch_bwd"][1],
+                       f"ep:b:mb{mb}:L{layer}:1", e, ph, mb, layer, chunk)
             m = p.compute("moe_router_bwd", "router_bwd", c, ph, mb, layer, chunk)
         else:
             m = p.compute("mlp_bwd", "mlp_bwd", h, ph, mb, layer, chunk)
@@ -431,7 +438,7 @@ def _build_program(pid: int, stage: int, m: int, plan: Plan, shapes: LayerShapes
     once; long because each phase's emission is spelled out in order (the order is the stream order)."""
     moe = scenario.model.is_moe
     prog = _Prog(plan, shapes, kern)
-    em = _Emitter(prog, moe, ub=_ub(scenario, plan))
+    em = _Emitter(prog, moe, ub=_ub(scenario, plan), dispatcher=scenario.parallelism.moe_dispatcher)
     pp, last_vs = plan.pp, plan.num_vstages - 1
     steps = schedule_for(plan.schedule, pp, m, stage, plan.chunks) if route is None else route.steps
     prev_peer = (lambda mb: -1) if route is None else (lambda mb: route.offset(mb, stage - 1))

@@ -219,6 +219,11 @@ class LayerShapes:
         """Local K and V of one micro-batch (what context parallelism exchanges)."""
         return 2 * self.tokens * self.kv_dim_local * self.act_eb
 
+    def moe_gather_bytes(self) -> int:
+        """The expert-parallel group's hidden states, all-gathered by the allgather dispatcher (the all-gather's
+        output, nccl-tests convention; the combine's reduce-scatter input is the same size)."""
+        return self.tokens * self.h * self.act_eb * self.ep
+
     def a2a_bytes(self) -> int:
         """Bytes one rank sends in one MoE dispatch (or combine) all-to-all."""
         return self.tokens_ew * self.top_k * self.h * self.act_eb

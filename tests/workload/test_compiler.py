@@ -270,3 +270,25 @@ def test_tp_comm_overlap_with_context_parallelism_keeps_userbuffers_around_the_k
                                    tp_comm_overlap=True, schedule="zb-h1"), 8)
     verify_ir(zb)
     assert not any(o.name == "attn_qkv_gemm_chunks" for o in zb.programs[0].ops)
+
+
+def test_moe_allgather_dispatcher_gathers_the_expert_group_and_reduce_scatters_back():
+    # MOE (hidden 128, top-2, 4 experts) at ep = 2 on 4 ranks, one micro-batch of 256 tokens, bf16.
+    # alltoall (default): each rank sends its 256 tokens x top-2 x 128 x 2 B = 131,072 B per all-to-all.
+    # allgather (Megatron-Core 0.8's MoEAllGatherTokenDispatcher): the ep group's hidden states are gathered,
+    # 256 tokens x 128 x 2 B x ep 2 = 131,072 B of output, and the experts' output reduce-scattered from the
+    # same size; backward: the combine's transpose is an all-gather, the dispatch's a reduce-scatter.
+    def comms(**kw):
+        ir = compile_workload(scenario(MOE, gbs=4, ep=2, **kw), 4)
+        verify_ir(ir)
+        return [(o.name, o.collective, o.size_bytes) for o in ir.programs[0].ops if o.stream == "ep" and o.layer == 0
+                and o.microbatch == 0]
+    assert comms() == [("ep_dispatch", "alltoall", 131_072), ("ep_combine", "alltoall", 131_072),
+                       ("ep_combine_bwd", "alltoall", 131_072), ("ep_dispatch_bwd", "alltoall", 131_072)]
+    assert comms(moe_dispatcher="allgather") == [
+        ("ep_dispatch", "allgather", 131_072), ("ep_combine", "reducescatter", 131_072),
+        ("ep_combine_bwd", "allgather", 131_072), ("ep_dispatch_bwd", "reducescatter", 131_072)]
+    # top-1 halves what the all-to-all carries, not what the all-gather does (hidden states travel once)
+    top1 = MOE.model_copy(update={"moe_top_k": 1})
+    ir = compile_workload(scenario(top1, gbs=4, ep=2, moe_dispatcher="allgather"), 4)
+    assert {o.size_bytes for o in ir.programs[0].ops if o.stream == "ep"} == {131_072}
