@@ -17,6 +17,7 @@ from netbackend.routing import Router, check_fabric, rail_of
 from hscommon.errors import NetworkError, UserError
 from netbackend.ns3 import driver
 from netbackend.ns3.driver import run_isolated
+from netbackend.ns3.wire import data_wire_bytes, header_bytes
 from netbackend.registry import register_backend
 from netbackend.topo import NetTopology
 
@@ -83,7 +84,7 @@ def switch_buffers(topo, cfg) -> tuple[list[int], dict[str, int]]:
     pipeline latency is part of the delay (ns-3 adds it to the propagation of every port a switch
     transmits on: rdma-switch.h).  The buffer is ``buffer.shared_buffer_mb``, else 16 MB x (the
     switch's fastest port / 50G), the HPCC study's (network-reference.md)."""
-    wire_bytes = cfg.mtu_bytes + max(cfg.header_bytes, 40)
+    wire_bytes = data_wire_bytes(cfg)
     hdrm = []
     max_rate = {s: 0.0 for s in topo.switches}
     for link in topo.links:
@@ -185,7 +186,7 @@ class Ns3Backend(NetworkBackend):
         helper = "ns3::RdmaNetworkHelper::"
         defaults = {
             nic + "Payload": str(cfg.mtu_bytes),
-            nic + "HeaderBytes": str(cfg.header_bytes),
+            nic + "HeaderBytes": str(header_bytes(cfg)),
             nic + "AckInterval": str(cfg.ack_interval_packets),
             nic + "QpMode": tr.qp_mode,
             nic + "QpsPerConnection": str(tr.qps_per_connection),

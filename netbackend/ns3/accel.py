@@ -69,6 +69,7 @@ from netbackend.base import Completion, Message, NetStats, NetworkBackend
 from netbackend.config import NetworkConfig, resolved_dcqcn
 from hscommon.errors import UserError
 from netbackend.routing import Router
+from netbackend.ns3.wire import data_wire_bytes, header_bytes
 
 ACCEL_CCS = ("dcqcn", "dcqcn_paper", "none")
 """Congestion controls whose QP starts at line rate and changes only on CNPs (rdma-nic.h), so
@@ -397,7 +398,7 @@ class AcceleratedNs3Backend(NetworkBackend):
         self._share = config.acceleration.share_ports
         self._migrate_on = config.acceleration.migrate
         self._mtu = config.mtu_bytes
-        self._hdr = config.header_bytes
+        self._hdr = header_bytes(config)  # the model's rule (wire.py), as the NIC sends them
         tr = config.transport
         self._per_message_qp = tr.qp_mode == "per_message"
         self._qps_per_conn = tr.qps_per_connection
@@ -447,7 +448,7 @@ class AcceleratedNs3Backend(NetworkBackend):
         self._msgs: dict[int, Message] = {}
         self._active_in: dict[str, int] = {}
         self._active_out: dict[str, int] = {}
-        self._ack_frac = 64 / ((config.mtu_bytes + config.header_bytes) * config.ack_interval_packets)
+        self._ack_frac = 64 / (data_wire_bytes(config) * config.ack_interval_packets)
         """ControlPacketBytes (rdma-nic.cc default 64) per ack_interval data packets."""
         self._reacts = config.cc != "none"
         self._marks_vec: Any = None
@@ -471,7 +472,7 @@ class AcceleratedNs3Backend(NetworkBackend):
         r = self._router
         fastest = max([r.link_rate_gbps[p] for p in range(len(r.link_rate_gbps)) if r.link_src[p] < r.num_hosts]
                       or [1.0])
-        self._ff_win_ns = acc.window_packets * (config.mtu_bytes + config.header_bytes) * 8 / fastest
+        self._ff_win_ns = acc.window_packets * data_wire_bytes(config) * 8 / fastest
         self._ff_next: int | None = None
         self._ff_hist: dict[int, deque] = {}
         """Inner message -> its last (time, delivered bytes) samples."""

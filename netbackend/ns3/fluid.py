@@ -10,6 +10,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
+from netbackend.ns3.wire import data_wire_bytes
+
 _lock = threading.Lock()
 _cls = None
 
@@ -102,7 +104,7 @@ class FluidSide:
         self._traj: dict[float, tuple] = {}
         self._buf: list[tuple[float, int]] = []
         self._pending = 0
-        self.pkt = float(config.mtu_bytes + max(config.header_bytes, 40))
+        self.pkt = float(data_wire_bytes(config))
         self.topo = topo
         self._port_links = port_links
         self._switch_id = {s: i for i, s in enumerate(topo.switches)}

@@ -10,12 +10,13 @@ import time
 
 from netbackend.base import Message
 from netbackend.config import NetworkConfig
+from netbackend.ns3.wire import data_wire_bytes, header_bytes
 from netbackend.topo import Link, NetTopology
 
 
 def wire_bytes(size_bytes: int, cfg: NetworkConfig) -> list[int]:
     """Per-packet wire sizes of a message (payload + per-packet headers)."""
-    hdr = max(cfg.header_bytes, 40)
+    hdr = header_bytes(cfg)
     full, rest = divmod(size_bytes, cfg.mtu_bytes)
     return [cfg.mtu_bytes + hdr] * full + ([rest + hdr] if rest else [])
 
@@ -108,7 +109,7 @@ def incast(n_senders: int, size_bytes: int = 20_000_000, cfg: NetworkConfig | No
     lo = first - steady_fraction * first
     steady = [(t, v) for t, v in windows if lo <= t <= first - window_ns]
     rate = 100.0
-    eff = cfg.mtu_bytes / (cfg.mtu_bytes + max(cfg.header_bytes, 40))
+    eff = cfg.mtu_bytes / data_wire_bytes(cfg)
     per_flow = [(steady[-1][1][i] - steady[0][1][i]) * 8 / (steady[-1][0] - steady[0][0])
                 for i in range(n_senders)] if len(steady) >= 2 else [0.0] * n_senders
     total = sum(per_flow)
