@@ -129,6 +129,9 @@ architecture (NVIDIA RA-10170-001): 20 DGX A100 per SU; DGX H100 / B200 SuperPOD
 per SU (SU_NODES_DEFAULT)."""
 SU_NODES_DEFAULT = 32
 
+RELU_LIKE = ("relu", "squared-relu")
+"""Activations written as gelu: two FFN matrices and a memory-bound activation kernel of the same traffic (the
+rule heterosim/zoo/hf_import.py applies to relu); Nemotron's squared ReLU (the rows' ``expressed_as``)."""
 MODEL_FIELDS = {"name", "num_layers", "hidden_size", "num_attention_heads", "num_kv_heads", "ffn_hidden_size",
                 "vocab_size", "max_seq_length", "activation", "tie_embeddings", "num_experts", "moe_top_k",
                 "moe_ffn_hidden_size", "make_vocab_size_divisible_by", "source"}
@@ -431,6 +434,9 @@ def scenario_of(run, measurements: str = "builtin", contention: str | None = Non
         model: Any = run.model
     else:
         model = {k: v for k, v in run.model.items() if k in MODEL_FIELDS}
+        if model.get("activation") in RELU_LIKE:  # two FFN matrices + a memory-bound activation: gelu's cost
+            settings["activation"] = f"{model['activation']} -> gelu (row: expressed_as)"
+            model["activation"] = "gelu"
         model.setdefault("name", run.id)
         model["max_seq_length"] = max(int(model.get("max_seq_length", 0) or 0), int(seq))
     training: dict[str, Any] = {"global_batch_size": int(tr["global_batch_size"]), "micro_batch_size": mbs,

@@ -67,6 +67,8 @@ class Run(StrictModel):
     """Settings the source does not give, with the default used and why."""
     expressible_today: bool = True
     not_expressible_because: str | None = None
+    expressed_as: str | None = None
+    """How the runner writes a setting HeteroSim has no field for (decided before the row was run)."""
     notes: str = ""
 
     @field_validator("gpu")
