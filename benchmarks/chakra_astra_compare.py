@@ -22,10 +22,13 @@ The two simulators model different things, so the table is a comparison, not a c
   astra-network-analytical common/NetworkFunction.cpp, so 23.283 GB/s), 1.5 us from NPU to NPU (ASTRA-sim's
   Switch is 2 hops: 750 ns per link); HeteroSim: one GH200 per node, one 200 Gb/s NIC, one leaf switch (2 x
   500 ns links + 500 ns switch), as in tests/chakra/test_chakra_third_party.py;
-* collectives: ASTRA-sim's ring (1 chunk, no endpoint delay) moves the same bytes per step as NCCL's ring but
-  charges only the links' latency per step; HeteroSim adds NCCL's per-operation and per-step latencies
-  (8.4 us + 14 us per step, Simple protocol) and 78 header bytes per 4096-byte packet. The expected gap per
-  trace is printed next to the measured one: steps x 14 us + 8.4 us + 1.9 % of the bytes' time.
+* collectives: ASTRA-sim's ring (1 chunk, 1 ns endpoint delay) moves the same bytes per step as NCCL's ring but
+  charges only the links' latency per step: steps x (1.5 us + step bytes / B); HeteroSim adds NCCL's
+  per-operation and per-step latencies (8.4 us + 14 us per step, Simple protocol) and 78 header bytes per
+  4096-byte packet (tests/chakra/test_chakra_third_party.py). All-to-all: ASTRA-sim's congestion-unaware
+  backend gives every pair of NPUs a link of its own, so a rank's n-1 messages of S/n move at once at full
+  rate (1.5 us + S/n / B) where HeteroSim's NIC carries them one after another in effect ((n-1)/n x S / B).
+  Both hand formulas are printed next to the measured times.
 """
 from __future__ import annotations
 
@@ -56,6 +59,9 @@ SUBSTITUTABLE = {"gabime+spdlog", "fmtlib+fmt"}
 BINARY = "AstraSim_Analytical_Congestion_Unaware"
 LINK_GBPS_ASTRA = 25e9 / 2**30  # GB/s of 2^30 bytes
 LINK_LATENCY_NS = 750  # x 2 hops = 1.5 us
+ENDPOINT_DELAY = 1
+"""ns per message end in ASTRA-sim's system layer; 0 trips an assertion of the analytical event queue (two
+events at one tick, EventQueue.cpp:33), so the smallest value that runs."""
 TRACES = [(f"astra_microbench/{c}/{n}npus_1MB", c, n) for c in ("all_reduce", "all_gather", "reduce_scatter",
                                                                 "all_to_all") for n in (4, 8, 16)]
 
@@ -117,13 +123,13 @@ def build(mirrors: Path, work: Path, jobs: int) -> Path:
     return found[0]
 
 
-def astra_time_ns(binary: Path, folder: Path, prefix: str, n: int, work: Path) -> int:
+def astra_time_ns(binary: Path, folder: Path, prefix: str, n: int, work: Path, groups: Path | None = None) -> int:
     cfg = work / "cfg"
     cfg.mkdir(exist_ok=True)
     (cfg / f"net{n}.yml").write_text(f"topology: [ Switch ]\nnpus_count: [ {n} ]\n"
                                      f"bandwidth: [ {LINK_GBPS_ASTRA} ]\nlatency: [ {LINK_LATENCY_NS}.0 ]\n")
     (cfg / "system.json").write_text(json.dumps({
-        "scheduling-policy": "LIFO", "endpoint-delay": 0, "active-chunks-per-dimension": 1,
+        "scheduling-policy": "LIFO", "endpoint-delay": ENDPOINT_DELAY, "active-chunks-per-dimension": 1,
         "preferred-dataset-splits": 1, "all-reduce-implementation": ["ring"],
         "all-gather-implementation": ["ring"], "reduce-scatter-implementation": ["ring"],
         "all-to-all-implementation": ["direct"], "collective-optimization": "baseline",
@@ -132,13 +138,44 @@ def astra_time_ns(binary: Path, folder: Path, prefix: str, n: int, work: Path) -
     p = subprocess.run([str(binary), f"--workload-configuration={folder / prefix}",
                         f"--system-configuration={cfg / 'system.json'}",
                         f"--remote-memory-configuration={cfg / 'memory.json'}",
-                        f"--network-configuration={cfg / f'net{n}.yml'}", "--comm-group-configuration=empty"],
+                        f"--network-configuration={cfg / f'net{n}.yml'}",
+                        f"--comm-group-configuration={groups or 'empty'}"],
                        capture_output=True, text=True, cwd=work, timeout=600)
     times = [int(x) for x in re.findall(r"sys\[\d+\] finished, (\d+) cycles", p.stdout + p.stderr)]
     if p.returncode != 0 or len(times) != n:
         fail(f"ASTRA-sim on {folder.name}: exit {p.returncode}, {len(times)} of {n} ranks finished; "
              f"{(p.stdout + p.stderr).strip().splitlines()[-1:]}")
     return max(times)
+
+
+def msccl_rows(binary: Path, work: Path) -> None:
+    """ASTRA-sim's MSCCL ring all-reduce run as a workload: 14 sends of 131072 B (eager), 7 reduces of 7 us."""
+    sys.path.insert(0, str(ROOT / "tests" / "chakra"))
+    from test_chakra_third_party import msccl_send_ns
+
+    folder = DATA / "msccl_ring_allreduce_8npus_1MB"
+    a = astra_time_ns(binary, folder, "custom_allreduce", 8, work)
+    h = heterosim_time_ns(folder, 8)
+    a_hand = 14 * (2 * LINK_LATENCY_NS + 131072 / 25e9 * 1e9) + 7 * 7_000
+    h_hand = 14 * msccl_send_ns(131072) + 7 * 7_000
+    print(f"| {folder.name} | {a:,} | {a_hand:,.0f} | {h:,} | {h_hand:,.0f} | {h / a:.2f} |", flush=True)
+
+
+def quickstart_row(binary: Path, work: Path) -> None:
+    """Our quickstart export (16 ranks, 28 process groups, stream order as data_deps for the older feeder of
+    this ASTRA-sim commit) run by ASTRA-sim: does every rank finish? (Its network here is one 25 GB/s switch
+    for tensor parallelism too, where the quickstart has NVLink: times are not comparable.)"""
+    from heterosim import api
+    from heterosim.chakra import export_chakra
+
+    out = work / "quickstart_et"
+    shutil.rmtree(out, ignore_errors=True)
+    sc = api.load(ROOT / "scenarios" / "quickstart.yaml")
+    export_chakra(sc, out, stream_deps="data")
+    h = api.simulate(api.prepare(sc), record_messages=False).summary["iteration_time_ns"]
+    a = astra_time_ns(binary, out, "quickstart", 16, work, groups=out / "comm_group.json")
+    print(f"| quickstart export (16 ranks, 28 groups) | {a:,} (every rank finished) | - | {h:,} | - | "
+          f"{h / a:.2f} |", flush=True)
 
 
 def heterosim_time_ns(folder: Path, n: int) -> int:
@@ -148,11 +185,11 @@ def heterosim_time_ns(folder: Path, n: int) -> int:
     return run_ns(scenario(folder, n))
 
 
-def expected_gap_ns(collective: str, n: int, size: int = 1 << 20) -> float:
+def astra_expected_ns(collective: str, n: int, size: int = 1 << 20) -> float:
+    """ASTRA-sim's analytical model by hand: steps x (2 hops x 750 ns + step bytes / B)."""
     steps = {"all_reduce": 2 * (n - 1), "all_gather": n - 1, "reduce_scatter": n - 1, "all_to_all": 1}[collective]
-    per_rank = {"all_reduce": 2 * (n - 1) / n * size, "all_gather": (n - 1) * size,
-                "reduce_scatter": (n - 1) / n * size, "all_to_all": (n - 1) / n * size}[collective]
-    return 8_400 + steps * 14_000 + per_rank * (4096 / 4018 - 1) / 25e9 * 1e9
+    step_bytes = size if collective == "all_gather" else size / n
+    return steps * (2 * LINK_LATENCY_NS + step_bytes / 25e9 * 1e9)
 
 
 def main() -> None:
@@ -162,13 +199,19 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=2)
     args = ap.parse_args()
     binary = build(args.mirrors, args.build, args.jobs)
-    print("| trace | ASTRA-sim ns | HeteroSim ns | HeteroSim / ASTRA-sim | gap | expected gap (NCCL latencies, headers) |")
+    sys.path.insert(0, str(ROOT / "tests" / "chakra"))
+    from test_chakra_third_party import expected_ns
+
+    print("| trace | ASTRA-sim ns | ASTRA-sim by hand | HeteroSim ns | HeteroSim by hand | HeteroSim / ASTRA-sim |")
     print("|---|---|---|---|---|---|")
     for rel, coll, n in TRACES:
         folder = DATA / rel
         a = astra_time_ns(binary, folder, coll, n, args.build)
         h = heterosim_time_ns(folder, n)
-        print(f"| {rel} | {a:,} | {h:,} | {h / a:.3f} | {h - a:,} | {expected_gap_ns(coll, n):,.0f} |", flush=True)
+        print(f"| {rel} | {a:,} | {astra_expected_ns(coll, n):,.0f} | {h:,} | {expected_ns(coll, n, 1 << 20):,.0f} | "
+              f"{h / a:.2f} |", flush=True)
+    msccl_rows(binary, args.build)
+    quickstart_row(binary, args.build)
 
 
 if __name__ == "__main__":
