@@ -120,3 +120,30 @@ def test_one_header_rule_packet_level_and_closed_form_agree(hdr):
     assert header_bytes(cfg) == max(hdr, MIN_HEADER_BYTES)
     r = sc.single_flow(10_000_000, cfg=cfg)
     assert abs(r["fct_ns"] - r["analytic_fct_ns"]) <= 1
+
+
+@pytest.mark.parametrize("ack_class,expected", [("data", 64), ("control", 0)])
+def test_ack_class_reaches_the_switches(ack_class, expected):
+    """network.transport.ack_class sets the class ACKs travel in: one 1 MB flow s0 -> r0, whose 64 B ACKs
+    cross the switch port towards s0 one at a time (each leaves before the next arrives, 86 ns apart).
+    That port's largest data-class queue is one ACK, 64 B, when they ride the data class, and 0 when
+    they travel in class 0 (the switches count only the data classes)."""
+    cfg = NetworkConfig(backend="ns3", cc="none", transport=TransportConfig(ack_class=ack_class))
+    _, st = _run(sc.star_topology(1), cfg, [Message(1, "s0", "r0", 1_000_000, 0)])
+    assert st.extra["max_queue_bytes"].get("sw0->s0", 0) == expected
+
+
+def test_a_qp_past_its_retry_count_ends_the_run_naming_the_message():
+    """retry_count 0 with the shortest timer (8,192 ns) on 5 us links: a 1000 B message's ACK cannot be
+    back before 21,182 ns (see the duplicate test above), so the first timeout, at 8,192 ns, is already
+    one more than the QP may retry: the run stops there with one line naming the hosts and the message."""
+    from hscommon.errors import NetworkError
+
+    cfg = NetworkConfig(backend="ns3", cc="none",
+                        transport=TransportConfig(qp_mode="per_message", retransmit_timeout_ns=8192, retry_count=0))
+    with Ns3Backend(sc.star_topology(1, delay_ns=5000), cfg) as b:
+        b.send(Message(5, "s0", "r0", 1000, 0))
+        with pytest.raises(NetworkError, match=r"network\.transport\.retry_count = 0: at 8192 ns: retry count exceeded: s0 -> r0 message 5 "):
+            while b.pending():
+                b.advance()
+        assert b.now_ns == 8192
