@@ -254,8 +254,11 @@ def print_summary(s: dict, dest: Path | None = None) -> None:
                       "(not simulated by the fluid model; network.json fluid_pfc)")
     out.print(t)
     for a in s.get("approximations", ()):  # summary.json "approximations": one line each, none for an exact run
-        out.print(f"approximate: {a['name']}, within {a['bound_rel']:.2%} of the iteration time as measured by "
-                  f"{a['measured_by']} ({a['doc']})")
+        if a.get("bound_rel") is None:
+            out.print(f"approximate: {a['name']}, bound not measured: {a['what']} ({a['doc']})")
+        else:
+            out.print(f"approximate: {a['name']}, within {a['bound_rel']:.2%} of the iteration time as measured by "
+                      f"{a['measured_by']} ({a['doc']})")
     if dest is not None:
         out.print(f"results: {dest}/ (summary.json, trace.json -> ui.perfetto.dev, *.png; tables: output.tables)")
 

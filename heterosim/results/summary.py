@@ -92,6 +92,11 @@ def approximations(scenario, sim, backend: str) -> list[dict]:
                     "bound_rel": FLOW_LEVEL_BOUND, "measured_by": "benchmarks/bench_ns3_training.py",
                     "measured_on": "5 training scenarios (128 GPUs) against ns-3 packet level",
                     "doc": "docs/symmetry-reduction.md"})
+    if getattr(getattr(scenario, "network", None), "ecmp", None) == "adaptive":
+        out.append({"name": "ecmp=adaptive",
+                    "what": "adaptive routing as its ideal: every flow spread evenly over interchangeable next hops "
+                            "(netbackend.routing.sprayed); no packet-level model sprays, so no bound is measured",
+                    "bound_rel": None, "measured_by": None, "measured_on": None, "doc": "docs/network-model.md"})
     sym = getattr(sim, "symmetry", None) or {}
     mode = sym.get("hashed_copies")
     if sym.get("approximate") and mode in HASHED_COPIES_BOUNDS:

@@ -95,3 +95,12 @@ def _summary_stub() -> dict:
             "mfu": 0.1, "tokens_per_s": 1.0, "inter_node_comm_share": 0.0,
             "breakdown": {"compute": 1.0, "exposed_comm": {}, "bubble": 0.0, "idle": 0.0},
             "simulation": {"events": 1, "wall_s": 1.0}}
+
+
+def test_adaptive_routing_is_labelled_as_an_idealisation_without_a_measured_bound():
+    sc = issue40_scenario(2.0)
+    sc["network"] = {**sc.get("network", {}), "ecmp": "adaptive"}
+    res = api.simulate(api.prepare(scenario_from_dict(sc)), record_messages=False)
+    assert _names(res.summary) == ["backend=flow", "ecmp=adaptive"]
+    (line,) = [x for x in _console_lines(res.summary) if "ecmp=adaptive" in x]
+    assert "bound not measured" in line and "docs/network-model.md" in line
