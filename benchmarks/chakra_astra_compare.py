@@ -161,6 +161,24 @@ def msccl_rows(binary: Path, work: Path) -> None:
     print(f"| {folder.name} | {a:,} | {a_hand:,.0f} | {h:,} | {h_hand:,.0f} | {h / a:.2f} |", flush=True)
 
 
+def stg_row(binary: Path, work: Path) -> None:
+    """symbolic_tensor_graph's 4-rank transformer: 26 collectives per rank, compute without durations (ASTRA-sim
+    replays 1 ns each, Workload.cc issue_replay; HeteroSim 0 ns with ``timing: recorded``)."""
+    sys.path.insert(0, str(ROOT / "tests" / "chakra"))
+    from test_chakra_astra_semantics import decode
+    from test_chakra_third_party import expected_ns, run_ns, scenario
+
+    folder = DATA / "stg_llama_dp2_tp2"
+    groups = {int(k): v for k, v in json.loads((folder / "workload.json").read_text()).items()}
+    names = {0: "all_reduce", 2: "all_gather", 7: "reduce_scatter", 6: "all_to_all"}
+    _, nodes = decode(folder / "workload.0.et")
+    colls = [(names[a["comm_type"]], len(groups[int(a["pg_name"])]), a["comm_size"]) for _, t, a in nodes if t == 7]
+    a = astra_time_ns(binary, folder, "workload", 4, work, groups=folder / "workload.json")
+    h = run_ns(scenario(folder, 4))
+    print(f"| {folder.name} | {a:,} | {sum(astra_expected_ns(*c) for c in colls):,.0f} | {h:,} | "
+          f"{sum(expected_ns(*c) for c in colls):,.0f} | {h / a:.2f} |", flush=True)
+
+
 def quickstart_row(binary: Path, work: Path) -> None:
     """Our quickstart export (16 ranks, 28 process groups, stream order as data_deps for the older feeder of
     this ASTRA-sim commit) run by ASTRA-sim: does every rank finish? (Its network here is one 25 GB/s switch
@@ -211,6 +229,7 @@ def main() -> None:
         print(f"| {rel} | {a:,} | {astra_expected_ns(coll, n):,.0f} | {h:,} | {expected_ns(coll, n, 1 << 20):,.0f} | "
               f"{h / a:.2f} |", flush=True)
     msccl_rows(binary, args.build)
+    stg_row(binary, args.build)
     quickstart_row(binary, args.build)
 
 

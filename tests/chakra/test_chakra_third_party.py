@@ -167,3 +167,37 @@ def test_msccl_ring_with_both_ends_written_runs_the_same(tmp_path):
                     n.attr.append(S.attr("comm_dst", r, "int32"))
                 S.write_message(fh, n)
     assert run_ns(scenario(dst, 8)) == run_ns(scenario(src, 8))
+
+
+def test_symbolic_tensor_graph_trace_by_hand():
+    """symbolic_tensor_graph's trace of a 2-layer transformer on 4 ranks (dp 2, tp 2): its compute nodes carry
+    num_ops/tensor_size but no duration, so with ``timing: recorded`` they take 0 ns (one warning says how
+    many: 74 per rank) and the iteration is its 26 collectives per rank, one after another (ASTRA-sim runs one
+    communication node at a time per rank) and alike on every rank. Their sizes and groups are read from the
+    files by the independent wire reader of test_chakra_astra_semantics (pg_name -> workload.json, the group
+    file named after the traces), each timed by NCCL's model by hand (module docstring), summed."""
+    import json
+    import warnings
+
+    from test_chakra_astra_semantics import decode
+
+    folder = DATA / "stg_llama_dp2_tp2"
+    groups = {int(k): v for k, v in json.loads((folder / "workload.json").read_text()).items()}
+    names = {0: "all_reduce", 2: "all_gather", 7: "reduce_scatter", 6: "all_to_all"}
+    per_rank = []
+    for r in range(4):
+        _, nodes = decode(folder / f"workload.{r}.et")
+        colls = [a for _, ntype, a in nodes if ntype == 7]
+        assert len(colls) == 26 and all(r in groups[int(a["pg_name"])] for a in colls)
+        per_rank.append(sum(expected_ns(names[a["comm_type"]], len(groups[int(a["pg_name"])]), a["comm_size"])
+                            for a in colls))
+    want = max(per_rank)
+    with warnings.catch_warnings(record=True) as got_warnings:
+        warnings.simplefilter("always")
+        prep = api.prepare(scenario_from_dict(scenario(folder, 4)))
+    assert [str(w.message).split(" compute node")[0] for w in got_warnings] == ["296"]
+    got = api.simulate(prep, record_messages=False).summary["iteration_time_ns"]
+    assert abs(got - want) <= TOL * want, (got, want)
+    # re-timed by the compute model, the same collectives plus compute: longer
+    retimed = run_ns(scenario(folder, 4, timing="compute_model"))
+    assert retimed > got
