@@ -577,6 +577,10 @@ class ComputeModel:
         elif cls == "attention":
             impl = attention_impl(mnk[4], p.family) if mnk is not None and len(mnk) == 6 else "flash"
             if impl == "unfused":  # its GEMMs run at the attention precision (bf16 in fp8 training)
+                if mnk[4] == "auto":  # chosen here (Volta), not by the compiler: add the s^2 score traffic the
+                    # compiler gives an explicit 'unfused' (workload/costs.py attn_core: 13 B per score forward,
+                    # twice that in backward), so that auto and unfused time the same kernels
+                    nbytes += (26.0 if mnk[5] == "bwd" else 13.0) * float(mnk[3]) * float(mnk[0]) * float(mnk[1])
                 q = p if p.attn_prec == p.prec else self.params(p.device, p.attn_prec)
                 t = unfused_attention_s(mnk, nbytes, q)
             elif mnk is not None and len(mnk) == 6:

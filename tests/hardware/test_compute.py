@@ -285,3 +285,19 @@ def test_unfused_and_memory_bound_classes_within_10_percent_of_the_h100_table(cm
     for cls, e in errs.items():
         if cls.startswith(("memory-bound", "attention unfused")):
             assert sum(abs(x) for x in e) / len(e) <= 0.10, cls
+
+
+def test_auto_attention_on_volta_times_the_unfused_kernels_with_their_score_traffic(cm):
+    # On V100 'auto' means Megatron's unfused path (no flash kernels for sm70). The compiler adds the s^2
+    # score traffic only for an explicit 'unfused' (workload/costs.py attn_core: 13 B per score forward);
+    # the compute model adds it for 'auto' resolved to unfused, so both time the same kernels: forward
+    # with 13 B per score, backward (2x the bytes, as bwd_kernels doubles them) with 26 B.
+    v100 = get_device("V100")
+    s, d, bh = 1024, 64, 128
+    qkvo = 2.0 * bh * d * (2 * s + 2 * s)
+    for pas, extra in (("fwd", 13.0), ("bwd", 26.0)):
+        base = qkvo * (2 if pas == "bwd" else 1)
+        auto = cm.kernel_time_ns("attention", 4.0 * bh * s * s * d, base, (s, s, d, bh, "auto", pas), v100, "fp16")
+        unfused = cm.kernel_time_ns("attention", 4.0 * bh * s * s * d, base + extra * bh * s * s,
+                                    (s, s, d, bh, "unfused", pas), v100, "fp16")
+        assert auto == pytest.approx(unfused, rel=1e-12)
