@@ -81,7 +81,9 @@ class Conventions:
       Ring.cc); REDUCE_SCATTER and ALL_REDUCE give the whole buffer, ALL_TO_ALL each rank's send buffer,
       which is what HeteroSim's IR means by them already;
     * one communication node in flight per rank (collectives and sends share it; receives do not), one
-      GPU compute node, one CPU node (workload/HardwareResource.cc): streams ``comm``, ``compute``, ``cpu``;
+      GPU compute node, one CPU node (workload/HardwareResource.cc): streams ``comm``, ``compute``, ``cpu``
+      (ASTRA-sim gives the slot to whichever ready node has the lowest id, a stream runs in dependency
+      order: where that order would hang, a stream per group and per peer, ``serial_comm``);
     * a send does not wait for its receive (analytical backend, network_frontend/analytical/
       congestion_unaware/CongestionUnawareNetworkApi.cc sim_send schedules the arrival at once;
       common/CommonNetworkApi.cc: the send's callback runs at arrival, a receive posted later completes
@@ -100,6 +102,10 @@ class Conventions:
     """Streams of nodes without a ``stream`` attribute as ASTRA-sim's HardwareResource (else per group/peer)."""
     eager: bool
     """Sends complete when their message arrives, receive posted or not."""
+    serial_comm: bool = True
+    """With ``astra_streams``: collectives and sends on one ``comm`` stream, in the file's dependency order.
+    ASTRA-sim's single communication slot takes whichever node is ready first; where the fixed order would
+    hang and that choice would not, :func:`import_workload` falls back to a stream per group and per peer."""
 
     @classmethod
     def legacy(cls) -> "Conventions":
@@ -487,7 +493,7 @@ def _template(tr: RankTrace, n: NodeInfo, world: int, retime: bool, cache: dict,
         comm = _Comm(n.id, "coll", coll, size, pg, pg_raw=raw, exact=-1 if exact is None else exact)
         # ASTRA-sim runs one communication node (collective or send) at a time per rank
         # (workload/HardwareResource.cc, num_in_flight_gpu_comm_ops); NCCL serialises a communicator's ops
-        own = "comm" if conv.astra_streams else f"pg:{pg or 'world'}"
+        own = "comm" if conv.astra_streams and conv.serial_comm else f"pg:{pg or 'world'}"
         kw = dict(kind="comm", stream=str(a.get("stream") or own), collective=coll,
                   size_bytes=size, comm_kind=str(a.get("comm_kind") or ""))
     elif n.type in (S.NODE_TYPES["COMM_SEND_NODE"], S.NODE_TYPES["COMM_RECV_NODE"]):
@@ -504,7 +510,7 @@ def _template(tr: RankTrace, n: NodeInfo, world: int, retime: bool, cache: dict,
         peer = dst if send else src
         me = src if send else dst
         comm = _Comm(n.id, kind, kind, size, pg, peer, ctag, -1 if me is None else me)
-        own = "comm" if conv.astra_streams and send else f"{kind}:{peer}"
+        own = "comm" if conv.astra_streams and conv.serial_comm and send else f"{kind}:{peer}"
         kw = dict(kind="comm", stream=str(a.get("stream") or own), collective=kind, size_bytes=size,
                   comm_kind=str(a.get("comm_kind") or "pp"))
     else:
@@ -973,18 +979,39 @@ def import_workload(folder: Path, system, *, retime: bool, file: str | None, fie
     traces = [read_et_file(p, r, decoded) for r, p in enumerate(paths)]
     cache: dict = {"decoded": decoded}  # keeps the shared NodeInfos alive while templates are keyed by id
     conv = Conventions.resolve(traces, options)
-    drafts = [_draft_rank(tr, world, retime, cache, time_op, conv) for tr in traces]
-    untimed = sum(1 for d in drafts for op in d.ops if op.kind == "compute" and op.duration_ns == 0
-                  and (op.flops > 0 or op.bytes > 0))
     prefix = _ET_NAME.match(paths[0].name)["prefix"]
     gpath = comm_group_file(folder, prefix, getattr(options, "chakra_comm_groups", None), file)
     comm_groups = _read_comm_groups(gpath, world, conv)
-    ir = build_ir(traces, drafts, comm_groups, [g.node for g in system.gpus], conv,
-                  gpath.name if gpath is not None else COMM_GROUP_FILE)
-    check_no_deadlock(ir, traces, drafts)
-    if untimed:
-        import warnings
+    nodes = [g.node for g in system.gpus]
+    gname = gpath.name if gpath is not None else COMM_GROUP_FILE
+    drafts = [_draft_rank(tr, world, retime, cache, time_op, conv) for tr in traces]
+    untimed = sum(1 for d in drafts for op in d.ops if op.kind == "compute" and op.duration_ns == 0
+                  and (op.flops > 0 or op.bytes > 0))
+    ir = build_ir(traces, drafts, comm_groups, nodes, conv, gname)
+    import warnings
 
+    try:
+        check_no_deadlock(ir, traces, drafts)
+    except TraceError:
+        if not (conv.astra_streams and conv.serial_comm):
+            raise
+        # one comm stream in file order hangs; ASTRA-sim's slot takes whichever node is ready: try a stream
+        # per process group and per peer (the order within each kept), and refuse only if that hangs too
+        from dataclasses import replace
+
+        conv2 = replace(conv, serial_comm=False)
+        cache2: dict = {"decoded": decoded}
+        drafts2 = [_draft_rank(tr, world, retime, cache2, time_op, conv2) for tr in traces]
+        ir2 = build_ir(traces, drafts2, comm_groups, nodes, conv2, gname)
+        try:
+            check_no_deadlock(ir2, traces, drafts2)
+        except TraceError:
+            check_no_deadlock(ir, traces, drafts)  # the first reading's message
+        ir, drafts, conv = ir2, drafts2, conv2
+        warnings.warn(f"{folder}: communication nodes in one queue per rank (ASTRA-sim's one at a time) would hang "
+                      f"in the files' dependency order; they run in one queue per process group and peer instead",
+                      stacklevel=2)
+    if untimed:
         warnings.warn(f"{untimed} compute node(s) in {folder} have no duration_micros but carry num_ops/tensor_size: "
                       f"timing: recorded runs them in 0 ns (workload.timing: compute_model re-times them)",
                       stacklevel=2)
@@ -995,6 +1022,8 @@ def import_workload(folder: Path, system, *, retime: bool, file: str | None, fie
         "model_flops_per_iteration": float(mf[0]) if isinstance(mf[0], float) and mf[0] > 0 else float(flops),
         "chakra": {"folder": str(folder), "files": len(paths), "nodes": sum(len(tr.nodes) for tr in traces),
                    "timing": "compute_model" if retime else "recorded", "convention": conv.name,
+                   "comm_queues": "one per rank" if conv.astra_streams and conv.serial_comm else
+                   "per process group and peer",
                    "sends": "eager" if conv.eager else "rendezvous",
                    "comm_groups": str(gpath) if gpath is not None else None,
                    "untimed_compute_nodes": untimed if not retime else 0},

@@ -156,3 +156,20 @@ def test_invalid_nodes_pass_dependencies_through_in_zero_time(tmp_path):
     prep = prepare(write(tmp_path / "et", [nodes, nodes]))
     assert [o.duration_ns for o in prep.ir.ops_of(0)] == [30_000, 0, 20_000]
     assert api.simulate(prep, record_messages=False).summary["iteration_time_ns"] == 50_000
+
+
+def test_comm_queue_falls_back_where_file_order_would_hang(tmp_path):
+    """Rank 0: all-reduce A on group {0,1} after 50 us of compute, then all-reduce B on group {0,1} right away
+    in file order... written so that rank 0's dependency order is A, B and rank 1's is B, A: one queue in that
+    order hangs (each waits for the other's first), ASTRA-sim's slot would take B first on rank 0 (ready at
+    once). The import falls back to one queue per process group (A and B on groups 1 and 2), with a warning."""
+    r0 = [node(1, "COMP_NODE", dur=50), coll(2, "1", deps=[1]), coll(3, "2")]
+    r1 = [coll(1, "2"), coll(2, "1", deps=[1])]
+    folder = write(tmp_path / "et", [r0, r1])
+    (folder / "comm_group.json").write_text('{"1": [0, 1], "2": [0, 1]}')
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        prep = prepare(folder)
+    assert any("would hang" in str(w.message) for w in got)
+    assert prep.ir.meta["chakra"]["comm_queues"] == "per process group and peer"
+    assert api.simulate(prep, record_messages=False).summary["iteration_time_ns"] > 50_000
