@@ -234,6 +234,9 @@ class TransportConfig(_Strict):
     """Receive pipeline: the rate at which a NIC moves received data into host memory (PCIe, memory
     bandwidth); None = it absorbs at line rate.  Set below the link rate, a receiver buffers what it
     cannot drain and PAUSEs its switch port when the buffer fills (slow-receiver PFC storms)."""
+    rx_drain_gbps_per_host: dict[str, float] = {}
+    """Hosts whose NIC drains at another rate than ``rx_drain_gbps`` (e.g. ``{h7: 40}``: one slow
+    receiver, the classic source of a PFC storm), by host name."""
     rx_buffer_bytes: int = Field(130_944, gt=0)
     """The NIC receive buffer used with ``rx_drain_gbps`` (ConnectX-5 as mlnx_qos prints its port
     buffer: 130,944 B); PAUSE at the buffer less 2 x link rate x delay + 2 packets, RESUME 2 packets lower."""

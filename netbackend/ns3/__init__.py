@@ -161,12 +161,20 @@ class Ns3Backend(NetworkBackend):
         if config.acceleration.mode != "off":
             from netbackend.ns3.accel import check_acceleration
 
-            if config.transport.rx_drain_gbps is not None:  # its closed forms assume line-rate receivers
-                raise UserError("a receive pipeline has no closed form: packet-level acceleration needs "
-                                "network.transport.rx_drain_gbps unset (or acceleration.mode off)",
-                                field="network.transport.rx_drain_gbps", value=config.transport.rx_drain_gbps)
+            tr = config.transport
+            for fld, val in (("rx_drain_gbps", tr.rx_drain_gbps), ("rx_drain_gbps_per_host", tr.rx_drain_gbps_per_host)):
+                if val:  # its closed forms assume line-rate receivers
+                    raise UserError("a receive pipeline has no closed form: packet-level acceleration needs "
+                                    f"network.transport.{fld} unset (or acceleration.mode off)",
+                                    field=f"network.transport.{fld}", value=val)
             check_acceleration(config)
         check_fabric(topology, config.ecmp)  # names, link ends, rates, delays (as the flow backend)
+        for host, gbps in config.transport.rx_drain_gbps_per_host.items():
+            if host not in topology.hosts:
+                raise UserError("unknown host", field="network.transport.rx_drain_gbps_per_host", value=host)
+            if not gbps > 0:
+                raise UserError("drain rate must be > 0 Gb/s", field=f"network.transport.rx_drain_gbps_per_host.{host}",
+                                value=gbps)
         degree = {h: 0 for h in topology.hosts}
         for link in topology.links:
             for end in (link.a, link.b):
@@ -274,6 +282,8 @@ class Ns3Backend(NetworkBackend):
             spec.AddLink(index[link.a], index[link.b], link.rate_gbps * 1e9, int(link.delay_ns),
                          kmin, kmax, pmax, headroom)
         self._sim.Build(spec)
+        for host, gbps in cfg.transport.rx_drain_gbps_per_host.items():  # slow receivers (checked in check_config)
+            self._sim.SetNicAttribute(self._host_index[host], "RxDrainRate", _bps(gbps * 1000))
 
     # --------------------------------------------------------------- running
     @property

@@ -147,3 +147,28 @@ def test_a_qp_past_its_retry_count_ends_the_run_naming_the_message():
             while b.pending():
                 b.advance()
         assert b.now_ns == 8192
+
+
+def test_one_slow_receiver_named_by_host():
+    """rx_drain_gbps_per_host {r0: 50}: r0 drains as in the slow-receiver test above (1 MB completes at
+    175,152 ns); s1 keeps absorbing at line rate, so a 1 MB message from s0 to s1 posted later (at
+    300,000 ns) completes at the lone-flow store-and-forward time, as if no receiver were slow."""
+    from netbackend.ns3.scenarios import store_and_forward_ns, wire_bytes
+
+    cfg = NetworkConfig(backend="ns3", cc="none", mtu_bytes=1000, header_bytes=78, per_hop_latency_ns=500,
+                        transport=TransportConfig(qp_mode="per_message", rx_drain_gbps_per_host={"r0": 50}))
+    msgs = [Message(1, "s0", "r0", 1_000_000, 0), Message(2, "s0", "s1", 1_000_000, 300_000)]
+    done, st = _run(sc.star_topology(2), cfg, msgs)
+    fin = {c.id: c.finish_ns for c in done}
+    assert abs(fin[1] - 175_152) <= 1
+    alone = store_and_forward_ns(wire_bytes(1_000_000, cfg), [100.0, 100.0], [1000, 1500])
+    assert abs(fin[2] - 300_000 - alone) <= 1
+    assert st.extra["pfc_pause_frames"].get("r0->sw0", 0) > 0 and "s1->sw0" not in st.extra["pfc_pause_frames"]
+
+
+def test_a_slow_receiver_that_is_no_host_is_one_line():
+    from hscommon.errors import UserError
+
+    cfg = NetworkConfig(backend="ns3", transport=TransportConfig(rx_drain_gbps_per_host={"nope": 50}))
+    with pytest.raises(UserError, match="network.transport.rx_drain_gbps_per_host = 'nope'"):
+        Ns3Backend.check_config(sc.star_topology(1), cfg)

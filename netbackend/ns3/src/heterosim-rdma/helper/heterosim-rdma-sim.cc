@@ -11,6 +11,7 @@
 #include "ns3/rng-seed-manager.h"
 #include "ns3/simulator.h"
 #include "ns3/string.h"
+#include "ns3/string.h"
 
 #include <chrono>
 #include <stdexcept>
@@ -66,6 +67,14 @@ HeterosimRdmaSim::Build(const FabricSpec& fabric)
 {
     m_impl->helper = CreateObject<RdmaNetworkHelper>();
     m_impl->helper->Build(fabric);
+}
+
+void
+HeterosimRdmaSim::SetNicAttribute(uint32_t host, const std::string& name, const std::string& value)
+{
+    Ptr<RdmaNic> nic = m_impl->Built().GetNic(host);
+    nic->SetAttribute(name, StringValue(value));
+    nic->ConfigureRxPipeline();
 }
 
 void

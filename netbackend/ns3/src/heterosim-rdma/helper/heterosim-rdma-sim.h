@@ -28,6 +28,10 @@ class HeterosimRdmaSim
     /// See RdmaNetworkHelper::Build.  Creates the helper with the defaults set so far.
     void Build(const FabricSpec& fabric);
 
+    /// Set Attribute @p name of host @p host's NIC after Build (e.g. one slow receiver's RxDrainRate);
+    /// ns-3 parses @p value.  Before any message is added.
+    void SetNicAttribute(uint32_t host, const std::string& name, const std::string& value);
+
     void AddMessage(uint64_t id, uint32_t src, uint32_t dst, uint64_t bytes, int64_t startNs,
                     uint32_t flowHash, int64_t connection, uint64_t stepBytes);
     /// 0 ok, 1 PFC deadlock, 2 stalled, 3 wall-clock limit, 4 internal error (StatusDetail names it),

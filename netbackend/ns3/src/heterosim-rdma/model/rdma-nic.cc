@@ -347,18 +347,7 @@ RdmaNic::Setup(uint32_t hostIndex, Ptr<RdmaNetDevice> dev, RdmaCounters* counter
     m_dctcp.g = m_dctcpG;
     m_dctcp.mtuBytes = static_cast<double>(m_payload);
     m_headerBytes = std::max<uint32_t>(m_headerBytes, sizeof(RdmaHeader::Fields));
-    m_rxDrainBps = static_cast<double>(m_rxDrain.GetBitRate());
-    if (m_rxDrainBps > 0)
-    {
-        // Headroom: what the switch still sends after the PAUSE leaves (a round trip on the link
-        // at line rate) plus a packet being sent at each end.
-        Ptr<RdmaChannel> ch = DynamicCast<RdmaChannel>(dev->GetChannel());
-        const double delayNs = ch ? static_cast<double>(ch->GetDelay().GetNanoSeconds()) : 0.0;
-        const uint64_t pkt = DataWireBytes();
-        const uint64_t hdrm = static_cast<uint64_t>(2 * delayNs * m_dcqcn.lineRateBps / 8e9) + 2 * pkt;
-        m_rxXoffBytes = m_rxBufferBytes > hdrm ? m_rxBufferBytes - hdrm : 0;
-        m_rxXonBytes = m_rxXoffBytes > 2 * pkt ? m_rxXoffBytes - 2 * pkt : 0;
-    }
+    ConfigureRxPipeline();
 
     const double line = m_dcqcn.lineRateBps;
     m_hpcc.eta = m_hpccEta;
@@ -1158,6 +1147,23 @@ RdmaNic::OnData(const RdmaHeader& h, Ptr<Packet> p)
         m_counters->duplicatesDiscarded++;
         m_counters->acksSent++;
         SendControl(RdmaHeader::ACK, h.f.src, h.f.qp, rq.expected, 0);
+    }
+}
+
+void
+RdmaNic::ConfigureRxPipeline()
+{
+    m_rxDrainBps = static_cast<double>(m_rxDrain.GetBitRate());
+    if (m_rxDrainBps > 0 && m_dev)
+    {
+        // Headroom: what the switch still sends after the PAUSE leaves (a round trip on the link
+        // at line rate) plus a packet being sent at each end.
+        Ptr<RdmaChannel> ch = DynamicCast<RdmaChannel>(m_dev->GetChannel());
+        const double delayNs = ch ? static_cast<double>(ch->GetDelay().GetNanoSeconds()) : 0.0;
+        const uint64_t pkt = DataWireBytes();
+        const uint64_t hdrm = static_cast<uint64_t>(2 * delayNs * m_dcqcn.lineRateBps / 8e9) + 2 * pkt;
+        m_rxXoffBytes = m_rxBufferBytes > hdrm ? m_rxBufferBytes - hdrm : 0;
+        m_rxXonBytes = m_rxXoffBytes > 2 * pkt ? m_rxXoffBytes - 2 * pkt : 0;
     }
 }
 

@@ -116,6 +116,9 @@ class RdmaNic : public Object, public RdmaPortOwner
     const RdmaPortStats& GetPortStats() const { return m_stats; }
     void FlushPausedTime();
     bool IsPaused() const { return m_dataPaused; }
+    /// Apply RxDrainRate / RxBufferBytes set after Setup (PAUSE and RESUME levels from the link);
+    /// call it before any data arrives.
+    void ConfigureRxPipeline();
     /// Receive pipeline (RxDrainRate): the most bytes its buffer held, and its PAUSE/RESUME levels.
     uint64_t GetRxBufferMaxBytes() const { return m_rxMaxBytes; }
     uint64_t GetRxXoffBytes() const { return m_rxXoffBytes; }
