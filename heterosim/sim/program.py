@@ -44,6 +44,11 @@ then spends one extra round per tree level at the same instant, nothing else cha
 _REDUCE_DEPTH = 6
 """Edges u -> w beside a path of at most this many edges from u to w are dropped (a local transitive reduction:
 an op, its TP collectives and the next op on the stream form such diamonds)."""
+_REDUCE_FANOUT = 4
+"""Only nodes with at most this many successors are reduced (the diamonds are an op's; a collective's start
+fans out to hundreds of transfers, whose searches cost quadratic time and find nothing)."""
+_REDUCE_SEEN = 64
+"""Nodes one search visits at most."""
 
 
 @dataclass
@@ -156,7 +161,7 @@ class _Builder:
                 succs[u].append(v)
         for u in range(n):
             su = succs[u]
-            if len(su) < 2:
+            if not 2 <= len(su) <= _REDUCE_FANOUT:
                 continue
             sset = set(su)
             drop = set()
@@ -168,7 +173,7 @@ class _Builder:
                         for w in succs[x]:
                             if w in sset and w != v:
                                 drop.add(w)
-                            if w not in seen and len(seen) < 64:
+                            if w not in seen and len(seen) < _REDUCE_SEEN:
                                 seen.add(w)
                                 nxt.append(w)
                     front = nxt
