@@ -179,6 +179,37 @@ def stg_row(binary: Path, work: Path) -> None:
           f"{sum(expected_ns(*c) for c in colls):,.0f} | {h / a:.2f} |", flush=True)
 
 
+def tutorial_rows(binary: Path, work: Path) -> None:
+    """ASTRA-sim's MICRO 2024 tutorial traces: demo 1's all-reduce (8 NPUs) and demo 2's MLP (32 NPUs; by
+    hand as in tests/chakra/test_chakra_third_party.py test_tutorial_mlp_model_parallel_32_npus)."""
+    sys.path.insert(0, str(ROOT / "tests" / "chakra"))
+    from test_chakra_astra_semantics import decode
+    from test_chakra_third_party import expected_ns, run_ns, scenario
+
+    folder = DATA / "tutorial_micro2024_allreduce_8npus"
+    a = astra_time_ns(binary, folder, "allreduce", 8, work)
+    h = run_ns(scenario(folder, 8))
+    print(f"| {folder.name} | {a:,} | {astra_expected_ns('all_reduce', 8):,.0f} | {h:,} | "
+          f"{expected_ns('all_reduce', 8, 1 << 20):,.0f} | {h / a:.2f} |", flush=True)
+    folder = DATA / "tutorial_micro2024_mlp_model_parallel_32npus"
+    _, nodes = decode(folder / "MLP_ModelParallel.0.et")
+    colls = [a for _, t, a in nodes if t == 7]
+    fwd = [32291, 7488, 7488, 14144, 7488, 9984]
+    wg = [12864, 3648, 3456, 10368, 3648, 3456]
+
+    def by_hand(f) -> float:
+        ag = [f("all_gather", 32, c["comm_size"]) for c in colls if c["comm_type"] == 2]
+        ar = dict(zip(range(5, 0, -1), [f("all_reduce", 32, c["comm_size"]) for c in colls if c["comm_type"] == 0]))
+        return 2 * sum(fwd) * 1000 + sum(ag) + sum(max(wg[i] * 1000, ar.get(i, 0)) for i in range(6))
+
+    a = astra_time_ns(binary, folder, "MLP_ModelParallel", 32, work)
+    d = scenario(folder, 32)
+    d["fabric"] = {"kind": "leaf_spine", "hosts_per_leaf": 32}
+    h = run_ns(d)
+    print(f"| {folder.name} | {a:,} | {by_hand(astra_expected_ns):,.0f} | {h:,} | {by_hand(expected_ns):,.0f} | "
+          f"{h / a:.2f} |", flush=True)
+
+
 def quickstart_row(binary: Path, work: Path) -> None:
     """Our quickstart export (16 ranks, 28 process groups, stream order as data_deps for the older feeder of
     this ASTRA-sim commit) run by ASTRA-sim: does every rank finish? (Its network here is one 25 GB/s switch
@@ -230,6 +261,7 @@ def main() -> None:
               f"{h / a:.2f} |", flush=True)
     msccl_rows(binary, args.build)
     stg_row(binary, args.build)
+    tutorial_rows(binary, args.build)
     quickstart_row(binary, args.build)
 
 
