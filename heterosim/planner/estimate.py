@@ -11,6 +11,13 @@ TP-collective models); the pipeline, DP and optimizer are composed in closed for
   its DP gradient reduction overlaps that tail (bucketed, ``overlap_grad_reduce``)
   and whatever exceeds it is exposed, then the tied-embedding all-reduce, the
   optimizer step (timed by the compute model) and the ZeRO-1 all-gather;
+* ZeRO (``parallelism.zero_stage``, as the compiler emits it): from stage 1 the optimizer runs on the rank's
+  1/dp shard and gradients are reduce-scattered (ZeRO-2 as ZeRO-1: the last backward's buckets are what
+  shows); ZeRO-3 also all-gathers the parameters before every forward and backward of every micro-batch
+  (no all-gather after the optimizer): the per-micro-batch cycle is at least the DP stream's two all-gathers
+  and one reduce-scatter, and only the first layer's reduce-scatter follows the last backward. ZeRO-1/2's
+  parameter all-gather with ``overlap_param_gather`` runs beside the first forward (what exceeds it, or at
+  least the first bucket, shows);
 * iteration = the latest stage end over all replicas.
 
 The planner simulates its best candidates with the real coordinator and reports
@@ -69,6 +76,20 @@ def estimate(cm, mapping, costs, layers: list[int], split: list[int], *, chunks:
             t[s][r] = x
             b[s][r] = bb
 
+    # DP, embedding sync, optimizer, ZeRO per stage
+    lp = layer_params(model, tp, 1)
+    emb = embedding_params(model, tp)
+    head = head_params(model, tp, pp)
+    zs = par.zero_stage
+    pbytes = act_b
+    stage_params = [layers[s] * lp.dense + (emb if s == 0 else 0.0) + (head if s == pp - 1 else 0.0)
+                    for s in range(pp)]
+    # ZeRO-3: every micro-batch's parameter all-gathers (forward, backward) and gradient reduce-scatter share the
+    # DP stream; the slowest stage's sets a floor under the per-micro-batch cycle
+    zero3_mb = [2 * cm.dp_ns(cells[s], stage_params[s] * pbytes, "allgather")
+                + cm.dp_ns(cells[s], stage_params[s] * GRAD_BYTES, "reducescatter")
+                if zs == 3 and dp > 1 else 0.0 for s in range(pp)]
+
     pipe = []
     finish = [[0.0] * dp for _ in range(pp)]
     busy_sum = 0.0
@@ -81,7 +102,7 @@ def estimate(cm, mapping, costs, layers: list[int], split: list[int], *, chunks:
         smax = col.index(tmax)
         if tmax > worst[2]:
             worst = (smax, r, tmax)
-        cycle = max(tmax, max(hops, default=0.0))
+        cycle = max(tmax, max(hops, default=0.0), max(zero3_mb))
         m = split[r]
         T = m * cycle + (sum(col) - tmax) / v + 2 * v * sum(hops)
         pipe.append(T)
@@ -92,17 +113,12 @@ def estimate(cm, mapping, costs, layers: list[int], split: list[int], *, chunks:
             busy_sum += m * col[s]
             span_sum += T
 
-    # DP, embedding sync, optimizer, ZeRO-1 all-gather per stage
-    lp = layer_params(model, tp, 1)
-    emb = embedding_params(model, tp)
-    head = head_params(model, tp, pp)
-    zero = par.zero_stage == 1
-    pbytes = act_b
+    zero = zs >= 1
     end = 0.0
     dp_exposed_crit = 0.0
     tail_crit = 0.0
     for s in range(pp):
-        params = layers[s] * lp.dense + (emb if s == 0 else 0.0) + (head if s == pp - 1 else 0.0)
+        params = stage_params[s]
         gbytes = params * GRAD_BYTES
         row = cells[s]
         start = max(finish[s])
@@ -111,6 +127,8 @@ def estimate(cm, mapping, costs, layers: list[int], split: list[int], *, chunks:
             window = min(b[s][r] for r in range(dp)) if par.overlap_grad_reduce else 0.0
             last_bucket = red * min(1.0, par.grad_bucket_bytes / max(gbytes, 1.0))
             exposed = max(red - window, last_bucket)
+            if zs == 3:  # per-unit reduce-scatters (layers, embedding, head): only the first unit's follows
+                exposed = red / max(layers[s] + (s == 0) + (s == pp - 1), 1)
         else:
             red = exposed = 0.0
         tail = exposed
@@ -120,8 +138,12 @@ def estimate(cm, mapping, costs, layers: list[int], split: list[int], *, chunks:
         shard = params / (dp if zero and dp > 1 else 1)
         group = row[0].group
         tail += _optimizer_ns(cm, group, shard)
-        if zero and dp > 1:
-            tail += cm.dp_ns(row, params * pbytes, "allgather")
+        if zero and zs < 3 and dp > 1:
+            ag = cm.dp_ns(row, params * pbytes, "allgather")
+            if par.overlap_param_gather:  # at the iteration's start, bucket by bucket beside the first forward
+                fwd0 = min(t[s][r] - b[s][r] for r in range(dp))
+                ag = max(ag * min(1.0, par.grad_bucket_bytes / max(gbytes, 1.0)), ag - fwd0)
+            tail += ag
         e = start + tail
         if e > end:
             end, dp_exposed_crit, tail_crit = e, exposed, tail
