@@ -74,7 +74,8 @@ class Conventions:
     ASTRA-sim's, cited from github.com/astra-sim/astra-sim at commit 518bd513 (2026-03-25):
 
     * ``pg_name`` "" or "0" is the default communicator of every rank (workload/Workload.cc
-      extract_comm_group; "0" since commit 8817510, 2025-11-12: before, group 0 of the file); any other name is the group whose id is ``std::stoi(name)`` in the group file,
+      extract_comm_group; "0" since commit 8817510, 2025-11-12: before, group 0 of the file); any other
+      name is the group whose id is ``std::stoi(name)`` in the group file,
       whose keys are read with ``std::stoi`` too (initialize_comm_groups): "0.0" is group 0 of the file;
     * ALL_GATHER ``comm_size`` is each rank's input: the ring all-gather sends ``data_size`` per step and
       ends with ``data_size * nodes_in_ring`` (system/astraccl/native_collectives/collective_algorithm/
@@ -750,40 +751,7 @@ def build_ir(traces: list[RankTrace], drafts: list[_Draft], comm_groups: dict | 
                 seen[r] = g
         gs[:] = sorted(set(gs)) + [(r,) for r in range(world) if r not in seen]
     ir = IR(world_size=world, programs=[], rank_program=[], groups=groups)
-    # resolve group dimension, tags and pipeline offsets per rank
-    per_rank_ops: list[list[Op]] = []
-    for tr, d in zip(traces, drafts):
-        count: dict[tuple, int] = {}
-        ops = []
-        for op in d.ops:
-            c = d.comms.get(op.id)
-            if c is not None:
-                if c.kind == "coll":
-                    dim = dim_of[c.pg or ""]
-                    k = count[(dim,)] = count.get((dim,), -1) + 1
-                    op.group, op.tag = dim, f"{dim}#{k}"
-                    if c.collective == "allgather" and conv.allgather_input:  # IR: the gathered output
-                        op.size_bytes = c.exact if c.exact >= 0 else c.size * len(ir.group_of(tr.rank, dim))
-                    if not op.comm_kind:
-                        op.comm_kind = dim if dim in _KINDS else "dp"  # breakdown buckets: other groups count as DP
-                elif c.kind == "lane":
-                    key = ("lane", c.collective, op.peer_offset, c.ctag)
-                    k = count[key] = count.get(key, -1) + 1
-                    op.tag = f"p2p:{c.ctag}#{k}"
-                else:
-                    g = ir.group_of(tr.rank, "pp")
-                    if c.peer not in g:
-                        raise TraceError(f"rank {c.peer} is not in this rank's pipeline group {list(g)}",
-                                         file=tr.file, field=_node_field(c.node_id, "comm_dst" if c.kind == "send"
-                                                                          else "comm_src"), value=c.peer)
-                    off = (g.index(c.peer) - g.index(tr.rank)) % len(g)
-                    # ASTRA-sim pairs a send with a receive by (tag, src, dst, size), in issue order
-                    # (network_frontend/analytical/common/ChunkIdGenerator.cc)
-                    key = (c.kind, c.peer, c.ctag) + ((c.size,) if conv.astra_streams else ())
-                    k = count[key] = count.get(key, -1) + 1
-                    op.peer_offset, op.tag = off, f"p2p:{c.ctag}#{k}"
-            ops.append(op)
-        per_rank_ops.append(ops)
+    per_rank_ops = [_resolve_ops(tr, d, ir, dim_of, conv) for tr, d in zip(traces, drafts)]
     _check_matching(traces, drafts, per_rank_ops, ir, conv)
     if conv.eager:
         for i, d in enumerate(drafts):
@@ -811,6 +779,42 @@ def build_ir(traces: list[RankTrace], drafts: list[_Draft], comm_groups: dict | 
                     op.group = "tp_group"
     ir.reindex_groups()
     return ir
+
+
+def _resolve_ops(tr: RankTrace, d: _Draft, ir: IR, dim_of: dict[str, str], conv: Conventions) -> list[Op]:
+    """One rank's ops with their group dimension, matching tag and pipeline offset resolved (and all-gather
+    sizes turned into the IR's gathered output)."""
+    count: dict[tuple, int] = {}
+    ops = []
+    for op in d.ops:
+        c = d.comms.get(op.id)
+        if c is not None:
+            if c.kind == "coll":
+                dim = dim_of[c.pg or ""]
+                k = count[(dim,)] = count.get((dim,), -1) + 1
+                op.group, op.tag = dim, f"{dim}#{k}"
+                if c.collective == "allgather" and conv.allgather_input:  # IR: the gathered output
+                    op.size_bytes = c.exact if c.exact >= 0 else c.size * len(ir.group_of(tr.rank, dim))
+                if not op.comm_kind:
+                    op.comm_kind = dim if dim in _KINDS else "dp"  # breakdown buckets: other groups count as DP
+            elif c.kind == "lane":
+                key = ("lane", c.collective, op.peer_offset, c.ctag)
+                k = count[key] = count.get(key, -1) + 1
+                op.tag = f"p2p:{c.ctag}#{k}"
+            else:
+                g = ir.group_of(tr.rank, "pp")
+                if c.peer not in g:
+                    raise TraceError(f"rank {c.peer} is not in this rank's pipeline group {list(g)}",
+                                     file=tr.file, field=_node_field(c.node_id, "comm_dst" if c.kind == "send"
+                                                                      else "comm_src"), value=c.peer)
+                off = (g.index(c.peer) - g.index(tr.rank)) % len(g)
+                # ASTRA-sim pairs a send with a receive by (tag, src, dst, size), in issue order
+                # (network_frontend/analytical/common/ChunkIdGenerator.cc)
+                key = (c.kind, c.peer, c.ctag) + ((c.size,) if conv.astra_streams else ())
+                k = count[key] = count.get(key, -1) + 1
+                op.peer_offset, op.tag = off, f"p2p:{c.ctag}#{k}"
+        ops.append(op)
+    return ops
 
 
 def check_no_deadlock(ir: IR, traces: list[RankTrace], drafts: list[_Draft]) -> None:
