@@ -89,7 +89,9 @@ class Conventions:
       congestion_unaware/CongestionUnawareNetworkApi.cc sim_send schedules the arrival at once;
       common/CommonNetworkApi.cc: the send's callback runs at arrival, a receive posted later completes
       at once): ``eager``; its analytical frontend's ``--rendezvous-protocol`` switch defaults to false
-      (network_frontend/analytical/common/CmdLineParser.cc).
+      (network_frontend/analytical/common/CmdLineParser.cc), and the ns-3 frontend sends at once too and
+      keeps bytes that arrive before their receive (network_frontend/ns3/AstraSimNetwork.cc sim_send /
+      sim_recv, received_msg_standby_hash).
 
     The nccl-tests reading (HeteroSim's exports before issue 39, its IR): ALL_GATHER ``comm_size`` is the
     gathered output, "0" is an ordinary group name, collectives of each group on their own stream."""
