@@ -297,41 +297,37 @@ class _Emitter:
         other chunks beside the reduce-scatter of the first n-1 chunks' output, then the last chunk's
         reduce-scatter: the block ends at max(g + r (n-1), g n) + r with r = reduce-scatter / n.
         ``ub_block_ns`` is this graph's critical path (what the planner estimates)."""
-        p, n = self.p, self.p.plan.tp
-        head = p.compute(name + "_head", key + ":ub0", deps, phase, mb, layer, chunk) \
-            if p.kern[key + ":ub0"][2] else deps
-        ag = p.comm("tp_allgather_ub", "allgather", "tp", self.hid, tag + ":ag", head if phase == "fwd" else deps,
-                    phase, mb, layer, chunk)
-        g1 = p.compute(name + "_gemm_chunks", key + ":ub1", head, phase, mb, layer, chunk)
-        mid = p.compute(name + "_last_chunk", key + ":ub2", g1 + ag, phase, mb, layer, chunk)
-        rs_first, rs_last = ub_reducescatter_bytes(self.hid, n)
-        rs1 = p.comm("tp_reducescatter_ub", "reducescatter", "tp", rs_first, tag + ":rs0", mid,
-                     phase, mb, layer, chunk)
-        g2 = p.compute(name + "_gemm_chunks_rs", key + ":ub3", mid, phase, mb, layer, chunk)
-        return p.comm("tp_reducescatter_ub", "reducescatter", "tp", rs_last, tag + ":rs1", g2 + rs1, phase, mb,
-                      layer, chunk)
+        mid = self._ub_ag(name, key, tag, deps, phase, mb, layer, chunk, pieces=("ub0", "ub1", "ub2"))
+        return self._ub_rs_tail(name, key + ":ub3", tag, mid, phase, mb, layer, chunk)
 
     def _ub_ag(self, name: str, key: str, tag: str, deps: tuple, phase: str, mb: int, layer: int,
-               chunk: int) -> tuple:
-        """A block part opened by a userbuffers all-gather (``ub_split_ag`` pieces): the first GEMM's n-1
-        local chunks beside the ring-exchange all-gather, then its last chunk and the rest."""
+               chunk: int, pieces: tuple = ("ag0", "ag1", "ag2")) -> tuple:
+        """A block part opened by a userbuffers all-gather (``ub_split_ag`` pieces, or ``ub_split``'s first
+        three): the first GEMM's n-1 local chunks beside the ring-exchange all-gather, then its last chunk and
+        what follows it."""
         p = self.p
-        head = p.compute(name + "_head", key + ":ag0", deps, phase, mb, layer, chunk) \
-            if p.kern[key + ":ag0"][2] else deps
+        k0, k1, k2 = (f"{key}:{x}" for x in pieces)
+        head = p.compute(name + "_head", k0, deps, phase, mb, layer, chunk) if p.kern[k0][2] else deps
         ag = p.comm("tp_allgather_ub", "allgather", "tp", self.hid, tag + ":ag", head if phase == "fwd" else deps,
                     phase, mb, layer, chunk)
-        g1 = p.compute(name + "_gemm_chunks", key + ":ag1", head, phase, mb, layer, chunk)
-        return p.compute(name + "_last_chunk", key + ":ag2", g1 + ag, phase, mb, layer, chunk)
+        g1 = p.compute(name + "_gemm_chunks", k1, head, phase, mb, layer, chunk)
+        return p.compute(name + "_last_chunk", k2, g1 + ag, phase, mb, layer, chunk)
 
     def _ub_rs(self, name: str, key: str, tag: str, deps: tuple, phase: str, mb: int, layer: int,
                chunk: int) -> tuple:
         """A block part closed by a pipelined userbuffers reduce-scatter (``ub_split_rs`` pieces)."""
+        first = self.p.compute(name + "_first_chunk", key + ":rs0", deps, phase, mb, layer, chunk)
+        return self._ub_rs_tail(name, key + ":rs1", tag, first, phase, mb, layer, chunk)
+
+    def _ub_rs_tail(self, name: str, rest_key: str, tag: str, first: tuple, phase: str, mb: int, layer: int,
+                    chunk: int) -> tuple:
+        """After the op that computed the closing GEMM's first chunk: the reduce-scatter of the first n-1
+        chunks' output beside the GEMM's other chunks (``rest_key``), then the last chunk's reduce-scatter."""
         p = self.p
-        first = p.compute(name + "_first_chunk", key + ":rs0", deps, phase, mb, layer, chunk)
         rs_first, rs_last = ub_reducescatter_bytes(self.hid, p.plan.tp)
         rs1 = p.comm("tp_reducescatter_ub", "reducescatter", "tp", rs_first, tag + ":rs0", first,
                      phase, mb, layer, chunk)
-        g2 = p.compute(name + "_gemm_chunks_rs", key + ":rs1", first, phase, mb, layer, chunk)
+        g2 = p.compute(name + "_gemm_chunks_rs", rest_key, first, phase, mb, layer, chunk)
         return p.comm("tp_reducescatter_ub", "reducescatter", "tp", rs_last, tag + ":rs1", g2 + rs1, phase, mb,
                       layer, chunk)
 
