@@ -209,6 +209,7 @@ class Ns3Backend(NetworkBackend):
             nic + "CnpClass": tr.cnp_class,
             nic + "RxDrainRate": _bps(tr.rx_drain_gbps * 1000) if tr.rx_drain_gbps else "0bps",
             nic + "RxBufferBytes": str(tr.rx_buffer_bytes),
+            nic + "RxPfc": "true" if pfc.enabled else "false",  # a lossy fabric's receiver drops instead
             nic + "NackInterval": _ns(tr.nack_interval_ns),
             nic + "TrackMessageBytes": "true" if track_message_bytes else "false",
             nic + "RateSampleQps": str(int(rate_sample_qps)),

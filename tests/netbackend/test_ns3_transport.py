@@ -172,3 +172,20 @@ def test_a_slow_receiver_that_is_no_host_is_one_line():
     cfg = NetworkConfig(backend="ns3", transport=TransportConfig(rx_drain_gbps_per_host={"nope": 50}))
     with pytest.raises(UserError, match="network.transport.rx_drain_gbps_per_host = 'nope'"):
         Ns3Backend.check_config(sc.star_topology(1), cfg)
+
+
+def test_a_slow_receiver_on_a_lossy_fabric_drops_instead_of_pausing():
+    """pfc.enabled false: the receive buffer does not PAUSE (the class is not lossless); what does not fit
+    is dropped at the NIC and go-back-N recovers it (NACKs), so the 1 MB message still completes, no
+    earlier than its drain-limited time (175,152 ns, the lossless test above) and with drops counted."""
+    from netbackend.config import PfcConfig
+
+    cfg = NetworkConfig(backend="ns3", cc="none", mtu_bytes=1000, header_bytes=78, per_hop_latency_ns=500,
+                        pfc=PfcConfig(enabled=False),
+                        transport=TransportConfig(qp_mode="per_message", rx_drain_gbps=50,
+                                                  retransmit_timeout_ns=4_194_304))
+    done, st = _run(sc.star_topology(1), cfg, [Message(1, "s0", "r0", 1_000_000, 0)])
+    assert [c.id for c in done] == [1] and done[0].finish_ns >= 175_152
+    assert not st.extra["pfc_pause_frames"]
+    assert st.extra["drops_per_port"].get("r0->sw0", 0) > 0 or st.extra["drops"] > 0
+    assert st.extra["counters"]["nacks_sent"] > 0

@@ -129,6 +129,12 @@ RdmaNic::GetTypeId()
                           UintegerValue(130944),
                           MakeUintegerAccessor(&RdmaNic::m_rxBufferBytes),
                           MakeUintegerChecker<uint64_t>(1))
+            .AddAttribute("RxPfc",
+                          "With RxDrainRate: PAUSE the switch port when the receive buffer fills (a "
+                          "lossless class); false: a full buffer drops (PFC off).",
+                          BooleanValue(true),
+                          MakeBooleanAccessor(&RdmaNic::m_rxPfc),
+                          MakeBooleanChecker())
             .AddAttribute("AckClass",
                           "Class of ACK/NAK: data (the QP's lossless class, paused with data) or control "
                           "(class 0, strict priority, never paused).",
@@ -1179,7 +1185,7 @@ RdmaNic::RxEnqueue(Ptr<Packet> p)
     m_rxQ.push_back(p);
     m_rxBytes += size;
     m_rxMaxBytes = std::max(m_rxMaxBytes, m_rxBytes);
-    if (!m_rxPausing && m_rxBytes >= m_rxXoffBytes)
+    if (m_rxPfc && !m_rxPausing && m_rxBytes >= m_rxXoffBytes)
     {
         m_rxPausing = true;
         SendPfcFrame(true);

@@ -353,6 +353,7 @@ class RdmaNic : public Object, public RdmaPortOwner
     uint32_t m_retryCount;
     DataRate m_rxDrain;
     uint64_t m_rxBufferBytes;
+    bool m_rxPfc;
     bool m_trackMsgBytes;
     uint32_t m_rateSampleQps;
     double m_bdpBytes{0}; //!< line rate x base RTT (CcWindow, DCTCP)
