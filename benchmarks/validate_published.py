@@ -418,6 +418,14 @@ def scenario_of(run, measurements: str = "builtin", contention: str | None = Non
         raise RowError("node_type is null")
     node = node_types()[run.node_type]
     gpn = int(node.get("gpus_per_node", 8))
+    domain = run.system.get("nvlink_domain_gpus")  # a job using part of each NVLink domain (row: expressed_as)
+    domain_overrides: dict[str, Any] = {}
+    if domain and int(domain) < gpn:
+        nics = max(1, int(node.get("nics_per_node", gpn)) * int(domain) // gpn)
+        domain_overrides = {"gpus_per_node": int(domain), "nics_per_node": nics}
+        settings["node"] = f"{domain} of the NVLink domain's {gpn} GPUs (system.nvlink_domain_gpus), {nics} NICs"
+        node = {**node, **domain_overrides}
+        gpn = int(domain)
     seq = tr.get("seq_length")
     if seq is None:
         seq = _leading_int(_text(run, "seq_length"))
@@ -447,7 +455,7 @@ def scenario_of(run, measurements: str = "builtin", contention: str | None = Non
             training[key] = value
 
     groups: dict[str, Any] = {"name": "g", "node_type": run.node_type, "num_nodes": max(1, math.ceil(run.gpus / gpn))}
-    overrides: dict[str, Any] = {}
+    overrides: dict[str, Any] = dict(domain_overrides)
     if run.gpus < gpn:  # a part of one server: the node keeps only the GPUs (and NICs) the run used
         overrides.update(gpus_per_node=run.gpus, nics_per_node=min(int(node.get("nics_per_node", 8)), run.gpus))
         settings["node"] = f"{run.gpus} of the node's {gpn} GPUs"

@@ -183,8 +183,9 @@ SWITCH_RADIX_MAX = 512
 """Ports of one switch: Broadcom Tomahawk 5 (51.2 Tb/s) has 512 x 100G, the highest radix shipping."""
 GPUS_PER_NODE_MAX = 576
 """GPUs in one NVLink domain: NVIDIA GB200 NVL576 is the largest announced."""
-NICS_PER_NODE_MAX = 64
-"""NICs per server: DGX systems have 8-10; 64 covers a 576-GPU domain with one NIC per 9 GPUs."""
+NICS_PER_NODE_MAX = 576
+"""NICs per NVLink domain (a "node"): DGX servers have 8-10; a GB200 NVL72 rack has one ConnectX-7 per GPU (72),
+so a 576-GPU domain may have 576."""
 CLUSTER_GPUS_MAX = 1_048_576
 """GPUs in one cluster: the largest published are ~100k-200k (xAI Colossus, 2024); 2^20 is 5x beyond."""
 OVERSUBSCRIPTION_MAX = 64.0

@@ -30,7 +30,7 @@ ZOO = ROOT / "heterosim" / "zoo" / "models"
 # "per GPU generation" count the issue asks for.
 GENERATION = {"V100": "Volta", "A100-40": "Ampere", "A100-80": "Ampere", "A10": "Ampere",
               "H100-SXM": "Hopper", "H100-PCIe": "Hopper", "H200": "Hopper", "GH200": "Hopper",
-              "B200": "Blackwell", "L40S": "Ada", "MI250X": "CDNA2", "MI300X": "CDNA3"}
+              "B200": "Blackwell", "GB200": "Blackwell", "L40S": "Ada", "MI250X": "CDNA2", "MI300X": "CDNA3"}
 
 # Scale bands (GPUs, inclusive upper ends): one node, a pod, a row, a hall, the 10k+ class.
 BANDS = ((8, "1-8"), (64, "9-64"), (512, "65-512"), (4096, "513-4096"), (10**9, "4097+"))
