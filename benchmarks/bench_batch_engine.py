@@ -114,7 +114,7 @@ def main() -> None:
                 print(f"| {r['case']} | {B} | not run on this CPU (MAX_B_CPU) |||||||||")
                 continue
             vs = r["vs"][:B]
-            prm = variants.params(prog, vs, r["prep"].system)
+            prm = variants.params(prog, vs, r["prep"].system, r["prep"].scenario)
             flow_eps = 1 / r["flow_s"]
             jobs_eps = 1 / r["jobs_s"]
             if B <= min(args.numpy_max, MAX_B_CPU.get(r["case"], args.numpy_max)) and (B == 1 or r["case"] != "qs-128"):

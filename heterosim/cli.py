@@ -189,15 +189,15 @@ def run(scenario: Path = typer.Argument(Path("scenarios/quickstart.yaml"), help=
 
 @app.command()
 def whatif(scenario: Path = typer.Argument(..., help="Scenario YAML"),
-           vary: List[str] = typer.Option([], "--vary", help="link=F | gpu=S | stragglers=NxK@S | hop-latency=A,B"),
+           vary: List[str] = typer.Option([], "--vary", help="link=F | gpu=S | stragglers=NxK@S | hop-latency=A,B | ecmp-seed=A-B"),
            out_dir: Path = typer.Option(..., "--out", help="Results directory (variants.csv, sensitivity.csv)"),
            set_: List[str] = typer.Option([], "--set", help="Override a field: path=value"),
            engine: str = typer.Option("auto", "--engine", help="auto (jax where installed) | jax | numpy"),
            batch: int = typer.Option(256, "--batch", help="Variants per batched run"),
            top: int = typer.Option(10, "--top", help="Rows of the ranked table to print"),
            quiet: bool = typer.Option(False, "--quiet", "-q")) -> None:
-    """Many variants of one iteration (links degraded, stragglers, per-hop latency) in one batched run, ranked
-    by impact (docs/batch-engine.md)."""
+    """Many variants of one iteration (links degraded, stragglers, per-hop latency, ECMP seeds) in one batched
+    run, ranked by impact (docs/batch-engine.md)."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from heterosim.whatif import whatif as _whatif

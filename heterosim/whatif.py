@@ -15,7 +15,9 @@
 * ``gpu=S``: every GPU S times slower (a straggler), one at a time;
 * ``stragglers=NxK@S``: N random patterns of K stragglers, each slowed uniformly in (1, S] (seeded by the
   scenario's ``seed``);
-* ``hop-latency=A,B,...``: the network's per-hop latency at each value (ns).
+* ``hop-latency=A,B,...``: the network's per-hop latency at each value (ns);
+* ``ecmp-seed=A,B,...`` or ``ecmp-seed=A-B``: the scenario's ``seed`` at each value (under hashed ECMP it picks
+  which equal-cost links each flow takes).
 
 What changes the program (the parallel plan, the batch, the model, the fabric's shape, a failed link) is no
 variant: it is refused with one line and runs through ``heterosim run`` / ``heterosim sweep``.
@@ -34,7 +36,7 @@ import numpy as np
 from heterosim.errors import UserError
 
 ENGINES = ("auto", "jax", "numpy")
-KINDS = ("link", "gpu", "stragglers", "hop-latency")
+KINDS = ("link", "gpu", "stragglers", "hop-latency", "ecmp-seed")
 DEFAULT_BATCH = 256
 """Variants per batched run (issue 43's largest measured B on the CPU; memory per variant is in summary.json)."""
 
@@ -103,6 +105,14 @@ def parse_vary(spec: str, prepared) -> list:
                                    tags={"kind": "stragglers", "target": " ".join(f"{g}x{x:g}" for g, x in pat),
                                          "value": max(x for _, x in pat)}))
             return out
+        if kind == "ecmp-seed":
+            m = re.fullmatch(r"(\d+)-(\d+)", value)
+            seeds = list(range(int(m.group(1)), int(m.group(2)) + 1)) if m else \
+                [int(v) for v in value.split(",") if v.strip()]
+            if not seeds or min(seeds) < 0:
+                raise UserError("expected seeds >= 0: A,B,... or A-B", field="--vary", value=spec)
+            return [Variant(f"ecmp seed {x}", seed=x, tags={"kind": "ecmp-seed", "target": "network", "value": x})
+                    for x in seeds]
         vals = [int(v) for v in value.split(",") if v.strip()]
         if not vals or min(vals) < 0:
             raise UserError("expected per-hop latencies in ns >= 0, comma separated", field="--vary", value=spec)
@@ -164,7 +174,7 @@ def whatif(scenario, vary: list[str], out_dir: str | Path | None = None, *, over
         chunk = variants[lo:lo + batch]
         if len(chunk) < batch and lo > 0:  # (one compiled shape: the last batch is padded with baselines)
             chunk = chunk + [variants[0]] * (batch - len(chunk))
-        res = run(prog, params(prog, chunk, prepared.system))
+        res = run(prog, params(prog, chunk, prepared.system, prepared.scenario))
         n = min(batch, len(variants) - lo)
         times[lo:lo + n] = res.iteration_time_ns[:n]
         flags[lo:lo + n] = res.flags[:n]

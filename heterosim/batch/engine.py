@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from heterosim.sim.program import DELAY, FLOW, JOIN, Program
+from heterosim.sim.program import DELAY, FLOW, Program
 
 INF = np.int64(1 << 62)
 """An event time that never comes (empty slot, queued flow)."""
@@ -53,6 +53,14 @@ class Params:
     """float64[B, lanes]: compute-time multiplier of each lane (its slowest GPU's slowdown)."""
     hop_ns: np.ndarray
     """int64[B]: network per-hop (switch) latency."""
+    path_links: np.ndarray
+    """int32[B, NP, P]: each path's links (NIC caps included; they depend on the ECMP seed)."""
+    path_lat: np.ndarray
+    """int32[B, NP, P]: each path's real links after the first (store-and-forward latency)."""
+    path_prop: np.ndarray
+    """int64[B, NP]: propagation delay of each path."""
+    path_hops: np.ndarray
+    """int64[B, NP]: switches on each (network) path."""
 
     @property
     def batch(self) -> int:
@@ -151,10 +159,13 @@ def _alloc(ops, xp, occupied, want):
 
 
 def _round(ops: _Ops, P: dict, prm: dict, s: dict) -> dict:
-    """One round for every experiment (module docstring). ``P``: program arrays, ``prm``: parameters, ``s``: state."""
+    """One round for every experiment (module docstring). ``P``: program arrays, ``prm``: parameters, ``s``: state.
+
+    (Over 100 lines on purpose: the drain, event, allocation and connection steps share a dozen masks and
+    arrays of the round, and one flat body is what both drivers trace; split, each piece would take and
+    return most of the state.)"""
     xp = ops.xp
     B, KE = s["ev_n"].shape
-    KF = s["fs_f"].shape[1]
     rows = xp.arange(B)[:, None]
     f64 = np.float64
     ev_n, ev_t, ev_k, ev_a = s["ev_n"], s["ev_t"], s["ev_k"], s["ev_a"]
@@ -289,12 +300,13 @@ def node_durations(prog: Program, lane_slow: np.ndarray) -> np.ndarray:
 
 def _latency(xp, P, prm, fl, rows):
     """Fixed latency of flow ``fl`` [B, K]: propagation, switch pipelines, store-and-forward of its last packet."""
-    lat_links = P["lat_links"][fl]  # [B, K, P]
+    path = P["path"][fl]
+    lat_links = prm["path_lat"][rows, path]  # [B, K, P]
     inv = xp.zeros(fl.shape, np.float64)
     for p in range(lat_links.shape[2]):  # (left to right, as the flow backend sums)
         inv = inv + 1.0 / prm["cap"][rows, lat_links[:, :, p]]
     saf = xp.ceil(P["tail"][fl].astype(np.float64) * inv - 1e-9).astype(np.int64)
-    return P["prop_ns"][fl] + P["hops"][fl] * prm["hop_ns"][:, None] + saf
+    return prm["path_prop"][rows, path] + prm["path_hops"][rows, path] * prm["hop_ns"][:, None] + saf
 
 
 def _refill(ops, P, prm, fs_f, rem, rate, tupd, drain, rowmask, t):
@@ -302,7 +314,7 @@ def _refill(ops, P, prm, fs_f, rem, rate, tupd, drain, rowmask, t):
     xp = ops.xp
     B, KF = fs_f.shape
     on = (fs_f >= 0) & rowmask[:, None]
-    links = P["links"][xp.where(fs_f >= 0, fs_f, 0)]  # [B, KF, P]
+    links = prm["path_links"][xp.arange(B)[:, None], P["path"][xp.where(fs_f >= 0, fs_f, 0)]]  # [B, KF, P]
     L1 = prm["cap"].shape[1]
     real = on[:, :, None] & (links < L1 - 1)
     r3 = xp.arange(B)[:, None, None]
@@ -342,8 +354,8 @@ def _refill(ops, P, prm, fs_f, rem, rate, tupd, drain, rowmask, t):
 
 def program_arrays(prog: Program) -> dict:
     return {"kind": prog.kind, "pre_ns": prog.pre_ns, "flow": prog.flow, "succ": prog.succ, "flow_node": prog.flow_node,
-            "wire": prog.wire_bytes, "tail": prog.tail_bytes, "links": prog.links, "lat_links": prog.lat_links,
-            "prop_ns": prog.prop_ns, "hops": prog.hops, "self_loop": prog.self_loop, "conn": prog.conn}
+            "wire": prog.wire_bytes, "tail": prog.tail_bytes, "path": prog.path, "self_loop": prog.self_loop,
+            "conn": prog.conn}
 
 
 def initial_state(prog: Program, B: int, KE: int, KF: int) -> dict:
@@ -406,7 +418,7 @@ def default_pools(prog: Program) -> tuple[int, int]:
                 kf *= 2
                 continue
             break
-        hit = prog.meta["pools"] = (max(64, 2 * res.pools[0]), max(32, 2 * res.pools[1]))
+        hit = prog.meta["pools"] = (max(64, 3 * res.pools[0] // 2 + 16), max(32, 3 * res.pools[1] // 2 + 16))
     return hit
 
 
@@ -450,7 +462,8 @@ def _drive_once(prog: Program, prm: Params, KE: int, KF: int, jax: bool, measure
     dur = node_durations(prog, prm.lane_slow)
     _root_times(prog, dur, st)
     P = program_arrays(prog)
-    pr = {"cap": prm.cap, "dur": dur, "hop_ns": prm.hop_ns}
+    pr = {"cap": prm.cap, "dur": dur, "hop_ns": prm.hop_ns, "path_links": prm.path_links, "path_lat": prm.path_lat,
+          "path_prop": prm.path_prop, "path_hops": prm.path_hops}
     t0 = time.perf_counter()
     compile_s = 0.0
     peak = [0, 0]

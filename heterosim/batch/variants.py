@@ -33,6 +33,9 @@ class Variant:
     stragglers: tuple[tuple[str, float], ...] = ()
     """(GPU name, slowdown >= 1)."""
     per_hop_latency_ns: int | None = None
+    seed: int | None = None
+    """The scenario's ``seed`` (what it changes in a training run: the ECMP hash's per-switch salts, so which
+    equal-cost links each flow takes)."""
     tags: dict = field(default_factory=dict)
     """What the variant varies, for the tables (e.g. ``{"kind": "link", "link": "leaf0<->spine1"}``)."""
 
@@ -47,6 +50,8 @@ class Variant:
             out["cluster.stragglers"] = cur + [{"gpu": g, "slowdown": s} for g, s in self.stragglers]
         if self.per_hop_latency_ns is not None:
             out["network.per_hop_latency_ns"] = self.per_hop_latency_ns
+        if self.seed is not None:
+            out["seed"] = self.seed
         return out
 
 
@@ -64,6 +69,8 @@ def check_variant(prog: Program, v: Variant, system) -> None:
                             "another program; use heterosim run)", field="--vary link", value=f)
         if not _links_between(system.net, a, b):
             raise UserError(f"no fabric link {a} <-> {b}", field="--vary link", value=f"{a}<->{b}")
+    if v.seed is not None and not (isinstance(v.seed, int) and v.seed >= 0):
+        raise UserError("an ECMP seed is an integer >= 0", field="--vary ecmp-seed", value=v.seed)
     if v.per_hop_latency_ns is not None and v.per_hop_latency_ns < 0:
         raise UserError("per-hop latency must be >= 0 ns", field="--vary hop_latency", value=v.per_hop_latency_ns)
 
@@ -76,8 +83,9 @@ def baseline_params(prog: Program, batch: int) -> Params:
     return params(prog, [Variant()] * batch)
 
 
-def params(prog: Program, variants: list[Variant], system=None) -> Params:
-    """:class:`Params` for ``variants`` (``system``: the prepared system, needed for link variants)."""
+def params(prog: Program, variants: list[Variant], system=None, scenario=None) -> Params:
+    """:class:`Params` for ``variants`` (``system``: the prepared system, needed for link variants; ``scenario``:
+    the prepared scenario, needed for ECMP seed variants)."""
     B = len(variants)
     lr = len(prog.link_gbps)
     L = prog.num_links
@@ -108,4 +116,19 @@ def params(prog: Program, variants: list[Variant], system=None) -> Params:
     lane_slow = np.empty((B, len(lanes)))
     for j, ranks in enumerate(lanes):
         lane_slow[:, j] = rank_slow[:, list(ranks)].max(axis=1)
-    return Params(cap, lane_slow, hop)
+    np_, p = prog.links.shape
+    pl = np.broadcast_to(prog.links, (B, np_, p)).copy()
+    pt = np.broadcast_to(prog.lat_links, (B, np_, p)).copy()
+    pp = np.broadcast_to(prog.prop_ns, (B, np_)).copy()
+    ph = np.broadcast_to(prog.hops, (B, np_)).copy()
+    routed: dict[int, dict] = {}
+    for i, v in enumerate(variants):
+        if v.seed is None:
+            continue
+        if scenario is None or system is None:
+            raise UserError("an ECMP seed variant needs the prepared scenario", field="params", value=v.name)
+        t = routed.get(v.seed)
+        if t is None:
+            t = routed[v.seed] = prog.reroute(system, scenario, v.seed)
+        pl[i], pt[i], pp[i], ph[i] = t["links"], t["lat_links"], t["prop"], t["hops"]
+    return Params(cap, lane_slow, hop, pl, pt, pp, ph)

@@ -27,7 +27,6 @@ Compute contention (``sm_share``) couples compute times to the communication in 
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -80,15 +79,17 @@ class Program:
     """int64[F]: payload + headers (``header_bytes`` per packet of up to ``mtu_bytes``)."""
     tail_bytes: np.ndarray
     """int64[F]: the last packet with its header (store-and-forward latency)."""
+    path: np.ndarray
+    """int32[F]: the flow's path (flows of one (src, dst, ECMP key) share one)."""
     links: np.ndarray
-    """int32[F, P]: links the flow loads (NIC caps included), padded with the dummy link L."""
+    """int32[NP, P]: links a path loads (NIC caps included), padded with the dummy link L."""
     lat_links: np.ndarray
-    """int32[F, P]: real links after the first (their 1/capacity sum times ``tail_bytes`` is the latency's
+    """int32[NP, P]: real links after the first (their 1/capacity sum times ``tail_bytes`` is the latency's
     store-and-forward part), padded with L."""
     prop_ns: np.ndarray
-    """int64[F]: propagation delay of the path."""
+    """int64[NP]: propagation delay of the path."""
     hops: np.ndarray
-    """int64[F]: switches on the path of a network flow (0 for intra-node flows: no switch pipeline)."""
+    """int64[NP]: switches on the path of a network flow (0 for intra-node flows: no switch pipeline)."""
     self_loop: np.ndarray
     """bool[F]: src == dst (completes when posted, no network)."""
     conn: np.ndarray
@@ -117,6 +118,8 @@ class Program:
     hop_ns: int
     """The network's ``per_hop_latency_ns``."""
     meta: dict = field(default_factory=dict)
+    reroute: object = None
+    """``reroute(system, scenario, seed)`` -> path tables (links, lat_links, prop, hops) under another ECMP seed."""
 
     @property
     def num_nodes(self) -> int:
@@ -276,7 +279,10 @@ def check_batchable(scenario, file: str | None = None) -> None:
 
 def export_program(prepared) -> Program:
     """The prepared scenario's iteration (the last of ``training.iterations``, whose seed it routes with) as a
-    :class:`Program`. Raises :class:`UserError` (one line) where the batch engine cannot reproduce the run."""
+    :class:`Program`. Raises :class:`UserError` (one line) where the batch engine cannot reproduce the run.
+
+    (Over 100 lines: its passes — lanes' ops, collective instances, pipeline pairs — fill the same node tables
+    and index maps, in the order the coordinator's semantics are listed in the module docstring.)"""
     from heterosim.pipeline import intra_config
     from heterosim.sim.coordinator import Coordinator, reshard_transfers
     from heterosim.sim.intra import effective_intra
@@ -300,8 +306,6 @@ def export_program(prepared) -> Program:
 
     lanes = coord.lanes
     end_of: dict[tuple[int, int], int] = {}
-    post_of: dict[tuple[int, int], int] = {}
-    comm_insts: dict[tuple[int, int], list] = {}
     instances: dict[tuple, dict] = {}
     p2p: dict[tuple, dict] = {}
     # pass 1: every lane's ops; local ops as DELAY, communication ops as a post (JOIN) and an end (JOIN, preds later)
@@ -327,7 +331,6 @@ def export_program(prepared) -> Program:
             else:
                 post = b.node(JOIN, preds)
                 end = b.node(JOIN, [])
-                post_of[(lane.id, op.id)] = post
                 if op.collective in ("send", "recv"):
                     peer = coord.lane_of_rank[ir.peer_of(lane.ranks[0], op.peer_offset)]
                     key = (lane.id, peer, op.tag) if op.collective == "send" else (peer, lane.id, op.tag)
@@ -391,7 +394,7 @@ def export_program(prepared) -> Program:
     return Program(
         kind=np.asarray(b.kind, np.int8), member_ptr=ptr, member_ns=member_ns, member_lane=member_lane,
         pre_ns=np.asarray(b.pre, np.int64), flow=flow_of, succ=succ, indeg=indeg, flow_node=flow_node, size_bytes=fl["size"], wire_bytes=fl["wire"], tail_bytes=fl["tail"],
-        links=fl["links"], lat_links=fl["lat_links"], prop_ns=fl["prop"], hops=fl["hops"],
+        path=fl["path"], links=fl["links"], lat_links=fl["lat_links"], prop_ns=fl["prop"], hops=fl["hops"],
         self_loop=fl["self"], conn=fl["conn"], link_gbps=nets.gbps, link_names=nets.names,
         link_undirected=nets.undirected, nic_links=nets.nic_links, nic_gbps=nets.nic_gbps,
         nic_access=nets.nic_access, num_links=nets.num_links,
@@ -399,7 +402,8 @@ def export_program(prepared) -> Program:
         rank_slowdown=np.array([g.slowdown for g in system.gpus], np.float64),
         gpu_names=[g.name for g in system.gpus], hop_ns=int(net_cfg.per_hop_latency_ns),
         meta={"scenario": sc.name, "seed": seed, "connections": flows.num_conns,
-              "mtu_bytes": net_cfg.mtu_bytes, "header_bytes": net_cfg.header_bytes})
+              "mtu_bytes": net_cfg.mtu_bytes, "header_bytes": net_cfg.header_bytes},
+        reroute=lambda system, scenario, s, width=fl["links"].shape[1]: flows.reroute(system, scenario, s, width))
 
 
 def _schedule(b: _Builder, coord, flows: "_Flows", collective: str, ranks: tuple, size: int, start: int) -> list[int]:
@@ -498,64 +502,87 @@ class _Links:
 
 
 class _Flows:
+    """Flows and the paths they take (a path per (src, dst, ECMP key): many flows share one)."""
+
     def __init__(self, nets: _Links, net_cfg, intra_cfg) -> None:
         self.nets = nets
         self.cfg = {"net": net_cfg, "intra": intra_cfg}
         self.rows: list[tuple] = []
-        self.paths: dict[tuple, tuple] = {}
+        self.path_ids: dict[tuple, int] = {}
+        self.path_keys: list[tuple] = []
+        self.path_hits: list[tuple] = []
         self.conns: dict[tuple, int] = {}
 
     @property
     def num_conns(self) -> int:
         return len(self.conns)
 
+    def _route(self, key: tuple, routers: dict) -> tuple:
+        """(links with NIC caps, real links after the first, propagation ns, switches, src == dst) of a path."""
+        kind, src, dst, fkey = key
+        if src == dst:
+            return (), (), 0, 0, True
+        r = routers[kind]
+        nodes, links = r.route(src, dst, fkey)
+        off = self.nets.offset[kind]
+        full = [off + l for l in links]
+        s, d = nodes[0], nodes[-1]
+        if (kind, s) in self.nets.nic_tx:
+            full = [self.nets.nic_tx[(kind, s)]] + full
+        if (kind, d) in self.nets.nic_rx:
+            full = full + [self.nets.nic_rx[(kind, d)]]
+        prop = sum(r.link_delay_ns[l] for l in links)
+        hops = (len(nodes) - 2) if kind == "net" else 0
+        return tuple(full), tuple(off + l for l in links[1:]), prop, hops, False
+
     def add(self, x) -> int:
         kind = "net" if x.link == "net" else "intra"
         r = self.nets.routers[kind]
         cfg = self.cfg[kind]
         key = (kind, x.src_ep, x.dst_ep, x.flow_key if r.mode != "rail" else 0)
-        hit = self.paths.get(key)
-        if hit is None:
-            if x.src_ep == x.dst_ep:
-                hit = ((), (), 0, 0, True)
-            else:
-                nodes, links = r.route(x.src_ep, x.dst_ep, x.flow_key)
-                off = self.nets.offset[kind]
-                full = [off + l for l in links]
-                s, d = nodes[0], nodes[-1]
-                if (kind, s) in self.nets.nic_tx:
-                    full = [self.nets.nic_tx[(kind, s)]] + full
-                if (kind, d) in self.nets.nic_rx:
-                    full = full + [self.nets.nic_rx[(kind, d)]]
-                prop = sum(r.link_delay_ns[l] for l in links)
-                hops = (len(nodes) - 2) if kind == "net" else 0
-                hit = (tuple(full), tuple(off + l for l in links[1:]), prop, hops, False)
-            self.paths[key] = hit
+        pid = self.path_ids.get(key)
+        if pid is None:
+            pid = self.path_ids[key] = len(self.path_keys)
+            self.path_keys.append(key)
+            self.path_hits.append(self._route(key, self.nets.routers))
+        hit = self.path_hits[pid]
         size = int(x.size_bytes)
         mtu, hdr = cfg.mtu_bytes, cfg.header_bytes
         npkt = -(-size // mtu)
         conn = -1
         if x.connection >= 0 and not hit[4]:
             conn = self.conns.setdefault((kind, x.src_ep, x.dst_ep, x.connection), len(self.conns))
-        self.rows.append((size, size + npkt * hdr, size - (npkt - 1) * mtu + hdr, hit[0], hit[1], hit[2], hit[3],
-                          hit[4], conn))
+        self.rows.append((size, size + npkt * hdr, size - (npkt - 1) * mtu + hdr, pid, hit[4], conn))
         return len(self.rows) - 1
+
+    def tables(self, hits: list[tuple], width: int | None = None) -> dict:
+        """Path tables (links [NP, P], latency links [NP, P], propagation, switches) of ``hits``."""
+        lnull = self.nets.num_links
+        p = width or max([len(h[0]) for h in hits] + [1])
+        links = np.full((len(hits), p), lnull, np.int32)
+        lat = np.full((len(hits), p), lnull, np.int32)
+        for i, h in enumerate(hits):
+            if len(h[0]) > p:
+                raise UserError("a re-routed path is longer than the program's (not an equal-cost alternative)",
+                                field="seed", value=len(h[0]))
+            links[i, :len(h[0])] = h[0]
+            lat[i, :len(h[1])] = h[1]
+        return {"links": links, "lat_links": lat, "prop": np.array([h[2] for h in hits], np.int64),
+                "hops": np.array([h[3] for h in hits], np.int64)}
+
+    def reroute(self, system, scenario, seed: int, width: int) -> dict:
+        """The path tables with the routers of scenario seed ``seed`` (the ECMP hash's salts)."""
+        from heterosim.pipeline import intra_config
+        from heterosim.sim.intra import effective_intra
+        from netbackend.routing import Router
+
+        s = seed + scenario.training.iterations - 1
+        routers = {"net": Router(system.net, scenario.network.ecmp, s),
+                   "intra": Router(effective_intra(system.intra), intra_config(scenario).ecmp, s)}
+        return self.tables([self._route(k, routers) for k in self.path_keys], width)
 
     def arrays(self) -> dict:
         rows = self.rows
-        lnull = self.nets.num_links
-        p = max([len(r[3]) for r in rows] + [1])
-        links = np.full((len(rows), p), lnull, np.int32)
-        lat = np.full((len(rows), p), lnull, np.int32)
-        for i, r in enumerate(rows):
-            links[i, :len(r[3])] = r[3]
-            lat[i, :len(r[4])] = r[4]
         col = lambda k, t: np.array([r[k] for r in rows], t)  # noqa: E731
-        return {"size": col(0, np.int64), "wire": col(1, np.int64), "tail": col(2, np.int64), "links": links,
-                "lat_links": lat, "prop": col(5, np.int64), "hops": col(6, np.int64), "self": col(7, bool),
-                "conn": col(8, np.int32)}
-
-
-def nearest_int(x: float) -> int:
-    """Python's ``round`` (half to even), as the coordinator rounds scaled compute times."""
-    return int(round(x)) if math.isfinite(x) else 0
+        return {"size": col(0, np.int64), "wire": col(1, np.int64), "tail": col(2, np.int64), "path": col(3, np.int32),
+                "self": col(4, bool), "conn": col(5, np.int32), **self.tables(self.path_hits)}

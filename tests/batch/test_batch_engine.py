@@ -31,6 +31,8 @@ CASES = {
         Variant("hop latency", per_hop_latency_ns=3000),
         Variant("all three", stragglers=(("h100-0/gpu2", 1.1),), degrade=(("h100-1/nic3", "leaf1", 0.3),),
                 per_hop_latency_ns=100),
+        Variant("ECMP seed", seed=1),
+        Variant("ECMP seed and straggler", seed=7, stragglers=(("h100-0/gpu1", 1.1),)),
     ]),
     "incast": (HERE / "incast.yaml", [], [
         Variant("receiver link", degrade=(("one-0/nic0", "leaf0", 0.25),)),
@@ -42,6 +44,7 @@ CASES = {
         Variant("stage 2 straggler", stragglers=(("h100-2/gpu0", 1.3),)),
         Variant("stage 1 link", degrade=(("h100-1/nic0", "leaf0", 0.3),)),
         Variant("hop latency", per_hop_latency_ns=0),
+        Variant("ECMP seed", seed=1),
     ]),
     "hetero-stage-dp": (ROOT / "scenarios" / "stage-dp.yaml", ["simulation.compute_contention=none"], [
         Variant("GH200 straggler", stragglers=(("gh-0/gpu1", 1.2),)),
@@ -74,7 +77,7 @@ def case(request):
     prep = pipeline.prepare(sc)
     prog = export_program(prep)
     vs = [Variant()] + vs
-    prm = variants.params(prog, vs, prep.system)
+    prm = variants.params(prog, vs, prep.system, prep.scenario)
     big = request.param in BIG and _has_jax()
     res = (engine.run_jax if big else engine.run_numpy)(prog, prm)
     return {"name": request.param, "scenario": sc, "prepared": prep, "program": prog, "variants": vs,
@@ -106,5 +109,5 @@ def test_batch_rows_are_independent(case):
     if case["numpy"] is None:
         pytest.skip("compared on JAX only (BIG)")
     prog, vs = case["program"], case["variants"]
-    alone = engine.run_numpy(prog, variants.params(prog, [vs[-1]], case["prepared"].system))
+    alone = engine.run_numpy(prog, variants.params(prog, [vs[-1]], case["prepared"].system, case["scenario"]))
     assert alone.iteration_time_ns[0] == case["numpy"].iteration_time_ns[-1]

@@ -36,12 +36,12 @@ def _rates(ops, links, caps, active):
     b, n_flows = active.shape
     n_links = caps.shape[1]
     cap = np.concatenate([caps, np.full((b, 1), np.inf)], axis=1)
-    P = {"links": links}
     fs_f = np.where(active, np.arange(n_flows)[None, :], -1).astype(np.int32)
     xp = ops.xp
     z = xp.zeros((b, n_flows))
-    out = engine._refill(ops, {"links": xp.asarray(links)}, {"cap": xp.asarray(cap)}, xp.asarray(fs_f), z + 1e6, z,
-                         z, xp.full((b, n_flows), np.inf), xp.ones(b, bool), xp.zeros(b))
+    paths = xp.asarray(np.broadcast_to(links, (b, *links.shape)).copy())
+    out = engine._refill(ops, {"path": xp.arange(n_flows)}, {"cap": xp.asarray(cap), "path_links": paths},
+                         xp.asarray(fs_f), z + 1e6, z, z, xp.full((b, n_flows), np.inf), xp.ones(b, bool), xp.zeros(b))
     return np.asarray(out[1]), cap[:, :n_links]
 
 

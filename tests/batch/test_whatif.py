@@ -20,10 +20,11 @@ INCAST = HERE / "incast.yaml"
 def test_whatif_writes_every_variant_ranked(tmp_path, capsys, monkeypatch):
     out = tmp_path / "wi"
     code, stdout, err = cli_in_process(capsys, monkeypatch, tmp_path, "whatif", INCAST, "--engine", "numpy",
-                                       "--vary", "gpu=1.5", "--vary", "hop-latency=0,1000", "--out", out, "-q")
+                                       "--vary", "gpu=1.5", "--vary", "hop-latency=0,1000", "--vary", "ecmp-seed=1-3",
+                                       "--out", out, "-q")
     assert code == 0, err
     rows = list(csv.DictReader(open(out / "variants.csv")))
-    assert len(rows) == 1 + 5 + 2  # baseline, 5 GPUs, 2 latencies
+    assert len(rows) == 1 + 5 + 2 + 3  # baseline, 5 GPUs, 2 latencies, 3 seeds
     base = int(rows[0]["iteration_time_ns"])
     # the receiver is alone in its stage: slowing it slows the iteration most (the flow backend agrees:
     # test_batch_engine.py); its row is first in the ranking
@@ -51,6 +52,7 @@ def test_whatif_refuses_a_folder_it_did_not_create(tmp_path, capsys, monkeypatch
     ("gpu=0.5", "slowdown must be >= 1"),
     ("stragglers=3x9@1.2", "K <= 5"),
     ("hop-latency=-1", ">= 0"),
+    ("ecmp-seed=-1", "seeds >= 0"),
     ("bogus=1", "unknown kind"),
 ])
 def test_whatif_refuses_bad_variants_in_one_line(tmp_path, capsys, monkeypatch, spec, needle):
