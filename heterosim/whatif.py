@@ -153,6 +153,13 @@ def whatif(scenario, vary: list[str], out_dir: str | Path | None = None, *, over
     if not isinstance(batch, int) or batch < 1:
         raise UserError("must be >= 1", field="--batch", value=batch)
     which = pick_engine(engine)
+    if not hasattr(scenario, "model_dump"):
+        from heterosim.filekinds import kind_of_file
+
+        kind = kind_of_file(scenario)
+        if kind != "training":
+            raise UserError(f"is a {kind.replace('-', ' ')} file; the batch engine takes one training scenario",
+                            file=str(scenario))
     sc = pipeline.load(scenario, overrides) if not hasattr(scenario, "model_dump") else \
         pipeline.with_overrides(scenario, overrides)
     prepared = pipeline.prepare(sc)

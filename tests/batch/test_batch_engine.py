@@ -111,3 +111,25 @@ def test_batch_rows_are_independent(case):
     prog, vs = case["program"], case["variants"]
     alone = engine.run_numpy(prog, variants.params(prog, [vs[-1]], case["prepared"].system, case["scenario"]))
     assert alone.iteration_time_ns[0] == case["numpy"].iteration_time_ns[-1]
+
+
+@pytest.mark.parametrize("path,sets", [(HERE / "pp-bubble.yaml", []), (HERE / "incast.yaml", [])])
+def test_random_combinations_match_the_flow_backend(path, sets):
+    """Eight random variants, each a random straggler, a random degraded link, a random per-hop latency and a
+    random ECMP seed at once, against the flow backend's run of each."""
+    sc = pipeline.load(path, sets)
+    prep = pipeline.prepare(sc)
+    prog = export_program(prep)
+    rng = np.random.default_rng(43)
+    gpus = [g.name for g in prep.system.gpus]
+    pairs = list(dict.fromkeys((l.a, l.b) for l in prep.system.net.links))
+    vs = []
+    for i in range(8):
+        a, b = pairs[rng.integers(len(pairs))]
+        vs.append(Variant(f"r{i}", stragglers=((gpus[rng.integers(len(gpus))], float(1 + rng.random())),),
+                          degrade=((a, b, float(0.1 + 0.9 * rng.random())),),
+                          per_hop_latency_ns=int(rng.integers(0, 5000)), seed=int(rng.integers(0, 1000))))
+    got = engine.run_numpy(prog, variants.params(prog, vs, prep.system, sc)).iteration_time_ns
+    want = np.array([_flow_backend_ns(sc, v) for v in vs])
+    assert len(set(want.tolist())) >= 6, want
+    assert (np.abs(got - want) / want <= REL_TOL).all(), list(zip(got.tolist(), want.tolist()))
