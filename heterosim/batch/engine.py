@@ -353,6 +353,14 @@ def _refill(ops, P, prm, fs_f, rem, rate, tupd, drain, rowmask, t):
 
 
 def program_arrays(prog: Program) -> dict:
+    out = _program_arrays(prog)
+    if prog.num_flows == 0:  # (a program without flows: one unused flow, so that gathers have a row to read)
+        for k in ("flow_node", "wire", "tail", "path", "self_loop", "conn"):
+            out[k] = np.full(1, -1 if k in ("flow_node", "conn") else 0, out[k].dtype)
+    return out
+
+
+def _program_arrays(prog: Program) -> dict:
     return {"kind": prog.kind, "pre_ns": prog.pre_ns, "flow": prog.flow, "succ": prog.succ, "flow_node": prog.flow_node,
             "wire": prog.wire_bytes, "tail": prog.tail_bytes, "path": prog.path, "self_loop": prog.self_loop,
             "conn": prog.conn}

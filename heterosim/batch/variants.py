@@ -116,11 +116,15 @@ def params(prog: Program, variants: list[Variant], system=None, scenario=None) -
     lane_slow = np.empty((B, len(lanes)))
     for j, ranks in enumerate(lanes):
         lane_slow[:, j] = rank_slow[:, list(ranks)].max(axis=1)
-    np_, p = prog.links.shape
-    pl = np.broadcast_to(prog.links, (B, np_, p)).copy()
-    pt = np.broadcast_to(prog.lat_links, (B, np_, p)).copy()
-    pp = np.broadcast_to(prog.prop_ns, (B, np_)).copy()
-    ph = np.broadcast_to(prog.hops, (B, np_)).copy()
+    links, lat, prop, hops = prog.links, prog.lat_links, prog.prop_ns, prog.hops
+    if len(links) == 0:  # (no flows: one unused path, so that gathers have a row to read)
+        links = lat = np.full((1, links.shape[1]), L, np.int32)
+        prop = hops = np.zeros(1, np.int64)
+    np_, p = links.shape
+    pl = np.broadcast_to(links, (B, np_, p)).copy()
+    pt = np.broadcast_to(lat, (B, np_, p)).copy()
+    pp = np.broadcast_to(prop, (B, np_)).copy()
+    ph = np.broadcast_to(hops, (B, np_)).copy()
     routed: dict[int, dict] = {}
     for i, v in enumerate(variants):
         if v.seed is None:

@@ -78,3 +78,23 @@ def test_a_degraded_link_must_exist_and_keep_some_rate():
     with pytest.raises(UserError) as exc:
         check_variant(prog, Variant(degrade=(("gh-0/nic0", "leaf0", 0.0),)), prep.system)
     one_line_message(exc, "re-routes")
+
+
+def test_one_node_program_without_flows(tmp_path):
+    """A single-node scenario (every collective in closed form, no flow): the engine still runs it, equal to the
+    flow backend's run, baseline and straggler."""
+    from heterosim.batch import engine, variants
+
+    sc = pipeline.load(INCAST, ["cluster.groups=[{name: h, node_type: dgx-h100, num_nodes: 1}]",
+                                "parallelism.stage_tp=null", "parallelism.tp=2", "parallelism.pp=2",
+                                "parallelism.layer_partition=null", "parallelism.dp=2"])
+    prep = pipeline.prepare(sc)
+    prog = export_program(prep)
+    assert prog.num_flows == 0
+    vs = [Variant(), Variant(stragglers=(("h-0/gpu3", 1.3),))]
+    got = engine.run_numpy(prog, variants.params(prog, vs, prep.system)).iteration_time_ns.tolist()
+    want = []
+    for v in vs:
+        s2 = pipeline.with_overrides(sc, v.overrides(sc)) if v.overrides(sc) else sc
+        want.append(pipeline.simulate(pipeline.prepare(s2), symmetry=False, record_messages=False).sim.iteration_time_ns)
+    assert got == want
