@@ -144,7 +144,9 @@ def _bytes_per_variant(prog, pools) -> int:
     ke, kf = pools
     n, l1 = prog.num_nodes, prog.num_links + 1
     c = max(1, prog.meta.get("connections", 0))
-    return int(n * (4 + 8) + l1 * 8 * 4 + ke * (4 + 8 + 1 + 8) + kf * (4 + 8 * 6) + c * 9)
+    np_, p = prog.links.shape
+    paths = np_ * (p * 4 * 2 + 16)  # per-variant path tables (ECMP seed variants re-route them)
+    return int(n * (4 + 8) + l1 * 8 * 4 + ke * (4 + 8 + 1 + 8) + kf * (4 + 8 * 6) + c * 9 + paths)
 
 
 def _cpu_name() -> str:

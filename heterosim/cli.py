@@ -193,20 +193,22 @@ def whatif(scenario: Path = typer.Argument(..., help="Scenario YAML"),
            out_dir: Path = typer.Option(..., "--out", help="Results directory (variants.csv, sensitivity.csv)"),
            set_: List[str] = typer.Option([], "--set", help="Override a field: path=value"),
            engine: str = typer.Option("auto", "--engine", help="auto (jax where installed) | jax | numpy"),
-           batch: int = typer.Option(256, "--batch", help="Variants per batched run"),
+           batch: Optional[int] = typer.Option(None, "--batch", help="Variants per batched run (default: "
+                                                           "heterosim.whatif.DEFAULT_BATCH)"),
            top: int = typer.Option(10, "--top", help="Rows of the ranked table to print"),
            quiet: bool = typer.Option(False, "--quiet", "-q")) -> None:
     """Many variants of one iteration (links degraded, stragglers, per-hop latency, ECMP seeds) in one batched
     run, ranked by impact (docs/batch-engine.md)."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from heterosim.whatif import whatif as _whatif
+    from heterosim.whatif import DEFAULT_BATCH, whatif as _whatif
 
     try:
         with Progress(TextColumn("[bold]variants"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                       TimeElapsedColumn(), console=console, disable=quiet, transient=True) as prog:
             task = prog.add_task("whatif", total=None)
-            res = _whatif(scenario, vary, out_dir, overrides=set_, engine=engine, batch=batch,
+            res = _whatif(scenario, vary, out_dir, overrides=set_, engine=engine,
+                          batch=DEFAULT_BATCH if batch is None else batch,
                           progress=lambda d, n: prog.update(task, completed=d, total=n))
     except UserError as err:
         _fail(err)

@@ -29,11 +29,12 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
-
-import numpy as np
+from typing import TYPE_CHECKING, Callable
 
 from heterosim.errors import UserError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 ENGINES = ("auto", "jax", "numpy")
 KINDS = ("link", "gpu", "stragglers", "hop-latency", "ecmp-seed")
@@ -53,7 +54,7 @@ class WhatIfResult:
 
     def ranked(self) -> list[tuple[int, float]]:
         """(variant index, relative change) from the largest slowdown down (the baseline left out)."""
-        rel = (self.times_ns - self.baseline_ns) / self.baseline_ns
+        rel = (self.times_ns - self.baseline_ns) / self.baseline_ns  # (numpy arrays)
         order = sorted(range(1, len(self.variants)), key=lambda i: (-rel[i], i))
         return [(i, float(rel[i])) for i in order]
 
@@ -95,6 +96,8 @@ def parse_vary(spec: str, prepared) -> list:
             if not (n >= 1 and 1 <= k <= system.num_gpus and s >= 1.0):
                 raise UserError(f"needs N >= 1, 1 <= K <= {system.num_gpus} GPUs, S >= 1", field="--vary",
                                 value=spec)
+            import numpy as np
+
             rng = np.random.default_rng(prepared.scenario.seed)
             out = []
             for i in range(n):
@@ -140,6 +143,8 @@ def pick_engine(engine: str) -> str:
 def whatif(scenario, vary: list[str], out_dir: str | Path | None = None, *, overrides=None, engine: str = "auto",
            batch: int = DEFAULT_BATCH, progress: Callable[[int, int], None] | None = None) -> WhatIfResult:
     """Run the variants ``vary`` asks for (module docstring) and write them to ``out_dir`` (None: nothing)."""
+    import numpy as np
+
     from heterosim import pipeline
     from heterosim.batch import engine as eng
     from heterosim.batch.variants import Variant, check_variant, params
@@ -219,10 +224,13 @@ def _device(which: str) -> str:
 
 
 def _memory_per_variant(prog) -> int:
-    """Bytes of state per variant: node counters and durations, pools (a rough, stated estimate)."""
+    """Bytes of state per variant: node counters and durations, link arrays, event and flow pools, connection
+    state, path tables (the arrays the engine holds per row; temporaries of a round not counted)."""
     n = prog.num_nodes
-    return int(n * (4 + 8) + (prog.num_links + 1) * 8 + prog.meta.get("connections", 0) * 9
-               + sum(prog.meta.get("pools", (64, 64))) * 64)
+    ke, kf = prog.meta.get("pools", (64, 64))
+    np_, p = prog.links.shape
+    return int(n * (4 + 8) + (prog.num_links + 1) * 8 * 4 + prog.meta.get("connections", 0) * 9
+               + ke * (4 + 8 + 1 + 8) + kf * (4 + 8 * 6) + np_ * (p * 4 * 2 + 16))
 
 
 def write(result: WhatIfResult, out_dir: str | Path) -> Path:
