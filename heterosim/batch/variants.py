@@ -96,7 +96,10 @@ def params(prog: Program, variants: list[Variant], system=None, scenario=None) -
     und = prog.link_undirected
     for i, v in enumerate(variants):
         for a, b, f in v.degrade:
-            for k in _links_between(system.net, a, b):
+            found = _links_between(system.net, a, b)
+            if not found:
+                raise UserError(f"no fabric link {a} <-> {b}", field="variant.degrade", value=v.name)
+            for k in found:
                 sel = und == k
                 gbps[i, sel] = gbps[i, sel] * f  # (topologies.build._degrade_links: rate_gbps * factor)
         for g, s in v.stragglers:
