@@ -234,6 +234,24 @@ def _round(ops: _Ops, P: dict, prm: dict, s: dict) -> dict:
     ev_t2 = ops.scatter_set(ev_t, rows, sel, xp.where(selfl, T[:, None], INF), selfl | queue)
     ev_a2 = ops.scatter_set(ev_a, rows, sel, xp.broadcast_to(T[:, None], sel.shape), queue)
     ev_n2 = ops.scatter_set(ev_n, rows, sel, xp.full(sel.shape, -1, np.int32), is_done | start_now)
+    # ---------------------------------------------------------------- queued flows take free connections (FIFO)
+    qmask = (ev_n2 >= 0) & (ev_k2 == QUEUED)
+    qn = xp.where(qmask, ev_n2, 0)
+    qc = xp.where(qmask, P["conn"][xp.where(P["flow"][qn] >= 0, P["flow"][qn], 0)], 0)
+    free_c = ~conn_busy[rows, qc]
+    cand = qmask & free_c
+    n_nodes = P["kind"].shape[0]
+    key = ev_a2 * n_nodes + qn
+    best = ops.scatter_min(xp.full((B, C), INF, np.int64), rows, qc, key, cand)
+    win = cand & (best[rows, qc] == key)
+    conn_busy = ops.scatter_set(conn_busy, rows, qc, xp.ones_like(win), win)
+    win_t = xp.maximum(conn_free[rows, qc], ev_a2)
+    ev_k2 = xp.where(win, START, ev_k2).astype(np.int8)
+    ev_t2 = xp.where(win, win_t, ev_t2)
+    # a flow posted this round whose connection is free now starts now (saves the round a START event takes)
+    now_win = due & xp.take_along_axis(win & (win_t == T[:, None]), sel, axis=1)
+    start_now = start_now | now_win
+    ev_n2 = ops.scatter_set(ev_n2, rows, sel, xp.full(sel.shape, -1, np.int32), now_win)
     # flows entering the wire
     fpos, ffits = _alloc(ops, xp, fs_f >= 0, start_now)
     fs_f = ops.scatter_set(fs_f, rows, fpos, fl, start_now)
@@ -254,19 +272,6 @@ def _round(ops: _Ops, P: dict, prm: dict, s: dict) -> dict:
     ev_n2 = ops.scatter_set(ev_n2, rows, epos, new_n, want)
     ev_t2 = ops.scatter_set(ev_t2, rows, epos, new_t, want)
     ev_k2 = ops.scatter_set(ev_k2, rows, epos, new_k, want)
-    # ---------------------------------------------------------------- queued flows take free connections (FIFO)
-    qmask = (ev_n2 >= 0) & (ev_k2 == QUEUED)
-    qn = xp.where(qmask, ev_n2, 0)
-    qc = xp.where(qmask, P["conn"][xp.where(P["flow"][qn] >= 0, P["flow"][qn], 0)], 0)
-    free_c = ~conn_busy[rows, qc]
-    cand = qmask & free_c
-    n_nodes = P["kind"].shape[0]
-    key = ev_a2 * n_nodes + qn
-    best = ops.scatter_min(xp.full((B, C), INF, np.int64), rows, qc, key, cand)
-    win = cand & (best[rows, qc] == key)
-    conn_busy = ops.scatter_set(conn_busy, rows, qc, xp.ones_like(win), win)
-    ev_k2 = xp.where(win, START, ev_k2).astype(np.int8)
-    ev_t2 = xp.where(win, xp.maximum(conn_free[rows, qc], ev_a2), ev_t2)
     flags = s["flags"] | xp.where(~efits, OVERFLOW_EVENTS, 0) | xp.where(~ffits, OVERFLOW_FLOWS, 0)
     # ---------------------------------------------------------------- rates
     started = start_now.any(axis=1)
