@@ -133,3 +133,20 @@ def test_random_combinations_match_the_flow_backend(path, sets):
     want = np.array([_flow_backend_ns(sc, v) for v in vs])
     assert len(set(want.tolist())) >= 6, want
     assert (np.abs(got - want) / want <= REL_TOL).all(), list(zip(got.tolist(), want.tolist()))
+
+
+@pytest.mark.scale
+def test_heterogeneous_h_suite_case_at_reduced_size():
+    """H1 (8 DGX A100 + 8 DGX H100, 128 GPUs) with 8 layers and 64 sequences: 80k flows (network and NVLink); four
+    variants against the flow backend (minutes on a CPU: HETEROSIM_SCALE_TESTS=1)."""
+    pytest.importorskip("jax")
+    sc = pipeline.load(ROOT / "scenarios" / "suites" / "h-suite" / "h1-llama1-65b.yaml", [
+        "simulation.compute_contention=none", "model.num_layers=8", "parallelism.layer_partition=[1,1,1,1,1,1,1,1]",
+        "training.global_batch_size=64", "training.microbatch_split=[4,4,4,4,4,4,4,4]"])
+    prep = pipeline.prepare(sc)
+    prog = export_program(prep)
+    vs = [Variant(), Variant("a100 straggler", stragglers=(("a100-3/gpu5", 1.2),)),
+          Variant("h100 nic", degrade=(("h100-2/nic1", "leaf5", 0.5),)), Variant("seed", seed=5)]
+    got = engine.run_jax(prog, variants.params(prog, vs, prep.system, sc), KE=1024, KF=1024).iteration_time_ns
+    want = np.array([_flow_backend_ns(sc, v) for v in vs])
+    assert (np.abs(got - want) / want <= REL_TOL).all(), list(zip(got.tolist(), want.tolist()))
