@@ -281,7 +281,9 @@ def _round(ops: _Ops, P: dict, prm: dict, s: dict) -> dict:
     return {"cnt": cnt, "ev_n": ev_n2, "ev_t": ev_t2, "ev_k": ev_k2, "ev_a": ev_a2, "fs_f": fs_f, "fs_rem": fs_rem,
             "fs_rate": fs_rate, "fs_tupd": fs_tupd, "fs_drain": fs_drain, "fs_post": fs_post, "fs_lat": fs_lat,
             "conn_busy": conn_busy, "conn_free": conn_free, "done_n": done_n, "t_end": t_end, "flags": flags,
-            "rounds": s["rounds"] + live.astype(np.int64)}
+            "rounds": s["rounds"] + live.astype(np.int64),
+            "peak_ev": xp.maximum(s["peak_ev"], (ev_n2 >= 0).sum(axis=1).astype(np.int32)),
+            "peak_fl": xp.maximum(s["peak_fl"], (fs_f >= 0).sum(axis=1).astype(np.int32))}
 
 
 def _duration(xp, P, prm, node, rows):
@@ -395,7 +397,7 @@ def initial_state(prog: Program, B: int, KE: int, KF: int) -> dict:
             "conn_busy": np.zeros((B, max(1, prog.meta.get("connections", 0))), bool),
             "conn_free": np.zeros((B, max(1, prog.meta.get("connections", 0))), np.int64),
             "done_n": np.zeros(B, np.int64), "t_end": np.zeros(B, np.int64), "flags": np.zeros(B, np.int32),
-            "rounds": np.zeros(B, np.int64)}
+            "rounds": np.zeros(B, np.int64), "peak_ev": np.zeros(B, np.int32), "peak_fl": np.zeros(B, np.int32)}
 
 
 def _root_times(prog: Program, dur: np.ndarray, state: dict) -> None:
@@ -416,21 +418,21 @@ def run_jax(prog: Program, prm: Params, KE: int | None = None, KF: int | None = 
 
 
 def default_pools(prog: Program) -> tuple[int, int]:
-    """Pool sizes that a baseline run of the program fits in with room (measured by one NumPy run at B = 1)."""
+    """Pool sizes a baseline run of the program fits in with room: 1.5 times its peaks plus 16, measured by one run
+    at B = 1 (NumPy; JAX where it is installed for programs over ``JAX_POOLS_NODES``), pools doubled until it fits."""
     hit = prog.meta.get("pools")
     if hit is None:
         from heterosim.batch.variants import baseline_params
 
-        ke, kf = 64, 32
-        while True:
-            res = _drive(prog, baseline_params(prog, 1), ke, kf, jax=False, measure=True)
-            if res.flags[0] & OVERFLOW_EVENTS:
-                ke *= 2
-                continue
-            if res.flags[0] & OVERFLOW_FLOWS:
-                kf *= 2
-                continue
-            break
+        on_jax = False
+        if prog.num_nodes > JAX_POOLS_NODES:
+            try:
+                import jax
+
+                on_jax = jax is not None
+            except ImportError:
+                pass
+        res = _drive(prog, baseline_params(prog, 1), 64, 32, jax=on_jax, measure=True)
         hit = prog.meta["pools"] = (max(64, 3 * res.pools[0] // 2 + 16), max(32, 3 * res.pools[1] // 2 + 16))
     return hit
 
@@ -441,16 +443,17 @@ def _drive(prog: Program, prm: Params, KE, KF, jax: bool, measure: bool = False)
         KE, KF = KE or ke0, KF or kf0
     while True:
         res = _drive_once(prog, prm, KE, KF, jax, measure)
-        if measure:
-            return res
         bad = np.bitwise_or.reduce(res.flags) if len(res.flags) else 0
-        if bad & OVERFLOW_EVENTS:
-            KE *= 2
-        elif bad & OVERFLOW_FLOWS:
-            KF *= 2
-        else:
+        if not bad & (OVERFLOW_EVENTS | OVERFLOW_FLOWS):
             return res
+        # (a run stops at its first overflow, so the other pool may be short too: both grow, one recompile)
+        KE, KF = (KE * 2, KF * 2) if measure else (KE * 2 if bad & OVERFLOW_EVENTS else KE,
+                                                    KF * 2 if bad & OVERFLOW_FLOWS else KF)
 
+
+JAX_POOLS_NODES = 20_000
+"""Programs above this many nodes measure their pools on JAX (a compile, then ~10x NumPy's pace: qs-128's 75k
+nodes took 80 s on NumPy); smaller ones on NumPy (seconds, no compile)."""
 
 _COMPILED: dict = {}
 """Compiled JAX loops by the shapes of their inputs (a program's batches of one size share one)."""
@@ -479,7 +482,6 @@ def _drive_once(prog: Program, prm: Params, KE: int, KF: int, jax: bool, measure
           "path_prop": prm.path_prop, "path_hops": prm.path_hops}
     t0 = time.perf_counter()
     compile_s = 0.0
-    peak = [0, 0]
     if jax:
         import jax as _jax
         import jax.numpy as jnp
@@ -505,12 +507,9 @@ def _drive_once(prog: Program, prm: Params, KE: int, KF: int, jax: bool, measure
             if not live.any() or np.any(s["flags"] & (OVERFLOW_EVENTS | OVERFLOW_FLOWS)):
                 break
             s = _round(ops, P, pr, s)
-            if measure:
-                peak[0] = max(peak[0], int((s["ev_n"] >= 0).sum(axis=1).max()))
-                peak[1] = max(peak[1], int((s["fs_f"] >= 0).sum(axis=1).max()))
         out = s
     wall = time.perf_counter() - t0
     flags = out["flags"].copy()
     flags |= np.where(out["done_n"] < prog.num_nodes, STALLED, 0).astype(np.int32)
     return BatchResult(out["t_end"].copy(), flags, int(out["rounds"].max()) if B else 0, wall, compile_s,
-                       (KE, KF) if not measure else (peak[0], peak[1]))
+                       (int(out["peak_ev"].max()), int(out["peak_fl"].max())) if measure else (KE, KF))

@@ -148,7 +148,7 @@ class _Builder:
         self.lane.append(lane)
         self.pre.append(int(pre))
         self.flow.append(flow)
-        self.preds.append(list(preds))
+        self.preds.append(preds if type(preds) is list else list(preds))  # (a list given is kept: filled later)
         return len(self.kind) - 1
 
     def arrays(self):
@@ -315,9 +315,11 @@ def export_program(prepared) -> Program:
         table = coord._local_durations(lane)
         device = get_device(lane.device) if prepared.compute is not None else None
         prev_on_stream: dict[int, int] = {}
+        wait: list[tuple[int, list]] = []
         for op in prog.ops:
             s = prog.stream_of[op.id]
-            preds = [end_of[(lane.id, d)] for d in op.deps]
+            preds: list[int] = []  # (filled once every op of the lane has its nodes: deps may point forward)
+            wait.append((op, preds))
             if s in prev_on_stream:
                 preds.append(prev_on_stream[s])
             d = table[op.id]
@@ -347,6 +349,8 @@ def export_program(prepared) -> Program:
                         inst["ends"].append(end)
             end_of[(lane.id, op.id)] = end
             prev_on_stream[s] = end
+        for op, preds in wait:
+            preds.extend(end_of[(lane.id, d)] for d in op.deps)
     # pass 2: collective instances
     for (dim, gid, tag), inst in instances.items():
         op = inst["op"]
