@@ -130,7 +130,7 @@ def params(prog: Program, variants: list[Variant], system=None, scenario=None) -
     ph = np.broadcast_to(hops, (B, np_)).copy()
     routed: dict[int, dict] = {}
     for i, v in enumerate(variants):
-        if v.seed is None:
+        if v.seed is None or len(prog.links) == 0:  # (no flow, no route for the seed to change)
             continue
         if scenario is None or system is None:
             raise UserError("an ECMP seed variant needs the prepared scenario", field="params", value=v.name)
