@@ -4,7 +4,8 @@
 (``heterosim.sim.program.export_program``), makes the variants each ``--vary`` asks for, runs them in batches
 (``heterosim.batch``: JAX where it is installed, else NumPy), and writes
 
-* ``variants.csv``: every variant (what it changed, its iteration time, the change against the baseline);
+* ``variants.csv``: every variant (what it changed, its iteration time, the change against the baseline), and
+  the same as ``variants.parquet`` where pyarrow is installed;
 * ``sensitivity.csv``: the variants ranked by impact (largest slowdown first), the table printed too;
 * ``summary.json``: the baseline, the engine, batches, rounds, wall and compile time, how the results relate to
   the flow backend; ``histogram.png`` and ``ranked.png`` (matplotlib).
@@ -244,6 +245,7 @@ def write(result: WhatIfResult, out_dir: str | Path) -> Path:
             for v, t in zip(result.variants, result.times_ns):
                 w.writerow([v.name, v.tags.get("kind", ""), v.tags.get("target", ""), v.tags.get("value", ""),
                             int(t), int(t - base), f"{100 * (t - base) / base:.6f}"])
+        _parquet(tmp / "variants.parquet", result)
         ranked = result.ranked()
         with open(tmp / "sensitivity.csv", "w", newline="") as fh:
             w = csv.writer(fh)
@@ -258,6 +260,22 @@ def write(result: WhatIfResult, out_dir: str | Path) -> Path:
         _plots(tmp, result, ranked)
     result.out_dir = Path(out_dir)
     return result.out_dir
+
+
+def _parquet(path: Path, result: WhatIfResult) -> None:
+    """variants.csv's table as Parquet where pyarrow is installed (the ``parquet`` extra); else nothing."""
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        return
+    base = result.baseline_ns
+    v = result.variants
+    pq.write_table(pa.table({
+        "variant": [x.name for x in v], "kind": [str(x.tags.get("kind", "")) for x in v],
+        "target": [str(x.tags.get("target", "")) for x in v], "value": [str(x.tags.get("value", "")) for x in v],
+        "iteration_time_ns": [int(t) for t in result.times_ns],
+        "delta_pct": [100 * (int(t) - base) / base for t in result.times_ns]}), path)
 
 
 def _plots(tmp: Path, result: WhatIfResult, ranked) -> None:

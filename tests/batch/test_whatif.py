@@ -33,6 +33,9 @@ def test_whatif_writes_every_variant_ranked(tmp_path, capsys, monkeypatch):
     assert int(ranked[0]["iteration_time_ns"]) > base
     assert (out / ".heterosim-results").is_file()
     assert (out / "summary.json").is_file()
+    pq = pytest.importorskip("pyarrow.parquet")
+    table = pq.read_table(out / "variants.parquet").to_pydict()
+    assert table["iteration_time_ns"] == [int(r["iteration_time_ns"]) for r in rows]
 
 
 def test_whatif_refuses_a_folder_it_did_not_create(tmp_path, capsys, monkeypatch):
