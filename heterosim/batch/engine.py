@@ -130,11 +130,6 @@ class _Ops:
         return state
 
 
-def _gather(xp, arr, rows, cols):
-    """arr[rows, cols] with rows [B, 1...] broadcast against cols."""
-    return arr[rows, cols]
-
-
 def _first(ops, xp, mask, m):
     """Column indices [B, m] of the first ``m`` True entries of each row of ``mask`` [B, K] (0 past the last),
     and whether each exists: a cumulative count and a scatter (XLA sorts on the CPU cost more)."""
@@ -384,12 +379,11 @@ def initial_state(prog: Program, B: int, KE: int, KF: int) -> dict:
     ev_k = np.zeros((B, KE), np.int8)
     ev_a = np.zeros((B, KE), np.int64)
     cnt = np.broadcast_to(prog.indeg, (B, n)).copy()
-    # a root's end: at 0 (JOIN) or after its duration (DELAY); a FLOW root is posted after pre_ns. Queued as
-    # a zero-time "release" by a virtual predecessor: simplest is to count it as a DONE-released node, so the
-    # first round dispatches them. Roots get their own events here.
+    # the nodes that wait on nothing: a JOIN ends at 0, a DELAY after its duration, a FLOW is posted after its
+    # pre_ns (times per experiment: _root_times)
     ev_n[:, :len(roots)] = roots
     ev_k[:, :len(roots)] = np.where(prog.kind[roots] == FLOW, POST, DONE)
-    ev_t[:, :len(roots)] = 0  # durations added by the driver (they depend on the experiment)
+    ev_t[:, :len(roots)] = 0
     return {"cnt": cnt, "ev_n": ev_n, "ev_t": ev_t, "ev_k": ev_k, "ev_a": ev_a,
             "fs_f": np.full((B, KF), -1, np.int32), "fs_rem": np.zeros((B, KF)), "fs_rate": np.zeros((B, KF)),
             "fs_tupd": np.zeros((B, KF)), "fs_drain": np.full((B, KF), np.inf),
