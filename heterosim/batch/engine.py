@@ -97,30 +97,30 @@ class _Ops:
         idx = xp.where(mask, rows * arr.shape[1] + cols, arr.size)
         return idx.reshape(-1), vals.reshape(-1)
 
-    def scatter_add(self, arr, rows, cols, vals, mask):
+    def _scatter(self, arr, rows, cols, vals, mask, op: str):
+        """arr[rows, cols] (op)= vals where mask: ``add`` and ``min`` accumulate repeated cells; ``set`` needs the
+        masked entries to name distinct cells."""
         if self.is_jax:
             idx, v = self._flat(arr, rows, cols, vals, mask)
-            return arr.reshape(-1).at[idx].add(v, mode="drop").reshape(arr.shape)
+            at = arr.reshape(-1).at[idx]
+            return getattr(at, op)(v, mode="drop").reshape(arr.shape)
         rows, cols, vals, mask = np.broadcast_arrays(rows, cols, vals, mask)
-        np.add.at(arr, (rows[mask], cols[mask]), vals[mask])
+        cells = (rows[mask], cols[mask])
+        if op == "set":
+            arr[cells] = vals[mask]
+        else:
+            (np.add if op == "add" else np.minimum).at(arr, cells, vals[mask])
         return arr
 
+    def scatter_add(self, arr, rows, cols, vals, mask):
+        return self._scatter(arr, rows, cols, vals, mask, "add")
+
     def scatter_min(self, arr, rows, cols, vals, mask):
-        if self.is_jax:
-            idx, v = self._flat(arr, rows, cols, vals, mask)
-            return arr.reshape(-1).at[idx].min(v, mode="drop").reshape(arr.shape)
-        rows, cols, vals, mask = np.broadcast_arrays(rows, cols, vals, mask)
-        np.minimum.at(arr, (rows[mask], cols[mask]), vals[mask])
-        return arr
+        return self._scatter(arr, rows, cols, vals, mask, "min")
 
     def scatter_set(self, arr, rows, cols, vals, mask):
         """Masked entries must name distinct cells."""
-        if self.is_jax:
-            idx, v = self._flat(arr, rows, cols, vals, mask)
-            return arr.reshape(-1).at[idx].set(v, mode="drop").reshape(arr.shape)
-        rows, cols, vals, mask = np.broadcast_arrays(rows, cols, vals, mask)
-        arr[rows[mask], cols[mask]] = vals[mask]
-        return arr
+        return self._scatter(arr, rows, cols, vals, mask, "set")
 
     def while_loop(self, cond, body, state):
         if self.is_jax:
