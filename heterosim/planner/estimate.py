@@ -81,12 +81,11 @@ def estimate(cm, mapping, costs, layers: list[int], split: list[int], *, chunks:
     emb = embedding_params(model, tp)
     head = head_params(model, tp, pp)
     zs = par.zero_stage
-    pbytes = act_b
     stage_params = [layers[s] * lp.dense + (emb if s == 0 else 0.0) + (head if s == pp - 1 else 0.0)
                     for s in range(pp)]
     # ZeRO-3: every micro-batch's parameter all-gathers (forward, backward) and gradient reduce-scatter share the
     # DP stream; the slowest stage's sets a floor under the per-micro-batch cycle
-    zero3_mb = [2 * cm.dp_ns(cells[s], stage_params[s] * pbytes, "allgather")
+    zero3_mb = [2 * cm.dp_ns(cells[s], stage_params[s] * act_b, "allgather")
                 + cm.dp_ns(cells[s], stage_params[s] * GRAD_BYTES, "reducescatter")
                 if zs == 3 and dp > 1 else 0.0 for s in range(pp)]
 
@@ -113,43 +112,48 @@ def estimate(cm, mapping, costs, layers: list[int], split: list[int], *, chunks:
             busy_sum += m * col[s]
             span_sum += T
 
-    zero = zs >= 1
     end = 0.0
     dp_exposed_crit = 0.0
     tail_crit = 0.0
     for s in range(pp):
-        params = stage_params[s]
-        gbytes = params * GRAD_BYTES
-        row = cells[s]
-        start = max(finish[s])
-        if dp > 1:
-            red = cm.dp_ns(row, gbytes, "reducescatter" if zero else "allreduce")
-            window = min(b[s][r] for r in range(dp)) if par.overlap_grad_reduce else 0.0
-            last_bucket = red * min(1.0, par.grad_bucket_bytes / max(gbytes, 1.0))
-            exposed = max(red - window, last_bucket)
-            if zs == 3:  # per-unit reduce-scatters (layers, embedding, head): only the first unit's follows
-                exposed = red / max(layers[s] + (s == 0) + (s == pp - 1), 1)
-        else:
-            red = exposed = 0.0
-        tail = exposed
-        if pp > 1 and model.tie_embeddings and s in (0, pp - 1):
-            nb = padded_vocab(model, tp) // tp * model.hidden_size * GRAD_BYTES
-            tail += max(cm.p2p_ns(cells[0][r], cells[pp - 1][r], nb) for r in range(dp))
-        shard = params / (dp if zero and dp > 1 else 1)
-        group = row[0].group
-        tail += _optimizer_ns(cm, group, shard)
-        if zero and zs < 3 and dp > 1:
-            ag = cm.dp_ns(row, params * pbytes, "allgather")
-            if par.overlap_param_gather:  # at the iteration's start, bucket by bucket beside the first forward
-                fwd0 = min(t[s][r] - b[s][r] for r in range(dp))
-                ag = max(ag * min(1.0, par.grad_bucket_bytes / max(gbytes, 1.0)), ag - fwd0)
-            tail += ag
-        e = start + tail
+        fwd0 = min(t[s][r] - b[s][r] for r in range(dp))
+        exposed, tail = _stage_tail_ns(cm, mapping, s, stage_params[s], layers[s], min(b[s]), fwd0, act_b)
+        e = max(finish[s]) + tail
         if e > end:
             end, dp_exposed_crit, tail_crit = e, exposed, tail
     bubble = 1.0 - busy_sum / span_sum if span_sum else 0.0
     return Estimate(time_ns=end, pipe_ns=pipe, bubble=bubble, dp_exposed_ns=dp_exposed_crit, tail_ns=tail_crit,
                     bottleneck=(worst[0], worst[1]))
+
+
+def _stage_tail_ns(cm, mapping, s: int, params: float, layers: int, last_bwd: float, fwd0: float,
+                   pbytes: int) -> tuple[float, float]:
+    """(exposed DP reduction, whole tail) of stage ``s`` after its last backward (module docstring): the gradient
+    reduction less what hides behind the last backward (``last_bwd``), the tied-embedding sync, the optimizer on
+    the rank's shard, ZeRO-1/2's parameter all-gather (beside the first forward, ``fwd0``, when overlapped)."""
+    par, model = cm.scenario.parallelism, cm.scenario.model
+    pp, dp, tp, cells = mapping.pp, mapping.dp, mapping.tp, mapping.cells
+    zs = par.zero_stage
+    row = cells[s]
+    gbytes = params * GRAD_BYTES
+    first_bucket = min(1.0, par.grad_bucket_bytes / max(gbytes, 1.0))  # share of the stage's one bucket
+    exposed = 0.0
+    if dp > 1:
+        red = cm.dp_ns(row, gbytes, "reducescatter" if zs >= 1 else "allreduce")
+        exposed = max(red - (last_bwd if par.overlap_grad_reduce else 0.0), red * first_bucket)
+        if zs == 3:  # per-unit reduce-scatters (layers, embedding, head): only the first unit's follows
+            exposed = red / max(layers + (s == 0) + (s == pp - 1), 1)
+    tail = exposed
+    if pp > 1 and model.tie_embeddings and s in (0, pp - 1):
+        nb = padded_vocab(model, tp) // tp * model.hidden_size * GRAD_BYTES
+        tail += max(cm.p2p_ns(cells[0][r], cells[pp - 1][r], nb) for r in range(dp))
+    tail += _optimizer_ns(cm, row[0].group, params / (dp if zs >= 1 and dp > 1 else 1))
+    if 1 <= zs < 3 and dp > 1:
+        ag = cm.dp_ns(row, params * pbytes, "allgather")
+        if par.overlap_param_gather:  # at the iteration's start, bucket by bucket beside the first forward
+            ag = max(ag * first_bucket, ag - fwd0)
+        tail += ag
+    return exposed, tail
 
 
 def _optimizer_ns(cm, group: str, shard_params: float) -> float:
