@@ -39,6 +39,12 @@ def _sm_clock_mhz() -> float:
     return float(out.split()[0])
 
 
+def _settled_median(xs: list[float]) -> float:
+    """Median of the second half of a run's samples (the GPU has settled at its sustained clock by then)."""
+    half = sorted(xs[len(xs) // 2:] or xs)
+    return half[len(half) // 2]
+
+
 def measure(out: str, sustain_s: float) -> None:
     import os
 
@@ -89,17 +95,15 @@ def measure(out: str, sustain_s: float) -> None:
         row = {"hidden": h, "heads": heads, "mbs": b, "seq": s, "fwd_ms": timed(fwd, 10)}
         row["fwdbwd_ms"] = timed(fwdbwd, 10)
         row["burst_sm_mhz"] = _sm_clock_mhz()
-        t_end, n, clocks = time.time() + sustain_s, 0, []
+        t_end, clocks = time.time() + sustain_s, []
         t0 = timed(fwdbwd, 1)
         reps = max(1, int(1000.0 / max(t0, 1e-3)))  # ~1 s per sample
         samples = []
         while time.time() < t_end:
             samples.append(timed(fwdbwd, reps))
             clocks.append(_sm_clock_mhz())
-            n += 1
-        half = samples[len(samples) // 2:] or samples  # the settled second half
-        row["sustained_fwdbwd_ms"] = sorted(half)[len(half) // 2]
-        row["sustained_sm_mhz"] = sorted(clocks[len(clocks) // 2:] or clocks)[len(clocks[len(clocks) // 2:] or clocks) // 2]
+        row["sustained_fwdbwd_ms"] = _settled_median(samples)
+        row["sustained_sm_mhz"] = _settled_median(clocks)
         rows.append(row)
         print(", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()), flush=True)
     with open(out, "w", newline="") as f:

@@ -9,6 +9,8 @@ import pytest
 from heterosim.config import ModelConfig
 from heterosim.planner.estimate import estimate
 from heterosim.planner.partition import StageCost
+from heterosim.workload.compiler import OPTIMIZER_FLOPS_PER_PARAM
+from heterosim.workload.costs import embedding_params, head_params, layer_params
 
 US = 1_000.0
 AG, RS, AR = 3 * US, 5 * US, 9 * US  # all-gather, reduce-scatter, all-reduce of a stage's parameters/gradients
@@ -21,22 +23,18 @@ def _cm(zero_stage: int, overlap_param_gather: bool = True):
     par = SimpleNamespace(zero_stage=zero_stage, overlap_grad_reduce=True, overlap_param_gather=overlap_param_gather,
                           grad_bucket_bytes=1, sequence_parallel=False)
     sc = SimpleNamespace(model=model, parallelism=par, training=SimpleNamespace(seq_length=512, precision="bf16"))
-    total = [None]
 
     def dp_ns(cells, nbytes, op="allreduce"):
         return {"allgather": AG, "reducescatter": RS, "allreduce": AR}[op]
 
+    params = 2 * layer_params(model, 1, 1).dense + embedding_params(model, 1) + head_params(model, 1, 1)
+
     def op_ns(kernels, device):  # the Adam step: proportional to the parameters it updates
-        return OPT_FULL * kernels[0][1] / total[0]
+        return OPT_FULL * kernels[0][1] / (OPTIMIZER_FLOPS_PER_PARAM * params)
 
     cm = SimpleNamespace(scenario=sc, dp_ns=dp_ns, p2p_ns=lambda a, b, n: 0.0, _op_ns=op_ns,
                          _get_device=lambda gpu: None, _first_node={"g": SimpleNamespace(spec=SimpleNamespace(gpu="x"))},
                          _groups={"g": SimpleNamespace(slowdown=1.0)})
-    from heterosim.planner.estimate import _optimizer_ns  # noqa: F401  (the path the estimate takes)
-    from heterosim.workload.compiler import OPTIMIZER_FLOPS_PER_PARAM
-    from heterosim.workload.costs import embedding_params, head_params, layer_params
-    params = 2 * layer_params(model, 1, 1).dense + embedding_params(model, 1) + head_params(model, 1, 1)
-    total[0] = OPTIMIZER_FLOPS_PER_PARAM * params
     cells = [[SimpleNamespace(group="g", node=0), SimpleNamespace(group="g", node=1)]]
     mapping = SimpleNamespace(pp=1, dp=2, tp=1, cells=cells)
     cost = StageCost(layer_fwd_ns=2 * US, layer_bwd_ns=3 * US, embed_ns=0.0, head_ns=0.0)
