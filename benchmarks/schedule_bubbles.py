@@ -30,11 +30,17 @@ def uniform_iteration_ns(schedule: str, p: int, m: int, F: int, B: int, W: int) 
                   parallelism=ParallelConfig(pp=p, schedule=schedule),
                   cluster=ClusterConfig(groups=[DeviceGroup(name="g", node_type="dgx-h100", num_nodes=1,
                                                             overrides={"gpus_per_node": p})]))
-    prep = api.prepare(sc)
     dur = {"attn": F // 2, "mlp": F - F // 2, "attn_bwd": B // 2, "mlp_bwd": B - B // 2, "layer_wgrad": W}
     if schedule != "zb-h1":
         dur.update(attn_bwd=(B + W) // 2, mlp_bwd=B + W - (B + W) // 2)
+    return iteration_with_pass_times(api.prepare(sc), lambda stage: dur)
+
+
+def iteration_with_pass_times(prep, durations_of_stage) -> int:
+    """Iteration time (ns) of a prepared scenario whose layer ops take the given times (``durations_of_stage(stage)``:
+    op name -> ns), every other compute op 0 ns and every message 0 bytes: only the schedule decides."""
     for prog in prep.ir.programs:
+        dur = durations_of_stage(prog.stage)
         for op in prog.ops:
             if op.kind == "comm":
                 op.size_bytes = 0

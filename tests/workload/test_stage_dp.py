@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,8 @@ from heterosim.workload.stage_dp import replica_steps, stage_warmups
 from heterosim.workload.verify import verify_ir
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from schedule_bubbles import iteration_with_pass_times  # noqa: E402
 
 
 # ----------------------------------------------------------------------------------------- iteration time
@@ -32,16 +35,10 @@ def _timed(stage_dp: list[int], m: int, fb: list[tuple[int, int]]) -> int:
                   parallelism=ParallelConfig(pp=p, stage_dp=stage_dp),
                   cluster=ClusterConfig(groups=[DeviceGroup(name="g", node_type="dgx-h100", num_nodes=1,
                                                             overrides={"gpus_per_node": sum(stage_dp)})]))
-    prep = api.prepare(sc)
-    for prog in prep.ir.programs:
-        F, B = fb[prog.stage]
-        names = {"attn": F // 2, "mlp": F - F // 2, "attn_bwd": B // 2, "mlp_bwd": B - B // 2}
-        for op in prog.ops:
-            if op.kind == "comm":
-                op.size_bytes = 0
-            else:
-                op.duration_ns = names[op.name] if op.layer >= 0 else 0
-    return api.simulate(prep, record_messages=False).summary["iteration_time_ns"]
+    def names(stage: int) -> dict:
+        F, B = fb[stage]
+        return {"attn": F // 2, "mlp": F - F // 2, "attn_bwd": B // 2, "mlp_bwd": B - B // 2}
+    return iteration_with_pass_times(api.prepare(sc), names)
 
 
 def test_two_stages_dp_2_1_equal_passes_by_hand():
