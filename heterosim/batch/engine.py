@@ -208,7 +208,13 @@ def _round(ops: _Ops, P: dict, prm: dict, s: dict) -> dict:
     cnt = ops.scatter_min(cnt, r3, ssafe, -lid, zero)
     owner = zero & (cnt[r3, ssafe] == -lid)
     kind_v = P["kind"][ssafe]
-    t_new = T[:, None, None] + xp.where(kind_v == DELAY, _duration(xp, P, prm, ssafe, r3), 0) \
+    dur_v = _duration(xp, P, prm, ssafe, r3)
+    cont = "eff" in P
+    if cont:  # compute contention: SM holds taken and given back, compute ops in flight re-timed, new ones timed
+        held, ck, touched = _holds(ops, P, s["held"], s["ck"], nsafe, is_done)
+        ev_t, ev_cw, ev_ct, ev_ck = _retime(xp, P, prm, s, ck, touched, ev_row, T)
+        dur_v, new_cw, new_ck = _start_compute(xp, P, prm, ck, ssafe, r3, dur_v)
+    t_new = T[:, None, None] + xp.where(kind_v == DELAY, dur_v, 0) \
         + xp.where(kind_v == FLOW, P["pre_ns"][ssafe], 0)
     new_b_n = xp.where(owner, ssafe, -1).reshape(B, M * D)
     new_b_t = t_new.reshape(B, M * D)
@@ -267,6 +273,15 @@ def _round(ops: _Ops, P: dict, prm: dict, s: dict) -> dict:
     ev_n2 = ops.scatter_set(ev_n2, rows, epos, new_n, want)
     ev_t2 = ops.scatter_set(ev_t2, rows, epos, new_t, want)
     ev_k2 = ops.scatter_set(ev_k2, rows, epos, new_k, want)
+    extra = {}
+    if cont:  # (the anchors of the compute ops started this round: their start, their work, the SMs held then)
+        zeros = xp.zeros(new_a_n.shape, np.int64)
+        extra = {"held": held, "ck": ck,
+                 "ev_cw": ops.scatter_set(ev_cw, rows, epos, xp.concatenate([zeros, new_cw.reshape(B, M * D)], 1),
+                                          want),
+                 "ev_ct": ops.scatter_set(ev_ct, rows, epos, xp.broadcast_to(T[:, None], want.shape), want),
+                 "ev_ck": ops.scatter_set(ev_ck, rows, epos, xp.concatenate([zeros, new_ck.reshape(B, M * D)], 1),
+                                          want)}
     flags = s["flags"] | xp.where(~efits, OVERFLOW_EVENTS, 0) | xp.where(~ffits, OVERFLOW_FLOWS, 0)
     # ---------------------------------------------------------------- rates
     started = start_now.any(axis=1)
@@ -278,7 +293,87 @@ def _round(ops: _Ops, P: dict, prm: dict, s: dict) -> dict:
             "conn_busy": conn_busy, "conn_free": conn_free, "done_n": done_n, "t_end": t_end, "flags": flags,
             "rounds": s["rounds"] + live.astype(np.int64),
             "peak_ev": xp.maximum(s["peak_ev"], (ev_n2 >= 0).sum(axis=1).astype(np.int32)),
-            "peak_fl": xp.maximum(s["peak_fl"], (fs_f >= 0).sum(axis=1).astype(np.int32))}
+            "peak_fl": xp.maximum(s["peak_fl"], (fs_f >= 0).sum(axis=1).astype(np.int32)), **extra}
+
+
+def _rate(xp, k, sm):
+    """(num, den): the compute-bound part's pace with ``k`` of ``sm`` SMs held (``SmShare.rate``)."""
+    on = (k > 0) & (sm > 1)
+    return xp.where(on, sm - xp.minimum(k, sm - 1), 1), xp.where(on, sm, 1)
+
+
+def _wall(xp, w, d, dc, num, den):
+    """Wall ns of ``w`` ns of nominal work of an op (nominal ``d``, compute-bound ``dc``) at num/den
+    (``ContentionTracker._wall``: integer, rounded half up)."""
+    triv = (num == den) | (dc <= 0) | (w <= 0)
+    n = w * ((d - dc) * num + dc * den)
+    q = xp.where(triv, 1, d * num)
+    return xp.where(triv, w, (2 * n + q) // (2 * q))
+
+
+def _work(xp, e, d, dc, num, den):
+    """Nominal ns of work done in ``e`` wall ns at num/den (``ContentionTracker._work``)."""
+    triv = (num == den) | (dc <= 0)
+    q = xp.where(triv, 1, (d - dc) * num + dc * den)
+    return xp.where(triv, e, (2 * (e * d * num) + q) // (2 * q))
+
+
+def _holds(ops, P, held, ck, nsafe, is_done):
+    """The SM holds the nodes ending this round take (once per hold: the first instance of an op to move) and give
+    back; (held [B, H], SMs held per lane [B, lanes], lanes whose count was touched [B, lanes])."""
+    xp = ops.xp
+    B, M = nsafe.shape
+    e = P["eff"][nsafe]  # [B, M, W]
+    sign = P["eff_sign"][nsafe]
+    ok = is_done[:, :, None] & (e >= 0)
+    h = xp.where(ok, e, 0)
+    r3 = xp.arange(B)[:, None, None]
+    before = held[r3, h]
+    rel = ok & (sign < 0) & (before == 1)
+    take = ok & (sign > 0) & (before == 0)
+    lid = xp.arange(1, 1 + e.shape[1] * e.shape[2], dtype=np.int32).reshape(1, e.shape[1], e.shape[2])
+    held = ops.scatter_min(held, r3, h, -lid, take)  # (two instances of one op starting in one round: one holds)
+    own = take & (held[r3, h] == -lid)
+    held = ops.scatter_set(held, r3, h, xp.ones(h.shape, np.int32), take)
+    held = ops.scatter_set(held, r3, h, xp.zeros(h.shape, np.int32), rel)
+    lane = P["hold_lane"][h]
+    sms = P["hold_sms"][h]
+    ck = ops.scatter_add(ck, r3, lane, xp.where(own, sms, -sms), own | rel)
+    touched = ops.scatter_set(xp.zeros(ck.shape, bool), r3, lane, xp.ones(h.shape, bool), own | rel)
+    return held, ck, touched
+
+
+def _retime(xp, P, prm, s, ck, touched, ev_row, T):
+    """Compute ops in flight on a lane whose SM count changed now: the work done since their anchor at the old pace,
+    the rest at the new one (``ContentionTracker._retime``); a change at the instant an op ends leaves it."""
+    ev_n, ev_t = s["ev_n"], s["ev_t"]
+    B = ev_n.shape[0]
+    rows = xp.arange(B)[:, None]
+    n = xp.where(ev_n >= 0, ev_n, 0)
+    lane = P["c_lane"][n]
+    lsafe = xp.where(lane >= 0, lane, 0)
+    run = ev_row[:, None] & (ev_n >= 0) & (s["ev_k"] == DONE) & (lane >= 0) & (ev_t > T[:, None]) \
+        & touched[rows, lsafe]
+    sm = P["lane_sm"][lsafe]
+    d, dc = prm["dur"][rows, n], prm["dc"][rows, n]
+    k0, k1 = s["ev_ck"], ck[rows, lsafe]
+    num0, den0 = _rate(xp, k0, sm)
+    num1, den1 = _rate(xp, k1, sm)
+    run = run & ~((k0 != k1) & (num0 * den1 == num1 * den0))  # (a count past S - 1 both times: the same pace)
+    w = xp.maximum(0, s["ev_cw"] - _work(xp, T[:, None] - s["ev_ct"], d, dc, num0, den0))
+    end = T[:, None] + _wall(xp, w, d, dc, num1, den1)
+    return (xp.where(run, end, ev_t), xp.where(run, w, s["ev_cw"]), xp.where(run, T[:, None], s["ev_ct"]),
+            xp.where(run, k1, k0))
+
+
+def _start_compute(xp, P, prm, ck, node, r3, dur):
+    """Durations of the nodes released this round at the SMs held now on their lanes; their work and SM count."""
+    lane = P["c_lane"][node]
+    lsafe = xp.where(lane >= 0, lane, 0)
+    k = xp.where(lane >= 0, ck[r3, lsafe], 0)
+    num, den = _rate(xp, k, P["lane_sm"][lsafe])
+    wall = _wall(xp, dur, dur, prm["dc"][r3, node], num, den)
+    return xp.where(lane >= 0, wall, dur), dur, k
 
 
 def _duration(xp, P, prm, node, rows):
@@ -363,7 +458,12 @@ def program_arrays(prog: Program) -> dict:
 
 
 def _program_arrays(prog: Program) -> dict:
-    return {"kind": prog.kind, "pre_ns": prog.pre_ns, "flow": prog.flow, "succ": prog.succ, "flow_node": prog.flow_node,
+    cont = {}
+    if prog.contention:
+        cont = {"c_lane": prog.c_lane, "lane_sm": prog.lane_sm, "eff": prog.eff, "eff_sign": prog.eff_sign,
+                "hold_lane": prog.hold_lane if len(prog.hold_lane) else np.zeros(1, np.int32),
+                "hold_sms": prog.hold_sms if len(prog.hold_sms) else np.zeros(1, np.int64)}
+    return {**cont, "kind": prog.kind, "pre_ns": prog.pre_ns, "flow": prog.flow, "succ": prog.succ, "flow_node": prog.flow_node,
             "wire": prog.wire_bytes, "tail": prog.tail_bytes, "path": prog.path, "self_loop": prog.self_loop,
             "conn": prog.conn}
 
@@ -392,6 +492,39 @@ def initial_state(prog: Program, B: int, KE: int, KF: int) -> dict:
             "conn_free": np.zeros((B, max(1, prog.meta.get("connections", 0))), np.int64),
             "done_n": np.zeros(B, np.int64), "t_end": np.zeros(B, np.int64), "flags": np.zeros(B, np.int32),
             "rounds": np.zeros(B, np.int64), "peak_ev": np.zeros(B, np.int32), "peak_fl": np.zeros(B, np.int32)}
+
+
+_INT_LIMIT = 1 << 62
+"""Bound on the integer products of the contention arithmetic (``_wall``: ns x ns x SMs) in int64."""
+
+
+def compute_parts(prog: Program, dur: np.ndarray) -> np.ndarray:
+    """int64[B, N]: each compute node's compute-bound ns, ``round(duration * comp / (comp + mem))`` (half to even, as
+    ``ContentionTracker._compute_part``); 0 elsewhere. One line where a duration is too long for int64 arithmetic."""
+    c = prog.c_lane >= 0
+    dc = np.zeros(dur.shape, np.int64)
+    if c.any():
+        share = prog.c_share[c]
+        dc[:, c] = np.rint(dur[:, c] * share[:, 0] / share[:, 1]).astype(np.int64)
+        dmax = int(dur[:, c].max())
+        sm = int(prog.lane_sm.max())
+        if 4 * dmax * dmax * max(sm, 1) >= _INT_LIMIT:
+            from heterosim.errors import UserError
+
+            raise UserError("a compute op is too long for the batch engine's contention arithmetic (int64); use "
+                            "heterosim run", field="compute op duration_ns", value=dmax)
+    return dc
+
+
+def _contention_state(prog: Program, dur: np.ndarray, st: dict) -> None:
+    """Nothing held at 0; the root events' anchors (a compute root starts at 0 with its whole work ahead)."""
+    B, KE = st["ev_n"].shape
+    st["held"] = np.zeros((B, max(1, len(prog.hold_lane))), np.int32)
+    st["ck"] = np.zeros((B, max(1, len(prog.lane_sm))), np.int64)
+    n = st["ev_n"]
+    st["ev_cw"] = np.where(n >= 0, dur[:, np.where(n >= 0, n, 0)[0]], 0).astype(np.int64)
+    st["ev_ct"] = np.zeros((B, KE), np.int64)
+    st["ev_ck"] = np.zeros((B, KE), np.int64)
 
 
 def _root_times(prog: Program, dur: np.ndarray, state: dict) -> None:
@@ -474,6 +607,9 @@ def _drive_once(prog: Program, prm: Params, KE: int, KF: int, jax: bool, measure
     P = program_arrays(prog)
     pr = {"cap": prm.cap, "dur": dur, "hop_ns": prm.hop_ns, "path_links": prm.path_links, "path_lat": prm.path_lat,
           "path_prop": prm.path_prop, "path_hops": prm.path_hops}
+    if prog.contention:
+        pr["dc"] = compute_parts(prog, dur)
+        _contention_state(prog, dur, st)
     t0 = time.perf_counter()
     compile_s = 0.0
     if jax:

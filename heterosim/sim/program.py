@@ -48,6 +48,13 @@ _REDUCE_FANOUT = 4
 fans out to hundreds of transfers, whose searches cost quadratic time and find nothing)."""
 _REDUCE_SEEN = 64
 """Nodes one search visits at most."""
+EFF_WIDTH = 4
+"""SM holds/releases per node in the padded effect table; a collective instance's start holds SMs on every lane
+of its group, so wider lists go to JOINs after it (:meth:`_Builder._split_effects`)."""
+CONTENTION_MODELS = ("none", "sm_share")
+"""``simulation.compute_contention`` models the program and the engine reproduce (heterosim/sim/contention.py)."""
+_ANCESTOR_SEEN = 200_000
+"""Ops one ancestor search of the chain analysis visits at most (:func:`_local_holds`)."""
 
 
 @dataclass
@@ -120,6 +127,26 @@ class Program:
     meta: dict = field(default_factory=dict)
     reroute: object = None
     """``reroute(system, scenario, seed)`` -> path tables (links, lat_links, prop, hops) under another ECMP seed."""
+    # compute contention (``sm_share``; all None under ``none``): heterosim/sim/contention.py's model made explicit
+    c_lane: np.ndarray | None = None
+    """int32[N]: the lane of a compute op's node (its time depends on the SMs communication holds there), else -1."""
+    c_share: np.ndarray | None = None
+    """float64[N, 2]: (compute-bound ns, all ns) of its kernels: its compute-bound part is
+    ``round(duration * c_share[0] / c_share[1])`` (``ContentionTracker._compute_part``)."""
+    lane_sm: np.ndarray | None = None
+    """int64[lanes]: SMs of each lane's GPUs (0: the device has no SM count, no contention)."""
+    eff: np.ndarray | None = None
+    """int32[N, EFF_WIDTH]: holds a node's end takes or gives back (-1 padded)."""
+    eff_sign: np.ndarray | None = None
+    """int8[N, EFF_WIDTH]: +1 take the hold (if not held yet), -1 give it back (if held)."""
+    hold_lane: np.ndarray | None = None
+    """int32[H]: the lane of each hold (a (lane, communication op) pair, or a local TP collective running alone)."""
+    hold_sms: np.ndarray | None = None
+    """int64[H]: its SMs (NCCL channels the comm planner gives the collective; userbuffers' ``num_sm``)."""
+
+    @property
+    def contention(self) -> bool:
+        return self.c_lane is not None
 
     @property
     def num_nodes(self) -> int:
@@ -131,6 +158,8 @@ class Program:
 
 
 class _Builder:
+    """Node tables filled by :func:`export_program`, reduced to the engine's arrays by :meth:`arrays`."""
+
     def __init__(self) -> None:
         self.kind: list[int] = []
         self.dur: list[int] = []
@@ -138,25 +167,56 @@ class _Builder:
         self.lane: list[int] = []
         self.pre: list[int] = []
         self.flow: list[int] = []
+        self.clane: list[int] = []
+        self.cshare: list[tuple[float, float]] = []
+        self.eff: list[list[tuple[int, int]]] = []
         self.preds: list[list[int]] = []
 
+    _COLUMNS = (("kind", JOIN), ("dur", 0), ("cns", -1), ("lane", -1), ("pre", 0), ("flow", -1), ("clane", -1),
+                ("cshare", (0.0, 1.0)))
+    """Per-node columns and their values on an appended JOIN."""
+
     def node(self, kind: int, preds, dur: int = 0, cns: int = -1, lane: int = -1, pre: int = 0,
-             flow: int = -1) -> int:
+             flow: int = -1, clane: int = -1, cshare: tuple[float, float] = (0.0, 1.0), eff=None) -> int:
         self.kind.append(kind)
         self.dur.append(int(dur))
         self.cns.append(int(cns))
         self.lane.append(lane)
         self.pre.append(int(pre))
         self.flow.append(flow)
+        self.clane.append(clane)
+        self.cshare.append(cshare)
+        self.eff.append(list(eff or ()))
         self.preds.append(preds if type(preds) is list else list(preds))  # (a list given is kept: filled later)
         return len(self.kind) - 1
 
     def arrays(self):
-        """(succ [N', FANOUT], indeg [N'], kept node ids): JOINs with one predecessor or one successor removed
-        (their neighbours wired to each other: the same AND semantics, fewer rounds), wide fan-outs as trees."""
+        """(succ [N', FANOUT], indeg [N']): the DAG reduced without changing any start (:meth:`_split_effects`,
+        :meth:`_reduce_edges`, :meth:`_drop_joins`, :meth:`_merge_delays`, :meth:`_compact`, :meth:`_fan_out`);
+        the node columns are rewritten to the kept nodes."""
+        self._split_effects()
+        preds, succs = self._reduce_edges()
+        removed = self._drop_joins(preds, succs)
+        members = self._merge_delays(preds, succs, removed)
+        succs = self._compact(succs, members, removed)
+        return self._fan_out(succs)
+
+    def _split_effects(self) -> None:
+        """A node with more SM holds/releases than ``EFF_WIDTH`` keeps the first ones; the others go to JOINs
+        right after it (ending at the same instant: the engine applies every change of an instant before a
+        compute op's time is final, so their order within it does not matter)."""
+        for u in range(len(self.kind)):
+            e = self.eff[u]
+            if len(e) > EFF_WIDTH:
+                self.eff[u] = e[:EFF_WIDTH]
+                for i in range(EFF_WIDTH, len(e), EFF_WIDTH):
+                    self.node(JOIN, [u], eff=e[i:i + EFF_WIDTH])
+
+    def _reduce_edges(self) -> tuple[list[list[int]], list[list[int]]]:
+        """(preds, succs) without duplicate edges and without an edge u -> w beside a path u -> v -> w: neither
+        changes a start (durations are >= 0, so v ends no earlier than u): an op and the TP collective between it
+        and the next op, say."""
         n = len(self.kind)
-        # duplicate edges, and an edge u -> w beside a path u -> v -> w, change no start (durations are >= 0, so
-        # v ends no earlier than u): dropped (an op and the TP collective between it and the next op, say)
         preds = [list(dict.fromkeys(ps)) for ps in self.preds]
         succs: list[list[int]] = [[] for _ in range(n)]
         for v, ps in enumerate(preds):
@@ -184,9 +244,15 @@ class _Builder:
                 succs[u] = [w for w in su if w not in drop]
                 for w in drop:
                     preds[w].remove(u)
+        return preds, succs
+
+    def _drop_joins(self, preds, succs) -> list[bool]:
+        """JOINs with one predecessor or one successor removed, their neighbours wired to each other (the same AND
+        semantics, fewer rounds); JOINs that hold or release SMs stay (their end is when that happens)."""
+        n = len(self.kind)
         removed = [False] * n
         for j in range(n):
-            if self.kind[j] != JOIN:
+            if self.kind[j] != JOIN or self.eff[j]:
                 continue
             pj, sj = preds[j], succs[j]
             if len(pj) == 1 and pj[0] != j:
@@ -208,15 +274,23 @@ class _Builder:
                 continue
             removed[j] = True
             preds[j], succs[j] = [], []
-        # chains of DELAYs (each the only successor of the one before, which is its only predecessor) are one
-        # DELAY whose duration is the sum of its members' (the coordinator's chains: the same ends)
+        return removed
+
+    def _mergeable(self, u: int) -> bool:
+        """A DELAY of fixed duration that changes no SM count (compute ops under contention are timed one by one)."""
+        return self.kind[u] == DELAY and self.clane[u] < 0 and not self.eff[u]
+
+    def _merge_delays(self, preds, succs, removed) -> list[list[int]]:
+        """Chains of DELAYs (each the only successor of the one before, which is its only predecessor) as one DELAY
+        whose duration is the sum of its members' (the coordinator's chains: the same ends). Node -> its members."""
+        n = len(self.kind)
         members: list[list[int]] = [[i] if self.kind[i] == DELAY else [] for i in range(n)]
         for u in range(n):
-            if removed[u] or self.kind[u] != DELAY:
+            if removed[u] or not self._mergeable(u):
                 continue
             while len(succs[u]) == 1:
                 v = succs[u][0]
-                if v == u or self.kind[v] != DELAY or len(preds[v]) != 1 or removed[v]:
+                if v == u or not self._mergeable(v) or len(preds[v]) != 1 or removed[v]:
                     break
                 members[u].extend(members[v])
                 succs[u] = succs[v]
@@ -225,16 +299,23 @@ class _Builder:
                     pw[pw.index(v)] = u
                 removed[v] = True
                 preds[v], succs[v], members[v] = [], [], []
-        keep = [i for i in range(n) if not removed[i]]
+        return members
+
+    def _compact(self, succs, members, removed) -> list[list[int]]:
+        """The kept nodes renumbered; their columns and members (``self.members``) rewritten; their successors."""
+        keep = [i for i in range(len(self.kind)) if not removed[i]]
         new_id = {o: k for k, o in enumerate(keep)}
-        succs = [[new_id[v] for v in succs[o]] for o in keep]
+        out = [[new_id[v] for v in succs[o]] for o in keep]
         self.members = [[(self.cns[m], self.dur[m], self.lane[m]) for m in members[o]] for o in keep]
-        for name in ("kind", "dur", "cns", "lane", "pre", "flow"):
+        for name, _ in self._COLUMNS + (("eff", None),):
             col = getattr(self, name)
             setattr(self, name, [col[o] for o in keep])
-        n = len(keep)
-        # fan-outs wider than FANOUT go through JOIN trees (appended nodes: ids above every original one)
-        for u in range(n):
+        return out
+
+    def _fan_out(self, succs):
+        """Fan-outs wider than FANOUT through JOIN trees (appended nodes: ids above every original one); the
+        padded successor table and the in-degrees."""
+        for u in range(len(succs)):
             s = succs[u]
             while len(s) > FANOUT:
                 groups = [s[i:i + FANOUT] for i in range(0, len(s), FANOUT)]
@@ -257,18 +338,29 @@ class _Builder:
 
     def _append(self, kind: int) -> int:
         self.members.append([])
-        for name, v in (("kind", kind), ("dur", 0), ("cns", -1), ("lane", -1), ("pre", 0), ("flow", -1)):
-            getattr(self, name).append(v)
+        for name, v in self._COLUMNS:
+            getattr(self, name).append(kind if name == "kind" else v)
+        self.eff.append([])
         return len(self.kind) - 1
+
+    def effect_table(self) -> tuple[np.ndarray, np.ndarray]:
+        """(hold ids int32[N, EFF_WIDTH], signs int8[N, EFF_WIDTH]: +1 hold, -1 release; -1 / 0 padded)."""
+        n = len(self.kind)
+        ids = np.full((n, EFF_WIDTH), -1, np.int32)
+        sg = np.zeros((n, EFF_WIDTH), np.int8)
+        for u, e in enumerate(self.eff):
+            for i, (h, s) in enumerate(e):
+                ids[u, i], sg[u, i] = h, s
+        return ids, sg
 
 
 def check_batchable(scenario, file: str | None = None) -> None:
     """One line for a scenario the batch engine cannot run as is (the normal path can)."""
     sim = getattr(scenario, "simulation", None)
-    if sim is not None and sim.compute_contention != "none":
-        raise UserError("the batch engine runs communication free for compute only; set "
-                        "simulation.compute_contention=none (or use heterosim run)", file=file,
-                        field="simulation.compute_contention", value=sim.compute_contention)
+    if sim is not None and sim.compute_contention not in CONTENTION_MODELS:
+        raise UserError(f"the batch engine reproduces compute contention {' and '.join(CONTENTION_MODELS)} only (use "
+                        "heterosim run)", file=file, field="simulation.compute_contention",
+                        value=sim.compute_contention)
     if scenario.network.backend != "flow":
         raise UserError("the batch engine reproduces the flow backend only", file=file, field="network.backend",
                         value=scenario.network.backend)
@@ -304,6 +396,9 @@ def export_program(prepared) -> Program:
     flows = _Flows(nets, net_cfg, intra_cfg)
     from heterosim.hardware import get_device
 
+    cont = _Contention(coord, prepared) if sc.simulation.compute_contention != "none" and prepared.compute is not None \
+        else None
+
     lanes = coord.lanes
     end_of: dict[tuple[int, int], int] = {}
     instances: dict[tuple, dict] = {}
@@ -314,6 +409,7 @@ def export_program(prepared) -> Program:
         lane.prog = prog
         table = coord._local_durations(lane)
         device = get_device(lane.device) if prepared.compute is not None else None
+        local_holds = cont.local_holds(lane, table) if cont is not None else None
         prev_on_stream: dict[int, int] = {}
         wait: list[tuple[int, list]] = []
         for op in prog.ops:
@@ -324,11 +420,18 @@ def export_program(prepared) -> Program:
                 preds.append(prev_on_stream[s])
             d = table[op.id]
             if d >= 0:
+                ck = cont.compute_node(lane, op, device) if cont is not None and op.kind == "compute" else {}
                 if op.kind == "compute" and op.duration_ns < 0 and device is not None:
                     base = prepared.compute.op_time_ns(op, device, sc.training.precision)
-                    n = b.node(DELAY, preds, dur=0, cns=base, lane=lane.id)
+                    n = b.node(DELAY, preds, dur=0, cns=base, lane=lane.id, **ck)
+                elif local_holds is not None and local_holds[op.id]:  # (runs alone: holds SMs meanwhile)
+                    hid = cont.local_hold(lane, op)
+                    if hid >= 0:
+                        n = b.node(DELAY, [b.node(JOIN, preds, eff=[(hid, 1)])], dur=d, eff=[(hid, -1)])
+                    else:
+                        n = b.node(DELAY, preds, dur=d)
                 else:
-                    n = b.node(DELAY, preds, dur=d)
+                    n = b.node(DELAY, preds, dur=d, **ck)
                 end = n
             else:
                 post = b.node(JOIN, preds)
@@ -344,9 +447,11 @@ def export_program(prepared) -> Program:
                 else:
                     gids = sorted({ir.group_id(r, op.group) for r in lane.ranks})
                     for gid in gids:
-                        inst = instances.setdefault((op.group, gid, op.tag), {"op": op, "posts": [], "ends": []})
+                        inst = instances.setdefault((op.group, gid, op.tag),
+                                                    {"op": op, "posts": [], "ends": [], "lanes": []})
                         inst["posts"].append(post)
                         inst["ends"].append(end)
+                        inst["lanes"].append((lane.id, op.id, end))
             end_of[(lane.id, op.id)] = end
             prev_on_stream[s] = end
         for op, preds in wait:
@@ -360,6 +465,8 @@ def export_program(prepared) -> Program:
             raise UserError("a collective instance is not posted by every lane of its group", field="workload",
                             value=f"{dim}:{gid}:{tag}")
         start = b.node(JOIN, inst["posts"])
+        if cont is not None:  # (every lane of the instance holds its channels' SMs until its own op ends)
+            cont.instance_holds(b, start, op.collective, tuple(ranks), op.size_bytes, inst["lanes"])
         done = _schedule(b, coord, flows, op.collective, tuple(ranks), op.size_bytes, start)
         for e in inst["ends"]:
             b.preds[e].extend(done)
@@ -372,6 +479,9 @@ def export_program(prepared) -> Program:
         sop = coord.programs[src_lane.program].ops[sop_id]
         rsize = coord.programs[dst_lane.program].ops[rop_id].size_bytes
         start = b.node(JOIN, [spost, rpost])
+        if cont is not None:
+            cont.instance_holds(b, start, "send", (src_lane.ranks[0], dst_lane.ranks[0]), sop.size_bytes,
+                                [(sl, sop_id, send_end), (rl, rop_id, recv_end)])
         done = []
         if len(src_lane.ranks) == len(dst_lane.ranks):
             size = max(sop.size_bytes, rsize)
@@ -395,6 +505,13 @@ def export_program(prepared) -> Program:
     flat = [x for m in mem for x in m]
     member_ns = np.array([c if c >= 0 else d for c, d, _ in flat], np.int64)
     member_lane = np.array([l if c >= 0 else -1 for c, _, l in flat], np.int32)
+    extra = {}
+    if cont is not None:
+        eff, sign = b.effect_table()
+        extra = {"c_lane": np.asarray(b.clane, np.int32), "c_share": np.array(b.cshare, np.float64).reshape(-1, 2),
+                 "lane_sm": np.array([cont.sm(l) for l in lanes], np.int64), "eff": eff, "eff_sign": sign,
+                 "hold_lane": np.array(cont.hold_lane, np.int32).reshape(-1),
+                 "hold_sms": np.array(cont.hold_sms, np.int64).reshape(-1)}
     return Program(
         kind=np.asarray(b.kind, np.int8), member_ptr=ptr, member_ns=member_ns, member_lane=member_lane,
         pre_ns=np.asarray(b.pre, np.int64), flow=flow_of, succ=succ, indeg=indeg, flow_node=flow_node, size_bytes=fl["size"], wire_bytes=fl["wire"], tail_bytes=fl["tail"],
@@ -406,8 +523,11 @@ def export_program(prepared) -> Program:
         rank_slowdown=np.array([g.slowdown for g in system.gpus], np.float64),
         gpu_names=[g.name for g in system.gpus], hop_ns=int(net_cfg.per_hop_latency_ns),
         meta={"scenario": sc.name, "seed": seed, "connections": flows.num_conns,
+              "contention": sc.simulation.compute_contention if cont is not None else "none",
+              "holds_from_baseline_lanes": cont.timing_decided if cont is not None else 0,
               "mtu_bytes": net_cfg.mtu_bytes, "header_bytes": net_cfg.header_bytes},
-        reroute=lambda system, scenario, s, width=fl["links"].shape[1]: flows.reroute(system, scenario, s, width))
+        reroute=lambda system, scenario, s, width=fl["links"].shape[1]: flows.reroute(system, scenario, s, width),
+        **extra)
 
 
 def _schedule(b: _Builder, coord, flows: "_Flows", collective: str, ranks: tuple, size: int, start: int) -> list[int]:
@@ -590,3 +710,221 @@ class _Flows:
         col = lambda k, t: np.array([r[k] for r in rows], t)  # noqa: E731
         return {"size": col(0, np.int64), "wire": col(1, np.int64), "tail": col(2, np.int64), "path": col(3, np.int32),
                 "self": col(4, bool), "conn": col(5, np.int32), **self.tables(self.path_hits)}
+
+
+class _Contention:
+    """Compute contention (``sm_share``, heterosim/sim/contention.py) as program data: which nodes are compute ops
+    whose time depends on the SMs held on their lane, and which node ends take or give back a hold.
+
+    The coordinator's rules (``ContentionTracker``), made explicit:
+
+    * a collective instance (or a pipeline send/recv pair) starting to move holds its NCCL channels' SMs on every
+      lane in it (a lane holds once per op: ``comm_moving``) until that lane's op ends (``op_done``);
+    * a local TP collective holds its SMs while it runs when it starts a run of its own, alone
+      (``start_local``; inside a chain after compute ops, the compute stream waits on it and it is not counted:
+      :func:`_local_holds` decides which, from the coordinator's chain rules);
+    * a compute op's compute-bound part runs at (S - k) / S while k of its GPU's S SMs are held, re-timed in
+      integer ns whenever k changes (the engine: ``heterosim/batch/engine.py`` ``_retime``)."""
+
+    def __init__(self, coord, prepared) -> None:
+        from heterosim.sim.contention import MODELS, ContentionTracker
+
+        self.coord, self.prepared = coord, prepared
+        self.baseline: set | None = None
+        self.timing_decided = 0
+        """Lanes whose local holds were taken from the baseline run (chains whose links depend on timing)."""
+        self.ct = ContentionTracker(coord, MODELS["sm_share"])  # (its NCCL channel counts: ``_sms``)
+        self.hold_lane: list[int] = []
+        self.hold_sms: list[int] = []
+        self.hold_of: dict[tuple, int] = {}
+        self._sm: dict[str, int] = {}
+        self._holds_memo: dict[tuple, list[bool]] = {}
+        self._share_memo: dict[int, tuple] = {}
+
+    def sm(self, lane) -> int:
+        """SMs of the lane's GPUs (``ContentionTracker._make_kind``), 0 without an SM count."""
+        v = self._sm.get(lane.device)
+        if v is None:
+            from heterosim.hardware import get_device
+
+            v = self._sm[lane.device] = int(getattr(get_device(lane.device), "sm_count", 0) or 0)
+        return v
+
+    def compute_node(self, lane, op, device) -> dict:
+        """Node columns of a compute op: its lane and compute-bound share (``ContentionTracker._compute_part``:
+        the GEMM and attention kernels' share of its kernels' times; without kernels, or recorded, all of it
+        for a compute-bound class, else none)."""
+        if self.sm(lane) <= 1:
+            return {}
+        c = self.coord
+        k = op.kernels
+        if not k or op.duration_ns >= 0 or not hasattr(c.compute, "kernel_time_ns"):
+            from heterosim.sim.contention import COMPUTE_BOUND_CLASSES
+
+            share = (1.0, 1.0) if op.op_class in COMPUTE_BOUND_CLASSES else (0.0, 1.0)
+        else:
+            hit = self._share_memo.get(id(k))
+            if hit is None or hit[0] is not k:
+                comp = mem = 0.0
+                for cls, flops, nbytes, mnk in k:
+                    t = c.compute.kernel_time_ns(cls, flops, nbytes, mnk, device, c.precision)
+                    if cls in ("gemm", "attention"):
+                        comp += t
+                    else:
+                        mem += t
+                hit = self._share_memo[id(k)] = (k, (comp, comp + mem) if comp + mem > 0 else (0.0, 1.0))
+            share = hit[1]
+        if share[0] == 0.0:  # (no compute-bound part: contention never changes its time)
+            return {}
+        return {"clane": lane.id, "cshare": share}
+
+    def _hold(self, key: tuple, lane, sms: int) -> int:
+        """The hold id of ``key`` (-1 where it holds nothing: no SMs, or a GPU without an SM count)."""
+        if sms <= 0 or self.sm(lane) <= 1:
+            return -1
+        h = self.hold_of.get(key)
+        if h is None:
+            h = self.hold_of[key] = len(self.hold_lane)
+            self.hold_lane.append(lane.id)
+            self.hold_sms.append(int(sms))
+        elif self.hold_sms[h] != sms:
+            raise UserError("compute contention: the instances of one op hold different SM counts on one lane; the "
+                            "batch engine cannot tell which holds first (use heterosim run)", field="workload",
+                            value=str(key))
+        return h
+
+    def local_hold(self, lane, op) -> int:
+        return self._hold(("local", lane.id, op.id), lane, self.ct._local_sms(lane, op))
+
+    def instance_holds(self, b: "_Builder", start: int, collective: str, ranks: tuple, size: int, lane_ops) -> None:
+        """Holds taken at ``start`` (an instance starting to move) on each (lane, op, end node) of ``lane_ops``,
+        given back at the op's end node."""
+        sms = self.ct._sms(collective, ranks, size)
+        lanes = self.coord.lanes
+        for lane_id, oid, end in lane_ops:
+            h = self._hold(("comm", lane_id, oid), lanes[lane_id], sms)
+            if h < 0:
+                continue
+            b.eff[start].append((h, 1))
+            if (h, -1) not in b.eff[end]:
+                b.eff[end].append((h, -1))
+
+    def local_holds(self, lane, table: list[int]) -> list[bool]:
+        """Per op of the lane: whether it is a local TP collective that holds SMs while it runs (:func:`_local_holds`
+        where the chain rules decide it at export; else as in the baseline run, :func:`_baseline_local_holds`)."""
+        key = (lane.program, id(table))
+        hit = self._holds_memo.get(key, False)
+        if hit is False:
+            hit = self._holds_memo[key] = _local_holds(lane.prog, table)
+        if hit is not None:
+            return hit
+        if self.baseline is None:
+            self.baseline = _baseline_local_holds(self.prepared)
+            self.timing_decided = 0
+        self.timing_decided += 1
+        held = self.baseline
+        return [(lane.id, o) in held for o in range(len(table))]
+
+
+def _local_holds(prog, dur: list[int]) -> list[bool] | None:
+    """Per op: whether it is a local communication op (a TP collective inside a node) that holds SMs while it runs:
+    it starts a run of the coordinator's (``ContentionTracker.start_local``) and the run stays one op long.
+
+    The coordinator builds a run when its first op starts: after op ``cur`` it takes ``z = chain_next[cur]`` while
+    ``z`` is local, waits on ``cur`` alone (its other inputs done), is not a TP collective before any compute op of
+    the run, and may start on its stream (``chain_step``). Those tests are decided here at export: an input of ``z``
+    other than ``cur`` is done when it is an ancestor of the run's first op (else the run may or may not take ``z``
+    depending on timing: None is returned, and the caller takes the baseline run's decisions)."""
+    ops, nxt = prog.ops, prog.chain_next
+    n = len(ops)
+    is_comp = [op.kind == "compute" for op in ops]
+    comp_streams = {ops[i].stream for i in range(n) if is_comp[i] and dur[i] >= 0}
+    chains = len(comp_streams) <= 1  # (ContentionTracker._make_kind: one compute stream, else no chains)
+    holds = [False] * n
+    chained = [False] * n
+    for r in range(n):
+        if dur[r] < 0 or chained[r]:
+            continue
+        run, cur, has_compute = [r], r, is_comp[r]
+        z = nxt[cur] if chains else -1
+        while z >= 0 and dur[z] >= 0:
+            if not is_comp[z] and not has_compute:
+                break
+            ok = _chain_link(prog, run, cur, z)
+            if ok is None:
+                return None
+            if not ok:
+                break
+            chained[z] = True
+            run.append(z)
+            has_compute = has_compute or is_comp[z]
+            cur = z
+            z = nxt[cur]
+        if not is_comp[r] and len(run) == 1:
+            holds[r] = True
+    return holds
+
+
+def _chain_link(prog, run: list[int], cur: int, z: int):
+    """Whether the run started at ``run[0]`` (now at ``cur``) takes ``z``: True, False, or None (timing decides)."""
+    ops = prog.ops
+    deps = ops[z].deps
+    if deps.count(cur) != 1:
+        return False  # (remaining[z] counts a repeated input twice: never 1 while cur runs)
+    others = [d for d in deps if d != cur]
+    sc, sz = prog.stream_of[cur], prog.stream_of[z]
+    pos = prog.stream_pos[z]
+    if sz == sc:
+        if pos != prog.stream_pos[cur] + 1:
+            return False
+    elif pos > 0:
+        w = prog.streams[sz][pos - 1]
+        if w not in run:
+            others.append(w)  # (its stream is idle at z only once w has ended)
+    if others and not _all_ancestors(prog, run[0], set(others)):
+        return None
+    return True
+
+
+def _all_ancestors(prog, r: int, need: set) -> bool:
+    """Whether every op of ``need`` ends before ``r`` starts (an input of r, or of one of those, or on a stream
+    before one of those)."""
+    ops, streams, stream_of, stream_pos = prog.ops, prog.streams, prog.stream_of, prog.stream_pos
+    need = set(need)
+    seen = {r}
+    stack = [r]
+    while stack and need and len(seen) < _ANCESTOR_SEEN:
+        v = stack.pop()
+        ins = list(ops[v].deps)
+        if stream_pos[v] > 0:
+            ins.append(streams[stream_of[v]][stream_pos[v] - 1])
+        for u in ins:
+            if u not in seen:
+                seen.add(u)
+                need.discard(u)
+                stack.append(u)
+    return not need
+
+
+def _baseline_local_holds(prepared) -> set:
+    """(lane id, op id) of the local TP collectives that held SMs in the scenario's own run (the flow backend, every
+    lane simulated), recorded from ``ContentionTracker.start_local``. Used where the coordinator's chain of local
+    ops depends on timing (an input of a chained op, a ZeRO all-gather say, may or may not have ended when the run
+    starts): a variant is assumed to take the same decisions (tests/batch checks the agreement per variant)."""
+    from heterosim import pipeline
+    from heterosim.sim import contention
+
+    held: set = set()
+    orig = contention.ContentionTracker.start_local
+
+    def start_local(self, lane, oid):
+        orig(self, lane, oid)
+        if (lane.id, oid) in self.holds:
+            held.add((lane.id, oid))
+
+    contention.ContentionTracker.start_local = start_local
+    try:
+        pipeline.simulate(prepared, symmetry=False, record_messages=False)
+    finally:
+        contention.ContentionTracker.start_local = orig
+    return held
