@@ -32,10 +32,12 @@ class ParallelConfig(Strict):
     commit 5776a6d)."""
     sequence_parallel: bool = False
     """Megatron SP: TP all-reduce becomes reduce-scatter + all-gather, activations sharded."""
-    schedule: Literal["1f1b", "interleaved", "gpipe", "zb-h1"] = "1f1b"
-    """Pipeline schedule: 1F1B (PipeDream-flush), interleaved 1F1B (``virtual_stages``), GPipe, or zb-h1
+    schedule: Literal["1f1b", "interleaved", "gpipe", "zb-h1", "zb-v", "dualpipe"] = "1f1b"
+    """Pipeline schedule: 1F1B (PipeDream-flush), interleaved 1F1B (``virtual_stages``), GPipe, zb-h1
     (zero-bubble ZB-H1, Qi et al. ICLR 2024: backward split into input- and weight-gradient passes, the
-    latter filling bubbles; see docs/pipeline-schedules.md)."""
+    latter filling bubbles) or zb-v (zero-bubble ZB-V, the same paper's Sec. 6: two chunks per rank in a V,
+    rank i holding virtual stages i and 2 pp - 1 - i; needs pp >= 2, no ZeRO-3 or stage_dp). ``dualpipe``
+    (DeepSeek-V3) is named so that it is refused with its reason (see docs/pipeline-schedules.md)."""
     virtual_stages: Bounded(int, 1, LAYERS_MAX) = 1
     """Model chunks per pipeline rank for the interleaved schedule."""
     zero_stage: Literal[0, 1, 2, 3] = 0

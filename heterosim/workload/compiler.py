@@ -38,7 +38,7 @@ from heterosim.workload.plan import Plan, resolve_plan
 from heterosim.workload.schedules import schedule_for
 from heterosim.workload.sharding import FsdpEmitter, Sharding, sharding_of
 from heterosim.workload.stage_dp import ReplicaRoute
-from heterosim.workload.zero_bubble import split_kernels, splits_w
+from heterosim.workload.zero_bubble import V_SCHEDULES, split_kernels, splits_w
 
 GRAD_BYTES = 4
 """Gradients are accumulated and reduced in fp32 (Megatron's default for bf16 training); see
@@ -437,8 +437,8 @@ def _build_program(pid: int, stage: int, m: int, plan: Plan, shapes: LayerShapes
     em = _Emitter(prog, moe, ub=_ub(scenario, plan), dispatcher=scenario.parallelism.moe_dispatcher)
     pp, last_vs = plan.pp, plan.num_vstages - 1
     steps = schedule_for(plan.schedule, pp, m, stage, plan.chunks) if route is None else route.steps
-    prev_peer = (lambda mb: -1) if route is None else (lambda mb: route.offset(mb, stage - 1))
-    next_peer = (lambda mb: +1) if route is None else (lambda mb: route.offset(mb, stage + 1))
+    prev_peer = (lambda mb, vs: -1) if route is None else (lambda mb, vs: route.offset(mb, stage - 1))
+    next_peer = (lambda mb, vs: +1) if route is None else (lambda mb, vs: route.offset(mb, stage + 1))
     grad_ready: dict = {}  # layer / "head" / "embed" -> op producing its grads (last micro-batch wins)
     loss_op: dict[int, tuple] = {}
     full_rc = plan.recompute == "full"
@@ -454,6 +454,19 @@ def _build_program(pid: int, stage: int, m: int, plan: Plan, shapes: LayerShapes
     zero2_reduce: list[int] = []
     split_w = splits_w(plan.schedule)
     b_done: dict = {}  # zero-bubble: (mb, layer / "head") -> the B op its W waits for
+    if plan.schedule in V_SCHEDULES:  # ZB-V: peers follow the V; its turn on the last rank is a local hand-off
+        rank_of = {plan.vstage(s, c): s for s in range(pp) for c in range(plan.chunks)}
+        prev_peer = lambda mb, vs: rank_of[vs - 1] - stage  # noqa: E731
+        next_peer = lambda mb, vs: rank_of[vs + 1] - stage  # noqa: E731
+    handoff: dict = {}  # ("f" | "b", mb) -> output handle passed to this rank's other chunk (V turn)
+    v_streams = plan.schedule in V_SCHEDULES
+
+    def p2p_stream(side: str, kind: str, chunk: int) -> str:
+        """The stream of a pipeline message. ZB-V: one per (direction, chunk) (``pp_send:f0`` ...), so that
+        each stream carries one neighbour's messages of one kind in micro-batch order on both ends, as
+        receives posted ahead of need deliver them (one stream per side would make the V's chunk-0
+        activations wait behind chunk-1 gradients the peer sends later: a rendezvous deadlock)."""
+        return f"{side}:{kind}{chunk}" if v_streams else side
 
     def gate(deps: tuple, chunk: int, key, mb: int = -1) -> tuple:
         """The first forward use of a parameter waits for its bucket's all-gather (ZeRO-1/2), or each
@@ -473,7 +486,7 @@ def _build_program(pid: int, stage: int, m: int, plan: Plan, shapes: LayerShapes
             fsdp.post_bwd(prod[0] if isinstance(prod, tuple) else prod, mb, chunk, key)
 
     for phase, mb, chunk in steps:
-        vs = chunk * pp + stage
+        vs = plan.vstage(stage, chunk)
         layers = plan.vstage_layers[vs]
         if phase == "w":
             _emit_w(prog, b_done, grad_ready, reduced, mb, chunk, layers, vs == last_vs)
@@ -481,9 +494,12 @@ def _build_program(pid: int, stage: int, m: int, plan: Plan, shapes: LayerShapes
                 zero2_reduce += _emit_step_buckets(prog, plan, scenario, stage, chunk, mb, grad_items, grad_ready, sh)
             continue
         if phase == "fwd":
-            if vs > 0:
+            if vs > 0 and prev_peer(mb, vs) == 0:
+                dep = handoff.pop(("f", mb))
+            elif vs > 0:
                 dep = prog.comm("pp_recv_act", "recv", "pp", pp_bytes, f"pp:f:mb{mb}:vs{vs - 1}", (), "fwd",
-                                mb, -1, chunk, stream="pp_recv", kind="pp", peer=prev_peer(mb))
+                                mb, -1, chunk, stream=p2p_stream("pp_recv", "f", chunk), kind="pp",
+                                peer=prev_peer(mb, vs))
             else:
                 e = prog.compute("embedding", "embed_fwd", gate((), chunk, "embed", mb), "fwd", mb, -1, chunk)
                 dep = em.post_tp(f"tp:f:mb{mb}:embed", e, "fwd", mb, -1, chunk)
@@ -496,9 +512,11 @@ def _build_program(pid: int, stage: int, m: int, plan: Plan, shapes: LayerShapes
                     hd = prog.comm("tp_loss_allreduce", "allreduce", "tp", loss_bytes, f"tp:f:mb{mb}:loss", hd,
                                    "fwd", mb, -1, chunk)
                 loss_op[mb] = hd
+            elif next_peer(mb, vs) == 0:
+                handoff[("f", mb)] = dep
             else:
                 prog.comm("pp_send_act", "send", "pp", pp_bytes, f"pp:f:mb{mb}:vs{vs}", dep, "fwd", mb, -1,
-                          chunk, stream="pp_send", kind="pp", peer=next_peer(mb))
+                          chunk, stream=p2p_stream("pp_send", "f", chunk), kind="pp", peer=next_peer(mb, vs))
         else:
             if vs == last_vs:
                 hb = prog.compute("lm_head_loss_bwd", "head_bwd", bgate(loss_op.pop(mb), mb, chunk, "head"), "bwd",
@@ -510,9 +528,11 @@ def _build_program(pid: int, stage: int, m: int, plan: Plan, shapes: LayerShapes
                     reduced(hb, mb, chunk, "head")
                 # the head's input was all-gathered (SP) or copied (no SP) into the TP region
                 dep = em.post_tp(f"tp:b:mb{mb}:head", hb, "bwd", mb, -1, chunk)
+            elif next_peer(mb, vs) == 0:
+                dep = handoff.pop(("b", mb))
             else:
                 dep = prog.comm("pp_recv_grad", "recv", "pp", pp_bytes, f"pp:b:mb{mb}:vs{vs}", (), "bwd", mb, -1,
-                                chunk, stream="pp_recv", kind="pp", peer=next_peer(mb))
+                                chunk, stream=p2p_stream("pp_recv", "b", chunk), kind="pp", peer=next_peer(mb, vs))
             for layer in reversed(layers):
                 dep = bgate(dep, mb, chunk, layer)
                 if full_rc:
@@ -529,9 +549,12 @@ def _build_program(pid: int, stage: int, m: int, plan: Plan, shapes: LayerShapes
                 e = prog.compute("embedding_bwd", "embed_bwd", bgate(dep, mb, chunk, "embed"), "bwd", mb, -1, chunk)
                 grad_ready["embed"] = e[0]
                 reduced(e, mb, chunk, "embed")
+            elif prev_peer(mb, vs) == 0:
+                handoff[("b", mb)] = dep
             else:
                 prog.comm("pp_send_grad", "send", "pp", pp_bytes, f"pp:b:mb{mb}:vs{vs - 1}", dep,
-                          "bwd", mb, -1, chunk, stream="pp_send", kind="pp", peer=prev_peer(mb))
+                          "bwd", mb, -1, chunk, stream=p2p_stream("pp_send", "b", chunk), kind="pp",
+                          peer=prev_peer(mb, vs))
             if plan.zero_stage == 2 and not split_w:
                 zero2_reduce += _emit_step_buckets(prog, plan, scenario, stage, chunk, mb, grad_items, grad_ready, sh)
     if sh is None:
@@ -639,7 +662,7 @@ def _emit_grad_sync(prog: _Prog, plan: Plan, scenario, stage: int, grad_items: d
                                    for prod, _, group, acc, chunk, k in buckets]
     deps = tuple(reduce_ops) if reduce_ops else (last_op,)
     model = scenario.model
-    if plan.pp > 1 and model.tie_embeddings and stage in (0, plan.pp - 1):
+    if plan.pp > 1 and model.tie_embeddings and stage in (0, plan.pp - 1) and plan.schedule not in V_SCHEDULES:
         # uneven TP: the (first, last) pairs of the embd groups each carry 1/min(tp) of the tied table
         emb_tp = min(plan.stage_tp[0], plan.stage_tp[-1]) if plan.stage_tp is not None else plan.tp
         n = padded_vocab(model, emb_tp) // emb_tp * model.hidden_size
@@ -701,7 +724,7 @@ def _emit_sharded_sync(prog: _Prog, plan: Plan, scenario, stage: int, grad_items
     gb = grad_bytes(scenario.training)
     deps = tuple(reduce_ops) if reduce_ops else (len(ops) - 1,)
     model = scenario.model
-    if plan.pp > 1 and model.tie_embeddings and stage in (0, plan.pp - 1):
+    if plan.pp > 1 and model.tie_embeddings and stage in (0, plan.pp - 1) and plan.schedule not in V_SCHEDULES:
         emb_tp = min(plan.stage_tp[0], plan.stage_tp[-1]) if plan.stage_tp is not None else plan.tp
         n = padded_vocab(model, emb_tp) // emb_tp * model.hidden_size
         deps = prog.comm("embedding_grad_allreduce", "allreduce", "embd", n * gb // sh.dense_n, "embd:grad", deps,
@@ -722,6 +745,12 @@ def _bucket(prog: _Prog, group: str, zero: bool, params: float, chunk: int, k: i
                      (prod,) if prod >= 0 else (), "bwd", chunk=chunk, stream="dp", kind="dp")[0]
 
 
+def head_pp(plan: Plan) -> int:
+    """The ``pp`` that decides whether a tied LM head is a copy of the embedding: 1 under ZB-V, whose V puts
+    the embedding and the head on rank 0 (one shared weight, no tied-embedding gradient all-reduce)."""
+    return 1 if plan.schedule in V_SCHEDULES else plan.pp
+
+
 def _grad_items(plan: Plan, model) -> dict:
     """Per (stage, chunk): [(key, dense params, expert params)] in the order backward produces them."""
     lp = layer_params(model, plan.tp, plan.ep)
@@ -729,10 +758,10 @@ def _grad_items(plan: Plan, model) -> dict:
     last_vs = plan.num_vstages - 1
     for stage in range(plan.pp):
         for chunk in range(plan.chunks):
-            vs = chunk * plan.pp + stage
+            vs = plan.vstage(stage, chunk)
             items = []
             if vs == last_vs:
-                hp = head_params(model, plan.tp, plan.pp)
+                hp = head_params(model, plan.tp, head_pp(plan))
                 items.append(("head", hp, 0.0))
             for layer in reversed(plan.vstage_layers[vs]):
                 items.append((layer, lp.dense, lp.expert))

@@ -34,9 +34,9 @@ total), otherwise the sum of named parts of ``overhead_parts`` (CUDA context, cu
 NCCL buffers per communicator the rank uses) plus a reserve of 5% of the activations (allocator
 fragmentation and temporaries, Megatron's ``overhead_factor``), each cited where it is defined.
 The number of micro-batches whose activations a stage holds at once comes from the
-schedule itself (1F1B: pp - stage; interleaved: Megatron's warm-up; GPipe: all; zero-bubble ZB-H1: each
-micro-batch holds its activations from forward to B, then what its W needs until W, Qi et al. 2024 Table 1,
-see heterosim/workload/zero_bubble.py).
+schedule itself (1F1B: pp - stage; interleaved: Megatron's warm-up; GPipe: all; zero-bubble ZB-H1 and ZB-V:
+each micro-batch holds its activations from forward to B, then what its W needs until W, Qi et al. 2024
+Table 1, see heterosim/workload/zero_bubble.py; ZB-V's chunks are the two virtual stages of its V).
 """
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ from heterosim.workload.costs import ACT_ELEM_BYTES, embedding_params, head_para
 from heterosim.workload.plan import Plan, resolve_plan
 from heterosim.workload.schedules import peak_in_flight, schedule_for
 from heterosim.workload.stage_dp import replica_steps
-from heterosim.workload.zero_bubble import peak_retained, splits_w, w_retained_bytes
+from heterosim.workload.zero_bubble import V_SCHEDULES, peak_retained, splits_w, w_retained_bytes
 
 GiB = 1 << 30
 
@@ -159,14 +159,14 @@ def _stage_params(model, plan: Plan, stage: int) -> tuple[float, float]:
     dense = expert = 0.0
     last_vs = plan.num_vstages - 1
     for c in range(plan.chunks):
-        vs = c * plan.pp + stage
+        vs = plan.vstage(stage, c)
         n = len(plan.vstage_layers[vs])
         dense += n * lp.dense
         expert += n * lp.expert
         if vs == 0:
             dense += embedding_params(model, plan.tp)
         if vs == last_vs:
-            dense += head_params(model, plan.tp, plan.pp)
+            dense += head_params(model, plan.tp, 1 if plan.schedule in V_SCHEDULES else plan.pp)
     return dense, expert
 
 
@@ -222,7 +222,7 @@ def nccl_communicators(model, plan: Plan) -> dict[str, float]:
         out["ep"] = (plan.ep - 1) * NCCL_P2P_PEER_BYTES  # token all-to-all
     if plan.pp > 1:
         out["pp"] = 2 * NCCL_P2P_PEER_BYTES  # activations to the next stage, gradients to the previous
-        if model.tie_embeddings:
+        if model.tie_embeddings and plan.schedule not in V_SCHEDULES:  # ZB-V: both on rank 0, one weight
             out["embedding"] = coll  # first and last stage all-reduce the tied embedding's gradient
     return out
 
@@ -250,12 +250,12 @@ def _unit_params(model, plan: Plan, stage: int) -> list[tuple[object, float]]:
     out: list[tuple[object, float]] = []
     last_vs = plan.num_vstages - 1
     for c in range(plan.chunks):
-        vs = c * plan.pp + stage
+        vs = plan.vstage(stage, c)
         out += [(layer, lp.dense + lp.expert) for layer in plan.vstage_layers[vs]]
         if vs == 0:
             out.append(("embed", embedding_params(model, plan.tp)))
         if vs == last_vs:
-            out.append(("head", head_params(model, plan.tp, plan.pp)))
+            out.append(("head", head_params(model, plan.tp, 1 if plan.schedule in V_SCHEDULES else plan.pp)))
     return out
 
 
@@ -324,7 +324,7 @@ def memory_for_plan(scenario, plan: Plan) -> dict[tuple[int, int], dict[str, flo
             params, grads, opt = states["params"], states["grads"], states["optimizer"]
         weights = []
         for c in range(plan.chunks):
-            vs = c * plan.pp + stage
+            vs = plan.vstage(stage, c)
             w = len(plan.vstage_layers[vs]) * act_layer
             if vs == 0:
                 w += sbh / sp_div  # embedding dropout mask (1 byte per element)
@@ -361,7 +361,7 @@ def _w_weights(model, plan: Plan, stage: int, prec: str, attention: str) -> list
     last_vs = plan.num_vstages - 1
     out = []
     for c in range(plan.chunks):
-        vs = c * plan.pp + stage
+        vs = plan.vstage(stage, c)
         w = len(plan.vstage_layers[vs]) * per_layer
         if vs == last_vs:
             w += w_retained_bytes(sh.head(), sh.gemm_eb, sh.act_eb)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 
 from heterosim.errors import PlanError
 from heterosim.workload.groups import RankLayout, StageDPLayout, StageTPLayout
+from heterosim.workload.zero_bubble import V_SCHEDULES, v_stage
 
 
 @dataclass(slots=True)
@@ -73,8 +74,15 @@ class Plan:
     def num_vstages(self) -> int:
         return self.pp * self.chunks
 
+    def vstage(self, stage: int, chunk: int) -> int:
+        """Virtual stage (model order) of ``chunk`` on pipeline rank ``stage``: Megatron's round robin
+        (chunk * pp + stage), or the V of ZB-V (rank i: stages i and 2 pp - 1 - i)."""
+        if self.schedule in V_SCHEDULES:
+            return v_stage(self.pp, stage, chunk)
+        return chunk * self.pp + stage
+
     def layers_of(self, stage: int, chunk: int) -> list[int]:
-        return self.vstage_layers[chunk * self.pp + stage]
+        return self.vstage_layers[self.vstage(stage, chunk)]
 
     def stage_layer_count(self, stage: int) -> int:
         return sum(len(self.layers_of(stage, c)) for c in range(self.chunks))
@@ -304,6 +312,19 @@ def _finish(scenario, world_size: int, tp: int, pp: int, dp: int, seq: int, seq_
             if m % pp:
                 raise PlanError(f"the interleaved schedule needs micro-batches per replica ({m}) to be a multiple "
                                 f"of pp ({pp})", field="parallelism.schedule", value=schedule)
+    elif schedule == "dualpipe":
+        raise PlanError("DualPipe (DeepSeek-V3) is not modelled yet; see docs/pipeline-schedules.md",
+                        field="parallelism.schedule", value=schedule)
+    elif schedule in V_SCHEDULES:  # two chunks per rank in a V (heterosim/workload/zero_bubble.py)
+        if pp < 2:
+            raise PlanError(f"the {schedule} schedule needs pp >= 2", field="parallelism.schedule", value=schedule)
+        if chunks not in (1, 2):
+            raise PlanError(f"the {schedule} schedule places exactly 2 chunks per rank; leave virtual_stages at 1 "
+                            "or set 2", field="parallelism.virtual_stages", value=chunks)
+        if par.zero_stage == 3:  # FSDP's per-unit gathers and prefetch walk Megatron's round-robin chunks
+            raise PlanError(f"zero_stage 3 is not modelled with schedule {schedule} (use zero_stage 0-2 or "
+                            "schedule zb-h1)", field="parallelism.zero_stage", value=par.zero_stage)
+        chunks = 2
     elif chunks != 1:
         raise PlanError(f"virtual stages need schedule: interleaved (schedule is {schedule})",
                         field="parallelism.virtual_stages", value=chunks)
@@ -327,7 +348,9 @@ def _finish(scenario, world_size: int, tp: int, pp: int, dp: int, seq: int, seq_
             if any(x % chunks for x in part):
                 raise PlanError(f"with {chunks} virtual stages every stage's layer count must be a multiple of "
                                 f"{chunks}", field="parallelism.layer_partition", value=part)
-            counts = [part[vs % pp] // chunks for vs in range(nvs)]
+            # rank of each virtual stage: round robin, or the V (vs < pp on rank vs, else on 2 pp - 1 - vs)
+            rank_of = (lambda vs: min(vs, 2 * pp - 1 - vs)) if schedule in V_SCHEDULES else (lambda vs: vs % pp)
+            counts = [part[rank_of(vs)] // chunks for vs in range(nvs)]
         else:
             raise PlanError(f"needs pp ({pp}) or pp*virtual_stages ({nvs}) entries, got {len(part)}",
                             field="parallelism.layer_partition", value=part)
@@ -351,7 +374,7 @@ def _even_split(num_layers: int, nvs: int, chunks: int, pp: int, par) -> list[in
     emb, loss = int(par.account_for_embedding_in_pipeline_split), int(par.account_for_loss_in_pipeline_split)
     total = num_layers + emb + loss
     if total % nvs:
-        what = "pp" if chunks == 1 else "pp*virtual_stages"
+        what = "pp" if chunks == 1 else ("2*pp (its V chunks)" if par.schedule in V_SCHEDULES else "pp*virtual_stages")
         extra = " + embedding" * emb + " + loss" * loss
         raise PlanError(f"{what} = {nvs} does not divide num_layers{extra} ({total}); set "
                         "parallelism.layer_partition", field="parallelism.pp", value=pp)
