@@ -6,7 +6,10 @@ Table 1 isolates the schedule: p equal stages of one layer each, every forward /
 duration (F, B, W ns per stage and micro-batch; embedding, head and optimizer 0 ns) and every message
 0 bytes, simulated end to end by the coordinator. Bubble fraction = (iteration - m (F + B + W)) / iteration.
 Formulas (Qi et al. ICLR 2024, Sec. 3.1; B = input-gradient pass only): 1F1B (p - 1)(F + B + W), ZB-H1
-(p - 1)(F + B - W). Table 2 runs the shipped scenario with the real compute model and network.
+(p - 1)(F + B - W). ZB-V (Sec. 6) holds 2p virtual stages of one layer, two per rank, each taking half a stage's
+F, B, W: zero bubble inside its parallelogram when F = B = W, so a synchronous iteration keeps only the last
+rank's start skew, (p - 1) F / 2 (the paper states no formula for F != B or W; measured only). Table 2 runs the
+shipped scenarios with the real compute model and network.
 """
 from __future__ import annotations
 
@@ -20,18 +23,23 @@ from heterosim.config import (ClusterConfig, DeviceGroup, ModelConfig, ParallelC
                               TrainingConfig)
 
 ROOT = Path(__file__).resolve().parents[1]
-FORMULA = {"1f1b": lambda p, F, B, W: (p - 1) * (F + B + W), "zb-h1": lambda p, F, B, W: (p - 1) * (F + B - W)}
+FORMULA = {"1f1b": lambda p, F, B, W: (p - 1) * (F + B + W), "zb-h1": lambda p, F, B, W: (p - 1) * (F + B - W),
+           "zb-v": lambda p, F, B, W: (p - 1) * F // 2 if F == B == W else None}
+CHUNKS = {"zb-v": 2}
+"""Layers (one per virtual stage) per pipeline rank; the stage's F, B, W are split evenly over them."""
 
 
 def uniform_iteration_ns(schedule: str, p: int, m: int, F: int, B: int, W: int) -> int:
-    model = ModelConfig(name="uniform", num_layers=p, hidden_size=64, num_attention_heads=4, ffn_hidden_size=256,
+    c = CHUNKS.get(schedule, 1)
+    F, B, W = F // c, B // c, W // c
+    model = ModelConfig(name="uniform", num_layers=c * p, hidden_size=64, num_attention_heads=4, ffn_hidden_size=256,
                         vocab_size=128, max_seq_length=128, tie_embeddings=False)
     sc = Scenario(model=model, training=TrainingConfig(global_batch_size=m, micro_batch_size=1, seq_length=128),
                   parallelism=ParallelConfig(pp=p, schedule=schedule),
                   cluster=ClusterConfig(groups=[DeviceGroup(name="g", node_type="dgx-h100", num_nodes=1,
                                                             overrides={"gpus_per_node": p})]))
     dur = {"attn": F // 2, "mlp": F - F // 2, "attn_bwd": B // 2, "mlp_bwd": B - B // 2, "layer_wgrad": W}
-    if schedule != "zb-h1":
+    if schedule not in ("zb-h1", "zb-v"):
         dur.update(attn_bwd=(B + W) // 2, mlp_bwd=B + W - (B + W) // 2)
     return iteration_with_pass_times(api.prepare(sc), lambda stage: dur)
 
@@ -54,22 +62,24 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|")
     for F, B, W in ((100_000, 100_000, 100_000), (100_000, 100_000, 50_000)):
         for p, m in ((2, 4), (4, 8), (4, 16), (8, 16), (8, 32)):
-            for sched in ("1f1b", "zb-h1"):
+            for sched in ("1f1b", "zb-h1", "zb-v"):
                 t = uniform_iteration_ns(sched, p, m, F, B, W)
                 busy = m * (F + B + W)
                 bub = FORMULA[sched](p, F, B, W)
+                formula = "n/a" if bub is None else f"{bub / (busy + bub):.4f}"
                 print(f"| {sched} | {p} | {m} | {F // 1000} : {B // 1000} : {W // 1000} | {t:,} | "
-                      f"{(t - busy) / t:.4f} | {bub / (busy + bub):.4f} |")
+                      f"{(t - busy) / t:.4f} | {formula} |")
     print()
     print("| scenario | schedule | iteration (ms) | pipeline bubble (summary) | peak memory, max over GPUs (GiB) |")
     print("|---|---|---|---|---|")
-    path = ROOT / "scenarios" / "schedules" / "zb-h1.yaml"
-    for sched in ("1f1b", "zb-h1"):
-        s = api.run(api.load(path, [f"parallelism.schedule={sched}"])).summary
-        prep = api.prepare(api.load(path, [f"parallelism.schedule={sched}"]))
-        mem = max(prep.ir.meta["memory_bytes"]) / 2 ** 30
-        print(f"| scenarios/schedules/zb-h1.yaml | {sched} | {s['iteration_time_ns'] / 1e6:.2f} | "
-              f"{s['breakdown']['bubble']:.1%} | {mem:.2f} |")
+    for name, scheds in (("zb-h1", ("1f1b", "zb-h1")), ("zb-v", ("1f1b", "zb-h1", "zb-v"))):
+        path = ROOT / "scenarios" / "schedules" / f"{name}.yaml"
+        for sched in scheds:
+            s = api.run(api.load(path, [f"parallelism.schedule={sched}"])).summary
+            prep = api.prepare(api.load(path, [f"parallelism.schedule={sched}"]))
+            mem = max(prep.ir.meta["memory_bytes"]) / 2 ** 30
+            print(f"| scenarios/schedules/{name}.yaml | {sched} | {s['iteration_time_ns'] / 1e6:.2f} | "
+                  f"{s['breakdown']['bubble']:.1%} | {mem:.2f} |")
 
 
 if __name__ == "__main__":
