@@ -134,7 +134,7 @@ RELU_LIKE = ("relu", "squared-relu")
 rule heterosim/zoo/hf_import.py applies to relu); Nemotron's squared ReLU (the rows' ``expressed_as``)."""
 MODEL_FIELDS = {"name", "num_layers", "hidden_size", "num_attention_heads", "num_kv_heads", "ffn_hidden_size",
                 "vocab_size", "max_seq_length", "activation", "tie_embeddings", "num_experts", "moe_top_k",
-                "moe_ffn_hidden_size", "make_vocab_size_divisible_by", "source"}
+                "moe_ffn_hidden_size", "make_vocab_size_divisible_by", "hidden_dropout", "source"}
 """heterosim.config.model.ModelConfig's fields (a corpus model dict may carry more, e.g. num_params_billion)."""
 
 
@@ -439,7 +439,8 @@ def scenario_of(run, measurements: str = "builtin", contention: str | None = Non
             settings["precision"] = f"{precision} -> fp8 (HeteroSim has one fp8 recipe)"
         precision = "fp8"
     if isinstance(run.model, str):
-        model: Any = run.model
+        # a zoo model, with the fields the row's source sets differently (the loader's {zoo: ...} form)
+        model: Any = {"zoo": run.model, **run.model_overrides} if run.model_overrides else run.model
     else:
         model = {k: v for k, v in run.model.items() if k in MODEL_FIELDS}
         if model.get("activation") in RELU_LIKE:  # two FFN matrices + a memory-bound activation: gelu's cost
@@ -534,7 +535,7 @@ def run_row(run, measurements: str = "builtin", constants: dict[str, tuple[Fitte
         res.plan = {k: sc["parallelism"][k] for k in ("tp", "pp", "cp", "ep", "dp", "virtual_stages")} | {
             "mbs": sc["training"]["micro_batch_size"], "gbs": sc["training"]["global_batch_size"],
             "seq": sc["training"]["seq_length"], "precision": sc["training"]["precision"],
-            "model": sc["model"] if isinstance(sc["model"], str) else sc["model"]["name"]}
+            "model": sc["model"] if isinstance(sc["model"], str) else sc["model"].get("name", sc["model"].get("zoo"))}
     except (RowError, KeyError, ValueError, TypeError) as e:
         res.status, res.reason = "CORPUS", _one_line(e)
         return res

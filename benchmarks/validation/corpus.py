@@ -57,6 +57,10 @@ class Run(StrictModel):
     gpus: int = Field(ge=1)
     model: str | dict[str, Any]
     """A zoo name or a dict of model fields."""
+    model_overrides: dict[str, Any] = Field(default_factory=dict)
+    """ModelConfig fields set on top of a zoo model where the row's source differs from the zoo entry
+    (e.g. ``hidden_dropout: 0.0``); ``model_overrides_source`` cites where the value comes from."""
+    model_overrides_source: str | None = None
     parallelism: dict[str, Any]
     training: dict[str, Any]
     measured: dict[str, Any]
@@ -84,6 +88,14 @@ class Run(StrictModel):
         if not any(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v.values()):
             raise ValueError("needs at least one measured number")
         return v
+
+    @model_validator(mode="after")
+    def _overrides_cited(self):
+        if self.model_overrides and not isinstance(self.model, str):
+            raise ValueError("model_overrides apply to a zoo model name; set the fields in the model dict instead")
+        if self.model_overrides and not self.model_overrides_source:
+            raise ValueError("model_overrides is set: give model_overrides_source")
+        return self
 
     @model_validator(mode="after")
     def _reason_when_not_expressible(self):

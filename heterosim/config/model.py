@@ -41,6 +41,11 @@ class ModelConfig(Strict):
     make_vocab_size_divisible_by: int = Field(128, gt=0)
     """Megatron-LM pads the vocabulary to a multiple of this times TP (its default: 128); the padded
     size is what the embedding, LM head and loss run on (reported in the summary)."""
+    hidden_dropout: Bounded(float, 0.0, 0.99) = 0.1
+    """Dropout probability on the attention and MLP outputs and the embedding (Megatron-Core's
+    ``TransformerConfig.hidden_dropout``, default 0.1). At 0 no dropout mask is kept for backward
+    (PyTorch's dropout returns its input when p == 0: ATen ``native/Dropout.cpp``), which the memory
+    model follows. Llama, Mixtral and Nemotron train without it (their zoo entries and sources)."""
     source: str | None = None
     """Where the numbers come from (paper table, HF config)."""
 

@@ -237,7 +237,7 @@ class MemoryModel:
         scale = ACT_ELEM_BYTES[prec] / 2
         sp_div = plan.tp if plan.sp else 1
         sbh = plan.seq_local * plan.micro_batch * model.hidden_size
-        self.embed_act = sbh / sp_div
+        self.embed_act = sbh / sp_div if model.hidden_dropout > 0 else 0.0  # embedding dropout mask (memory_for_plan)
         self.head_act = 2 * sbh / sp_div * scale + 4.0 * plan.seq_local * plan.micro_batch * padded_vocab(model, plan.tp) / plan.tp
         self.zero_div = plan.dp * plan.cp if plan.zero_stage == 1 else 1
         self.ms = sorted(set(plan.microbatches))

@@ -80,7 +80,8 @@ def saved_tensor_bytes(model, plan: Plan, precision: str, recompute: str | None 
 
     16-bit: Korthikanti et al. 2022, Sec. 4.1 (34 sbh with h=4h FFN and MHA): each norm keeps its input,
     each GEMM its input, attention its Q, K, V (and, fused/flash, its output), the FFN its fc1 output
-    (activation input) and activation output (fc2 input), dropout its 1-byte mask.
+    (activation input) and activation output (fc2 input), dropout its 1-byte mask (only when
+    ``model.hidden_dropout`` > 0: at p = 0 PyTorch's dropout returns its input and keeps nothing).
     FP8 (Transformer Engine, Megatron-Core's TE spec: TELayerNormColumnParallelLinear for QKV and fc1,
     TERowParallelLinear for proj and fc2, TEDotProductAttention): TE saves the *quantized* input of every
     fp8 GEMM for the weight gradient, 1 byte per element, column-wise only (``module/linear.py``:
@@ -111,10 +112,13 @@ def saved_tensor_bytes(model, plan: Plan, precision: str, recompute: str | None 
     else:
         proj_in = (e + 1.0) if (fused and recompute == "none") else 1.0
     out = {
-        "rep:norm1_input": (h, e), "rep:qkv_input": (h, q), "rep:attn_dropout_mask": (h, 1.0),
-        "rep:norm2_input": (h, e), "rep:fc1_input": (h, q), "rep:mlp_dropout_mask": (h, 1.0),
+        "rep:norm1_input": (h, e), "rep:qkv_input": (h, q),
+        "rep:norm2_input": (h, e), "rep:fc1_input": (h, q),
         "tp:q": (h, e), "tp:k_v": (2 * kvd, e), "tp:proj_input": (h, proj_in),
     }
+    if model.hidden_dropout > 0:  # at p == 0 PyTorch's dropout is the identity and keeps no mask
+        out["rep:attn_dropout_mask"] = (h, 1.0)
+        out["rep:mlp_dropout_mask"] = (h, 1.0)
     fc1_width = 2 if model.activation == "swiglu" else 1  # gate and up projections
     if model.is_moe:
         fe = model.moe_ffn_hidden_size or model.ffn_hidden_size
@@ -326,7 +330,7 @@ def memory_for_plan(scenario, plan: Plan) -> dict[tuple[int, int], dict[str, flo
         for c in range(plan.chunks):
             vs = plan.vstage(stage, c)
             w = len(plan.vstage_layers[vs]) * act_layer
-            if vs == 0:
+            if vs == 0 and model.hidden_dropout > 0:
                 w += sbh / sp_div  # embedding dropout mask (1 byte per element)
             if vs == last_vs:
                 # final norm input + fp32 logits kept by the vocab-parallel cross-entropy

@@ -91,3 +91,23 @@ def test_memory_per_rank_follows_stage_and_replica():
     assert per[0] == per[1] and per[2] == per[3] and per[4] == per[5]
     assert per[0] < per[2]  # replica 0 runs 1 micro-batch: stage 0 holds 1 in flight, not pp = 2
     assert per[0] != per[4]
+
+
+def test_no_dropout_keeps_no_masks():
+    """hidden_dropout 0 (Llama, Mixtral, Nemotron, MPT): PyTorch's dropout at p == 0 returns its input, so
+    neither the two 1-byte masks per layer (after attention and after the MLP) nor the embedding's exist.
+    Korthikanti's 34 s*b*h/t per layer with SP (selective recompute) becomes 32 s*b*h/t."""
+    h, s, t = 4096, 2048, 4
+    with_dropout = gpt(layers=8, hidden=h, heads=32, vocab=51200, seq=s)
+    without = with_dropout.model_copy(update={"hidden_dropout": 0.0})
+    mems = {}
+    for name, model in (("0.1", with_dropout), ("0", without)):
+        sc = scenario(model, gbs=8, mbs=1, seq=s, tp=t, pp=2, sequence_parallel=True, recompute="selective")
+        mems[name], _ = _breakdown(sc, 2 * t)
+    # stage 1: 4 layers + the last stage's final-norm input (2 B) and fp32 vocab-parallel logits, 1 in flight;
+    # stage 0: 4 layers + the embedding's dropout mask, 2 in flight (1F1B: pp - stage)
+    head = 2 * s * h / t + 4 * s * 51200 / t
+    assert mems["0.1"][(1, 8)]["activations"] == pytest.approx(1 * (4 * 34 * s * h / t + head))
+    assert mems["0"][(1, 8)]["activations"] == pytest.approx(1 * (4 * 32 * s * h / t + head))
+    assert mems["0.1"][(0, 8)]["activations"] == pytest.approx(2 * (4 * 34 * s * h / t + s * h / t))
+    assert mems["0"][(0, 8)]["activations"] == pytest.approx(2 * 4 * 32 * s * h / t)
