@@ -203,6 +203,52 @@ class DctcpConfig(_Strict):
     """Marking threshold; None = 30 KB x (link rate / 10G) (HPCC paper's DCTCP setting)."""
 
 
+class SwiftConfig(_Strict):
+    """Swift (Kumar et al., "Swift: Delay is Simple and Effective for Congestion Control in the
+    Datacenter", SIGCOMM 2020) in the NIC: a window driven by the RTT against a target delay.
+
+    target = base_target + hops x h + max(0, min(alpha / sqrt(cwnd) + beta, fs_range)) (section 3.5,
+    alpha and beta fixed by fs_min_cwnd / fs_max_cwnd); below target cwnd += ai / cwnd per acked
+    packet, above it at most once per RTT cwnd *= max(1 - beta (delay - target) / delay, 1 - max_mdf)
+    (Algorithm 1); below one packet the NIC paces one packet per rtt / cwnd.  The paper publishes
+    the formulas and min_cwnd; every other default is chosen here with its reason
+    (docs/congestion-control.md, "Swift").
+    """
+
+    ai_packets: float = Field(1.0, gt=0)
+    """ai: additive increase per RTT, packets (TCP's congestion avoidance, RFC 5681; no value in the paper)."""
+    beta: float = Field(0.8, gt=0, le=1)
+    """Multiplicative decrease constant (TIMELY's beta, Mittal et al. 2015; no value in the paper)."""
+    max_mdf: float = Field(0.5, gt=0, lt=1)
+    """Largest decrease per RTT (TCP's halving, RFC 5681; no value in the paper)."""
+    min_cwnd_packets: float = Field(0.001, gt=0)
+    """Smallest window (paper, section 3.3: 0.001 packets, paced below one packet)."""
+    max_cwnd_packets: float | None = Field(None, gt=0)
+    """Largest window, where a QP starts; None = one BDP (line rate x base RTT), as DCTCP's ceiling here."""
+    base_target_ns: int | None = Field(None, gt=0)
+    """base_target; None = the fabric's unloaded RTT from the host (as HPCC's T), so the rest is queueing."""
+    hop_scale_ns: int = Field(1_000, ge=0)
+    """h: target per switch on the path (1 us: 12.5 KB, 3 MTU packets, at 100 Gb/s; no value in the paper)."""
+    fs_range_ns: int = Field(5_000, ge=0)
+    """fs_range: the largest flow-based scaling, 0 = off (five hops' worth; no value in the paper)."""
+    fs_min_cwnd_packets: float = Field(0.1, gt=0)
+    """Window that gets all of fs_range (no value in the paper)."""
+    fs_max_cwnd_packets: float = Field(100.0, gt=0)
+    """Window that gets no flow-based scaling (no value in the paper)."""
+    retx_reset_threshold: int = Field(5, ge=1)
+    """Timeouts in a row after which cwnd = min_cwnd (RETX_RESET_THRESHOLD of Algorithm 1; no value in the paper)."""
+
+    @model_validator(mode="after")
+    def _order(self):
+        if self.fs_min_cwnd_packets >= self.fs_max_cwnd_packets:
+            raise ValueError(f"fs_min_cwnd_packets ({self.fs_min_cwnd_packets}) must be below "
+                             f"fs_max_cwnd_packets ({self.fs_max_cwnd_packets})")
+        if self.max_cwnd_packets is not None and self.max_cwnd_packets < self.min_cwnd_packets:
+            raise ValueError(f"max_cwnd_packets ({self.max_cwnd_packets}) must not be below "
+                             f"min_cwnd_packets ({self.min_cwnd_packets})")
+        return self
+
+
 class TransportConfig(_Strict):
     """How the NIC carries messages: NCCL-like long-lived queue pairs, or one QP per message."""
 
@@ -338,7 +384,7 @@ class BackgroundConfig(_Strict):
         return self
 
 
-CcKind = Literal["dcqcn", "dcqcn_paper", "hpcc", "timely", "dctcp", "none"]
+CcKind = Literal["dcqcn", "dcqcn_paper", "hpcc", "timely", "dctcp", "swift", "none"]
 """Congestion-control presets, each coherent with one named source (see :data:`CC_SOURCES`)."""
 
 CC_SOURCES: dict[str, str] = {
@@ -347,6 +393,7 @@ CC_SOURCES: dict[str, str] = {
     "hpcc": "HPCC, Li et al., SIGCOMM 2019 (paper's W_AI and eta)",
     "timely": "TIMELY, Mittal et al., SIGCOMM 2015 (HPCC simulator's settings)",
     "dctcp": "DCTCP, Alizadeh et al., SIGCOMM 2010 / RFC 8257 (window; K as in the HPCC paper)",
+    "swift": "Swift, Kumar et al., SIGCOMM 2020 (delay target; paper's formulas, chosen constants)",
     "none": "no end-to-end CC: line rate, PFC only",
 }
 
@@ -392,6 +439,7 @@ class NetworkConfig(_Strict):
     hpcc: HpccConfig = HpccConfig()
     timely: TimelyConfig = TimelyConfig()
     dctcp: DctcpConfig = DctcpConfig()
+    swift: SwiftConfig = SwiftConfig()
     acceleration: AccelerationConfig = AccelerationConfig()
     background: BackgroundConfig | None = None
     """Other tenants' traffic sharing the fabric (Poisson flows from a size CDF); None = none."""

@@ -66,7 +66,7 @@ FLOW_SETTINGS = frozenset({"backend", "mtu_bytes", "header_bytes", "ecmp", "per_
                            "wall_limit_s"})
 """``network`` fields a flow-backend run reads (``background`` and ``wall_limit_s`` through the coordinator)."""
 PACKET_LEVEL_SETTINGS = frozenset({"cc", "cc_window", "ack_interval_packets", "transport", "rng_run", "dcqcn", "ecn",
-                                   "pfc", "buffer", "hpcc", "timely", "dctcp", "acceleration",
+                                   "pfc", "buffer", "hpcc", "timely", "dctcp", "swift", "acceleration",
                                    "queue_sample_interval_ns", "deadlock_hold_ns", "stall_limit_ns"})
 """``network`` fields only the packet-level backend models: congestion control, ECN, PFC, switch buffers,
 ACKs, transport timers, its random draws, sampling, watchdogs and acceleration. A fluid max-min model has no

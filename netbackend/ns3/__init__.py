@@ -29,10 +29,19 @@ _INTERNAL = 4
 """RdmaNetworkHelper::INTERNAL_ERROR: a model invariant broke (a bug, not the input)."""
 _TRANSPORT = 5
 """RdmaNetworkHelper::TRANSPORT_ERROR: a QP exceeded its retry count (the NIC's QP error state)."""
-_CC_IMPLEMENTED = ("dcqcn", "dcqcn_paper", "hpcc", "timely", "dctcp", "none")
-_CC_MODE = {"dcqcn": "dcqcn", "dcqcn_paper": "dcqcn", "hpcc": "hpcc", "timely": "timely",
-            "dctcp": "dctcp", "none": "none"}
-"""network.cc preset -> the NIC's CongestionControl state machine."""
+_CC_TYPE = {"dcqcn": "ns3::RdmaCcDcqcn", "hpcc": "ns3::RdmaCcHpcc", "timely": "ns3::RdmaCcTimely",
+            "dctcp": "ns3::RdmaCcDctcp", "swift": "ns3::RdmaCcSwift", "none": "ns3::RdmaCcNone"}
+"""network.cc -> the TypeId of its RdmaCongestionOps class (rdma-cc-ops.h); the DCQCN presets take
+the class of their reaction point (``_cc_type``)."""
+_CC_IMPLEMENTED = ("dcqcn", "dcqcn_paper", "hpcc", "timely", "dctcp", "swift", "none")
+
+
+def _cc_type(cfg: NetworkConfig) -> str:
+    """TypeId name of the NIC's CongestionOps for ``cfg``: the DCQCN presets by their reaction point
+    (``dcqcn.reaction``: vendor -> ns3::RdmaCcDcqcn, paper -> ns3::RdmaCcDcqcnPaper)."""
+    if cfg.cc in ("dcqcn", "dcqcn_paper"):
+        return "ns3::RdmaCcDcqcn" if resolved_dcqcn(cfg)["reaction"] == "vendor" else "ns3::RdmaCcDcqcnPaper"
+    return _CC_TYPE[cfg.cc]
 _HOT_PORTS = 8
 """Queue samples are returned for this many ports with the largest mean queue."""
 
@@ -65,6 +74,18 @@ def example_command(name: str, *args: str) -> list[str]:
         if binary.name == name:
             return [str(binary), *args]
     raise ValueError(f"no example {name!r} (have: {', '.join(b.name for b in build.examples) or 'none'})")
+
+
+def swift_defaults(sw) -> dict[str, str]:
+    """ns-3 defaults of ns3::RdmaCcSwift from ``network.swift`` (netbackend/config.py SwiftConfig)."""
+    cls = "ns3::RdmaCcSwift::"
+    return {cls + "Ai": repr(float(sw.ai_packets)), cls + "Beta": repr(float(sw.beta)),
+            cls + "MaxMdf": repr(float(sw.max_mdf)), cls + "MinCwnd": repr(float(sw.min_cwnd_packets)),
+            cls + "MaxCwnd": repr(float(sw.max_cwnd_packets or 0)),
+            cls + "BaseTarget": _ns(sw.base_target_ns or 0), cls + "HopScale": _ns(sw.hop_scale_ns),
+            cls + "FsRange": _ns(sw.fs_range_ns), cls + "FsMinCwnd": repr(float(sw.fs_min_cwnd_packets)),
+            cls + "FsMaxCwnd": repr(float(sw.fs_max_cwnd_packets)),
+            cls + "RetxResetThreshold": str(sw.retx_reset_threshold)}
 
 
 def _ns(value: int) -> str:
@@ -190,6 +211,7 @@ class Ns3Backend(NetworkBackend):
         pfc, buf, hp, tm, tr = cfg.pfc, cfg.buffer, cfg.hpcc, cfg.timely, cfg.transport
         d = resolved_dcqcn(cfg)
         nic = "ns3::RdmaNic::"
+        ops, dq, hc, tl = "ns3::RdmaCongestionOps::", "ns3::RdmaCcDcqcn::", "ns3::RdmaCcHpcc::", "ns3::RdmaCcTimely::"
         sw = "ns3::RdmaSwitchNode::"
         helper = "ns3::RdmaNetworkHelper::"
         defaults = {
@@ -199,8 +221,8 @@ class Ns3Backend(NetworkBackend):
             nic + "QpMode": tr.qp_mode,
             nic + "QpsPerConnection": str(tr.qps_per_connection),
             nic + "MaxOutstandingSteps": str(tr.max_outstanding_steps),
-            nic + "CongestionControl": _CC_MODE[cfg.cc],
-            nic + "CcWindow": "true" if cfg.cc_window else "false",
+            nic + "CongestionOps": _cc_type(cfg),
+            ops + "BdpWindow": "true" if cfg.cc_window else "false",
             nic + "CnpMode": d["cnp_mode"],
             nic + "CnpInterval": _ns(d["cnp_interval_ns"]),
             nic + "RetransmitTimeout": _ns(tr.retransmit_timeout_ns),
@@ -213,33 +235,33 @@ class Ns3Backend(NetworkBackend):
             nic + "NackInterval": _ns(tr.nack_interval_ns),
             nic + "TrackMessageBytes": "true" if track_message_bytes else "false",
             nic + "RateSampleQps": str(int(rate_sample_qps)),
-            nic + "DcqcnVendor": "true" if d["reaction"] == "vendor" else "false",
-            nic + "DcqcnClampTargetRate": "true" if d["clamp_target_rate"] else "false",
-            nic + "DcqcnG": repr(float(d["g"])),
-            nic + "DcqcnAlphaInterval": _ns(d["alpha_update_interval_ns"]),
-            nic + "DcqcnRateDecreaseInterval": _ns(d["rate_decrease_interval_ns"]),
-            nic + "DcqcnRateIncreaseInterval": _ns(d["rate_increase_interval_ns"]),
-            nic + "DcqcnByteCounter": str(d["byte_counter_bytes"]),
-            nic + "DcqcnFastRecoveryStages": str(d["fast_recovery_stages"]),
-            nic + "DcqcnRateAi": _bps(d["rate_ai_mbps"]) if d["rate_ai_mbps"] else "0bps",
-            nic + "DcqcnRateHai": _bps(d["rate_hai_mbps"]) if d["rate_hai_mbps"] else "0bps",
-            nic + "DcqcnMinRate": _bps(d["min_rate_mbps"]),
-            nic + "DctcpG": repr(float(cfg.dctcp.g)),
-            nic + "IntHeaderBytes": str(hp.int_bytes),
-            nic + "HpccEta": repr(float(hp.eta)),
-            nic + "HpccMaxStage": str(hp.max_stage),
-            nic + "HpccWai": repr(float(hp.w_ai_bytes)),
-            nic + "HpccBaseRtt": _ns(hp.base_rtt_ns or 0),
-            nic + "HpccMinRate": _bps(hp.min_rate_mbps),
-            nic + "TimelyAlpha": repr(float(tm.alpha)),
-            nic + "TimelyBeta": repr(float(tm.beta)),
-            nic + "TimelyTLow": _ns(tm.t_low_ns),
-            nic + "TimelyTHigh": _ns(tm.t_high_ns),
-            nic + "TimelyMinRtt": _ns(tm.min_rtt_ns),
-            nic + "TimelyDelta": _bps(tm.delta_mbps) if tm.delta_mbps else "0bps",
-            nic + "TimelyHaiThreshold": str(tm.hai_threshold),
-            nic + "TimelySegmentBytes": str(tm.segment_bytes),
-            nic + "TimelyMinRate": _bps(tm.min_rate_mbps),
+            dq + "ClampTargetRate": "true" if d["clamp_target_rate"] else "false",
+            dq + "G": repr(float(d["g"])),
+            dq + "AlphaInterval": _ns(d["alpha_update_interval_ns"]),
+            dq + "RateDecreaseInterval": _ns(d["rate_decrease_interval_ns"]),
+            dq + "RateIncreaseInterval": _ns(d["rate_increase_interval_ns"]),
+            dq + "ByteCounter": str(d["byte_counter_bytes"]),
+            dq + "FastRecoveryStages": str(d["fast_recovery_stages"]),
+            dq + "RateAi": _bps(d["rate_ai_mbps"]) if d["rate_ai_mbps"] else "0bps",
+            dq + "RateHai": _bps(d["rate_hai_mbps"]) if d["rate_hai_mbps"] else "0bps",
+            dq + "MinRate": _bps(d["min_rate_mbps"]),
+            "ns3::RdmaCcDctcp::G": repr(float(cfg.dctcp.g)),
+            hc + "IntHeaderBytes": str(hp.int_bytes),
+            hc + "Eta": repr(float(hp.eta)),
+            hc + "MaxStage": str(hp.max_stage),
+            hc + "Wai": repr(float(hp.w_ai_bytes)),
+            ops + "BaseRtt": _ns(hp.base_rtt_ns or 0),  # T of every CC that needs one (it always was)
+            hc + "MinRate": _bps(hp.min_rate_mbps),
+            tl + "Alpha": repr(float(tm.alpha)),
+            tl + "Beta": repr(float(tm.beta)),
+            tl + "TLow": _ns(tm.t_low_ns),
+            tl + "THigh": _ns(tm.t_high_ns),
+            tl + "MinRtt": _ns(tm.min_rtt_ns),
+            tl + "Delta": _bps(tm.delta_mbps) if tm.delta_mbps else "0bps",
+            tl + "HaiThreshold": str(tm.hai_threshold),
+            tl + "SegmentBytes": str(tm.segment_bytes),
+            tl + "MinRate": _bps(tm.min_rate_mbps),
+            **swift_defaults(cfg.swift),
             sw + "IntEnabled": "true" if cfg.cc == "hpcc" else "false",
             sw + "PfcEnabled": "true" if pfc.enabled else "false",
             sw + "PfcDynamic": "true" if pfc.threshold == "dynamic" else "false",

@@ -85,9 +85,15 @@ SetNic(const std::string& attr, const std::string& value)
     Config::SetDefault("ns3::RdmaNic::" + attr, StringValue(value));
 }
 
+void
+SetDcqcn(const std::string& attr, const std::string& value)
+{
+    Config::SetDefault("ns3::RdmaCcDcqcn::" + attr, StringValue(value));
+}
+
 /// The module's Attribute defaults for one network.cc preset of heterosim
-/// (netbackend/config.py DCQCN_PRESETS): the NIC's own defaults mix the two
-/// DCQCN columns, so each preset is set in full here.
+/// (netbackend/config.py DCQCN_PRESETS): the DCQCN class's defaults are the vendor
+/// column, so each preset is set in full here.
 bool
 ApplyCcPreset(const std::string& cc)
 {
@@ -95,43 +101,42 @@ ApplyCcPreset(const std::string& cc)
     {
         // DCQCN as NICs run it (HPCC simulator's Mellanox model): CE echoed on
         // every ACK, alpha every 1 us, cut checks every 4 us, no target clamp.
-        SetNic("CongestionControl", "dcqcn");
-        SetNic("DcqcnVendor", "true");
+        SetNic("CongestionOps", "ns3::RdmaCcDcqcn");
         SetNic("CnpMode", "ack_piggyback");
-        SetNic("DcqcnAlphaInterval", "1us");
-        SetNic("DcqcnRateDecreaseInterval", "4us");
-        SetNic("DcqcnRateIncreaseInterval", "300us");
-        SetNic("DcqcnByteCounter", "0");
-        SetNic("DcqcnFastRecoveryStages", "1");
-        SetNic("DcqcnRateAi", "0bps"); // 0: scaled with the line rate (5 Mb/s per 25 Gb/s)
-        SetNic("DcqcnRateHai", "0bps");
-        SetNic("DcqcnMinRate", "1000Mbps");
-        SetNic("DcqcnClampTargetRate", "false");
+        SetDcqcn("AlphaInterval", "1us");
+        SetDcqcn("RateDecreaseInterval", "4us");
+        SetDcqcn("RateIncreaseInterval", "300us");
+        SetDcqcn("ByteCounter", "0");
+        SetDcqcn("FastRecoveryStages", "1");
+        SetDcqcn("RateAi", "0bps"); // 0: scaled with the line rate (5 Mb/s per 25 Gb/s)
+        SetDcqcn("RateHai", "0bps");
+        SetDcqcn("MinRate", "1000Mbps");
+        SetDcqcn("ClampTargetRate", "false");
     }
     else if (cc == "dcqcn_paper")
     {
         // Zhu et al., SIGCOMM 2015.
-        SetNic("CongestionControl", "dcqcn");
-        SetNic("DcqcnVendor", "false");
+        SetNic("CongestionOps", "ns3::RdmaCcDcqcnPaper");
         SetNic("CnpMode", "interval");
         SetNic("CnpInterval", "50us");
-        SetNic("DcqcnAlphaInterval", "55us");
-        SetNic("DcqcnRateDecreaseInterval", "0ns");
-        SetNic("DcqcnRateIncreaseInterval", "55us");
-        SetNic("DcqcnByteCounter", "10000000");
-        SetNic("DcqcnFastRecoveryStages", "5");
-        SetNic("DcqcnRateAi", "40Mbps");
-        SetNic("DcqcnRateHai", "400Mbps");
-        SetNic("DcqcnMinRate", "100Mbps");
-        SetNic("DcqcnClampTargetRate", "true");
-    }
-    else if (cc == "hpcc" || cc == "timely" || cc == "dctcp" || cc == "none")
-    {
-        SetNic("CongestionControl", cc);
+        SetDcqcn("AlphaInterval", "55us");
+        SetDcqcn("RateDecreaseInterval", "0ns");
+        SetDcqcn("RateIncreaseInterval", "55us");
+        SetDcqcn("ByteCounter", "10000000");
+        SetDcqcn("FastRecoveryStages", "5");
+        SetDcqcn("RateAi", "40Mbps");
+        SetDcqcn("RateHai", "400Mbps");
+        SetDcqcn("MinRate", "100Mbps");
+        SetDcqcn("ClampTargetRate", "true");
     }
     else
     {
-        return false;
+        TypeId tid; // any other registered name (hpcc, timely, dctcp, swift, none, ...)
+        if (!RdmaCongestionOps::Lookup(cc, tid))
+        {
+            return false;
+        }
+        SetNic("CongestionOps", tid.GetName());
     }
     // HPCC needs the switches to append INT records.
     Config::SetDefault("ns3::RdmaSwitchNode::IntEnabled", StringValue(cc == "hpcc" ? "true" : "false"));
@@ -178,7 +183,7 @@ main(int argc, char* argv[])
     cmd.Usage("N-to-1 incast through one switch; prints every flow's FCT, ECN marks and PFC pauses.");
     cmd.AddValue("senders", "number of senders N", senders);
     cmd.AddValue("bytes", "message bytes per sender", bytes);
-    cmd.AddValue("cc", "dcqcn, dcqcn_paper, hpcc, timely, dctcp or none", cc);
+    cmd.AddValue("cc", "dcqcn, dcqcn_paper, hpcc, timely, dctcp, swift or none", cc);
     cmd.AddValue("rate", "rate of every link, Gb/s", rateGbps);
     cmd.AddValue("delay", "propagation delay of every link, ns", delayNs);
     cmd.AddValue("latency", "switch pipeline latency, ns", latencyNs);
@@ -191,7 +196,7 @@ main(int argc, char* argv[])
     }
     if (!ApplyCcPreset(cc))
     {
-        std::cerr << "unknown --cc " << cc << " (dcqcn, dcqcn_paper, hpcc, timely, dctcp, none)\n";
+        std::cerr << "unknown --cc " << cc << " (dcqcn, dcqcn_paper, hpcc, timely, dctcp, swift, none)\n";
         return 2;
     }
     // Parse again so that Attributes given on the command line win over the preset.

@@ -168,6 +168,35 @@ RdmaNetworkHelper::MaxBaseRtts(uint32_t nHosts, const std::vector<std::vector<Li
     return out;
 }
 
+std::vector<uint16_t>
+RdmaNetworkHelper::PathHops(uint32_t nHosts, const std::vector<std::vector<LinkEnd>>& wires, uint32_t src)
+{
+    // BFS over links (paths never transit a host): a host at distance d is d - 1 switches away.
+    std::vector<int32_t> dist(wires.size(), -1);
+    std::vector<uint16_t> out(nHosts, 0);
+    std::deque<uint32_t> frontier(1, src);
+    dist[src] = 0;
+    while (!frontier.empty())
+    {
+        const uint32_t u = frontier.front();
+        frontier.pop_front();
+        if (u < nHosts && u != src)
+        {
+            out[u] = static_cast<uint16_t>(dist[u] - 1);
+            continue;
+        }
+        for (const LinkEnd& l : wires[u])
+        {
+            if (dist[l.peer] < 0)
+            {
+                dist[l.peer] = dist[u] + 1;
+                frontier.push_back(l.peer);
+            }
+        }
+    }
+    return out;
+}
+
 void
 RdmaNetworkHelper::Build(const FabricSpec& fabric)
 {
@@ -289,6 +318,15 @@ RdmaNetworkHelper::Build(const FabricSpec& fabric)
         for (uint32_t h = 0; h < m_nHosts; ++h)
         {
             m_nics[h]->SetAutoBaseRtt(static_cast<int64_t>(std::ceil(rtts[h])));
+        }
+    }
+    // A CC whose target scales with the path (Swift): the switches on a shortest path to each host,
+    // what the receiver reads from the IP TTL on a real fabric (every ECMP path is a shortest one).
+    for (uint32_t h = 0; h < m_nHosts; ++h)
+    {
+        if (m_nics[h]->NeedsPathHops())
+        {
+            m_nics[h]->SetPathHops(PathHops(m_nHosts, wires, h));
         }
     }
     auto routes = ComputeRoutes(m_nHosts, nSw, adj);

@@ -80,6 +80,10 @@ class RdmaNetworkHelper : public Object, public RdmaDeliverySink
     static std::vector<double> MaxBaseRtts(uint32_t nHosts,
                                            const std::vector<std::vector<LinkEnd>>& wires,
                                            uint32_t dataWireBytes, uint32_t ackWireBytes);
+    /// Switches on a shortest path from host @p src to each host (0 for itself and unreachable
+    /// hosts): the hop count of a CC's per-hop target (Swift).
+    static std::vector<uint16_t> PathHops(uint32_t nHosts, const std::vector<std::vector<LinkEnd>>& wires,
+                                          uint32_t src);
 
     /// Equal-cost next hops: result[s][h] = ports of switch s towards host h,
     /// in canonical ECMP order (by neighbour node index, then port = link order).

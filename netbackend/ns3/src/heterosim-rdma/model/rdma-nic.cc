@@ -6,7 +6,9 @@
 #include "ns3/double.h"
 #include "ns3/enum.h"
 #include "ns3/log.h"
+#include "ns3/object-factory.h"
 #include "ns3/simulator.h"
+#include "ns3/string.h"
 #include "ns3/trace-source-accessor.h"
 #include "ns3/uinteger.h"
 
@@ -66,20 +68,23 @@ RdmaNic::GetTypeId()
                           UintegerValue(8),
                           MakeUintegerAccessor(&RdmaNic::m_maxSteps),
                           MakeUintegerChecker<uint32_t>(1))
+            // Congestion control: one RdmaCongestionOps subclass per algorithm (rdma-cc-ops.h).
+            // Default: DCQCN as NICs run it (the vendor reaction point, the HPCC simulator's preset).
+            .AddAttribute("CongestionOps",
+                          "TypeId of the congestion control (a subclass of ns3::RdmaCongestionOps, e.g. "
+                          "ns3::RdmaCcDcqcn, ns3::RdmaCcHpcc, ns3::RdmaCcSwift); its parameters are its "
+                          "own Attributes.",
+                          TypeIdValue(RdmaCcDcqcn::GetTypeId()),
+                          MakeTypeIdAccessor(&RdmaNic::m_ccTid),
+                          MakeTypeIdChecker())
             .AddAttribute("CongestionControl",
-                          "dcqcn, hpcc, timely, dctcp, or none (line rate, PFC only).",
-                          EnumValue(CC_DCQCN),
-                          MakeEnumAccessor<CcMode>(&RdmaNic::m_cc),
-                          MakeEnumChecker(CC_NONE, "none", CC_DCQCN, "dcqcn", CC_HPCC, "hpcc",
-                                          CC_TIMELY, "timely", CC_DCTCP, "dctcp"))
-            .AddAttribute("CcWindow",
-                          "DCQCN/TIMELY: also cap bytes in flight per QP at one BDP "
-                          "(line rate x base RTT), the HPCC simulator's window option.",
-                          BooleanValue(false),
-                          MakeBooleanAccessor(&RdmaNic::m_ccWindow),
-                          MakeBooleanChecker())
-            // The DCQCN defaults (CnpMode .. DcqcnClampTargetRate) are one preset, the vendor
-            // reaction point as the HPCC simulator models it (netbackend/config.py DCQCN_PRESETS
+                          "A registered short name of the congestion control (none, dcqcn, dcqcn_paper, "
+                          "hpcc, timely, dctcp, swift, ...); when not empty it wins over CongestionOps.",
+                          StringValue(""),
+                          MakeStringAccessor(&RdmaNic::m_ccName),
+                          MakeStringChecker())
+            // The notification point of DCQCN (CCs whose OnCeReceived is CE_CNP): CnpMode is the
+            // vendor preset's, as the HPCC simulator models it (netbackend/config.py DCQCN_PRESETS
             // "dcqcn", from shared/network-reference.md); CnpInterval is used in interval mode only
             // (the paper's 50 us).
             .AddAttribute("CnpMode",
@@ -162,151 +167,10 @@ RdmaNic::GetTypeId()
                           MakeBooleanAccessor(&RdmaNic::m_trackMsgBytes),
                           MakeBooleanChecker())
             .AddAttribute("RateSampleQps",
-                          "Record every DCQCN rate change of the first N QPs of this NIC.",
+                          "Record every rate change (by its CC) of the first N QPs of this NIC.",
                           UintegerValue(0),
                           MakeUintegerAccessor(&RdmaNic::m_rateSampleQps),
                           MakeUintegerChecker<uint32_t>())
-            .AddAttribute("DcqcnG",
-                          "Alpha EWMA gain g.",
-                          DoubleValue(1.0 / 256),
-                          MakeDoubleAccessor(&RdmaNic::m_g),
-                          MakeDoubleChecker<double>(0, 1))
-            .AddAttribute("DcqcnAlphaInterval",
-                          "Alpha decays once per interval without CNP.",
-                          TimeValue(MicroSeconds(1)),
-                          MakeTimeAccessor(&RdmaNic::m_alphaInterval),
-                          MakeTimeChecker())
-            .AddAttribute("DcqcnRateDecreaseInterval",
-                          "At most one rate cut per interval.",
-                          TimeValue(MicroSeconds(4)),
-                          MakeTimeAccessor(&RdmaNic::m_rateDecreaseInterval),
-                          MakeTimeChecker())
-            .AddAttribute("DcqcnRateIncreaseInterval",
-                          "Rate-increase timer period.",
-                          TimeValue(MicroSeconds(300)),
-                          MakeTimeAccessor(&RdmaNic::m_rateIncreaseInterval),
-                          MakeTimeChecker())
-            .AddAttribute("DcqcnByteCounter",
-                          "Rate-increase byte counter; 0 = off.",
-                          UintegerValue(0),
-                          MakeUintegerAccessor(&RdmaNic::m_byteCounter),
-                          MakeUintegerChecker<uint64_t>())
-            .AddAttribute("DcqcnFastRecoveryStages",
-                          "F: fast-recovery stages before additive increase.",
-                          UintegerValue(1),
-                          MakeUintegerAccessor(&RdmaNic::m_fastRecovery),
-                          MakeUintegerChecker<uint32_t>())
-            .AddAttribute("DcqcnRateAi",
-                          "Additive increase step R_AI; 0 = line rate x 5/25000 (20 Mb/s at 100G).",
-                          DataRateValue(DataRate("0bps")),
-                          MakeDataRateAccessor(&RdmaNic::m_rateAi),
-                          MakeDataRateChecker())
-            .AddAttribute("DcqcnRateHai",
-                          "Hyper-additive increase step R_HAI; 0 = line rate x 50/25000.",
-                          DataRateValue(DataRate("0bps")),
-                          MakeDataRateAccessor(&RdmaNic::m_rateHai),
-                          MakeDataRateChecker())
-            .AddAttribute("DcqcnMinRate",
-                          "Floor of the current rate.",
-                          DataRateValue(DataRate("1000Mbps")),
-                          MakeDataRateAccessor(&RdmaNic::m_minRate),
-                          MakeDataRateChecker())
-            .AddAttribute("DcqcnVendor",
-                          "Vendor (Mellanox, as the HPCC simulator models it) reaction point: "
-                          "periodic alpha and cut checks; false = the SIGCOMM'15 paper's.",
-                          BooleanValue(true),
-                          MakeBooleanAccessor(&RdmaNic::m_dcqcnVendor),
-                          MakeBooleanChecker())
-            .AddAttribute("DcqcnClampTargetRate",
-                          "RT <- RC on every cut; false: only on cuts after an increase event.",
-                          BooleanValue(false),
-                          MakeBooleanAccessor(&RdmaNic::m_dcqcnClamp),
-                          MakeBooleanChecker())
-            // DCTCP: Alizadeh et al., SIGCOMM 2010; RFC 8257.
-            .AddAttribute("DctcpG",
-                          "DCTCP alpha gain g (paper and RFC 8257: 1/16).",
-                          DoubleValue(1.0 / 16),
-                          MakeDoubleAccessor(&RdmaNic::m_dctcpG),
-                          MakeDoubleChecker<double>(0, 1))
-            // HPCC: Li et al., SIGCOMM 2019; defaults of its public ns-3 simulator
-            // (shared/network-reference.md).
-            .AddAttribute("IntHeaderBytes",
-                          "Wire bytes INT adds to HPCC data packets and ACKs (paper: 2 B + 5 hops x 8 B).",
-                          UintegerValue(42),
-                          MakeUintegerAccessor(&RdmaNic::m_intBytes),
-                          MakeUintegerChecker<uint32_t>(0, 1024))
-            .AddAttribute("HpccEta",
-                          "Target utilization eta (paper and simulator: 0.95).",
-                          DoubleValue(0.95),
-                          MakeDoubleAccessor(&RdmaNic::m_hpccEta),
-                          MakeDoubleChecker<double>(0.01, 1.0))
-            .AddAttribute("HpccMaxStage",
-                          "Additive-increase stages before a multiplicative update (paper: 5; simulator: 0).",
-                          UintegerValue(0),
-                          MakeUintegerAccessor(&RdmaNic::m_hpccMaxStage),
-                          MakeUintegerChecker<uint32_t>())
-            .AddAttribute("HpccWai",
-                          "Additive increase W_AI in bytes (paper: 80 B).",
-                          DoubleValue(80.0),
-                          MakeDoubleAccessor(&RdmaNic::m_hpccWai),
-                          MakeDoubleChecker<double>(0))
-            .AddAttribute("HpccBaseRtt",
-                          "T; 0 = the largest unloaded RTT from this host to any host (computed from the fabric).",
-                          TimeValue(Time(0)),
-                          MakeTimeAccessor(&RdmaNic::m_hpccBaseRtt),
-                          MakeTimeChecker())
-            .AddAttribute("HpccMinRate",
-                          "Floor of the HPCC window expressed as a rate (simulator: 100 Mb/s).",
-                          DataRateValue(DataRate("100Mbps")),
-                          MakeDataRateAccessor(&RdmaNic::m_hpccMinRate),
-                          MakeDataRateChecker())
-            // TIMELY: Mittal et al., SIGCOMM 2015; values as in the paper and the HPCC
-            // simulator's TIMELY (alpha 0.875, beta 0.8, Tlow 50 us, Thigh 500 us, minRTT 20 us).
-            .AddAttribute("TimelyAlpha",
-                          "EWMA weight of the newest RTT difference.",
-                          DoubleValue(0.875),
-                          MakeDoubleAccessor(&RdmaNic::m_tmlyAlpha),
-                          MakeDoubleChecker<double>(0, 1))
-            .AddAttribute("TimelyBeta",
-                          "Multiplicative decrease factor beta.",
-                          DoubleValue(0.8),
-                          MakeDoubleAccessor(&RdmaNic::m_tmlyBeta),
-                          MakeDoubleChecker<double>(0, 1))
-            .AddAttribute("TimelyTLow",
-                          "Below this RTT: additive increase regardless of the gradient.",
-                          TimeValue(MicroSeconds(50)),
-                          MakeTimeAccessor(&RdmaNic::m_tmlyTLow),
-                          MakeTimeChecker())
-            .AddAttribute("TimelyTHigh",
-                          "Above this RTT: multiplicative decrease by (1 - Thigh/RTT).",
-                          TimeValue(MicroSeconds(500)),
-                          MakeTimeAccessor(&RdmaNic::m_tmlyTHigh),
-                          MakeTimeChecker())
-            .AddAttribute("TimelyMinRtt",
-                          "minRTT normalizing the RTT gradient.",
-                          TimeValue(MicroSeconds(20)),
-                          MakeTimeAccessor(&RdmaNic::m_tmlyMinRtt),
-                          MakeTimeChecker())
-            .AddAttribute("TimelyDelta",
-                          "Additive step delta; 0 = line rate / 1000 (paper: 10 Mb/s at 10G; 100 Mb/s at 100G).",
-                          DataRateValue(DataRate("0bps")),
-                          MakeDataRateAccessor(&RdmaNic::m_tmlyDelta),
-                          MakeDataRateChecker())
-            .AddAttribute("TimelyHaiThreshold",
-                          "Negative gradients in a row before hyper-active increase (5 delta) (paper: 5).",
-                          UintegerValue(5),
-                          MakeUintegerAccessor(&RdmaNic::m_tmlyHaiThreshold),
-                          MakeUintegerChecker<uint32_t>(1))
-            .AddAttribute("TimelySegmentBytes",
-                          "ACKed bytes per completion event, i.e. per rate update (paper: 16-64 KB).",
-                          UintegerValue(64 * 1024),
-                          MakeUintegerAccessor(&RdmaNic::m_tmlySegment),
-                          MakeUintegerChecker<uint64_t>(1))
-            .AddAttribute("TimelyMinRate",
-                          "Floor of the TIMELY rate.",
-                          DataRateValue(DataRate("100Mbps")),
-                          MakeDataRateAccessor(&RdmaNic::m_tmlyMinRate),
-                          MakeDataRateChecker())
             .AddTraceSource("RateChange",
                             "A QP's sending rate set by its congestion control (QP id, bit/s).",
                             MakeTraceSourceAccessor(&RdmaNic::m_rateTrace),
@@ -334,110 +198,53 @@ RdmaNic::Setup(uint32_t hostIndex, Ptr<RdmaNetDevice> dev, RdmaCounters* counter
     m_counters = counters;
     m_sink = sink;
     dev->SetOwner(this, 0);
-    m_dcqcn.g = m_g;
-    m_dcqcn.alphaIntervalNs = std::max<int64_t>(1, m_alphaInterval.GetNanoSeconds());
-    m_dcqcn.rateDecreaseIntervalNs = m_rateDecreaseInterval.GetNanoSeconds();
-    m_dcqcn.rateIncreaseIntervalNs = std::max<int64_t>(1, m_rateIncreaseInterval.GetNanoSeconds());
-    m_dcqcn.byteCounterBytes = m_byteCounter;
-    m_dcqcn.fastRecoveryStages = m_fastRecovery;
-    m_dcqcn.lineRateBps = static_cast<double>(dev->GetDataRate().GetBitRate());
-    // 0 = scale with the line rate as the HPCC simulator's preset does:
-    // R_AI = 5 Mb/s and R_HAI = 50 Mb/s per 25 Gb/s (shared/network-reference.md).
-    m_dcqcn.rateAiBps = m_rateAi.GetBitRate() > 0 ? static_cast<double>(m_rateAi.GetBitRate())
-                                                  : m_dcqcn.lineRateBps * 5.0 / 25000.0;
-    m_dcqcn.rateHaiBps = m_rateHai.GetBitRate() > 0 ? static_cast<double>(m_rateHai.GetBitRate())
-                                                    : m_dcqcn.lineRateBps * 50.0 / 25000.0;
-    m_dcqcn.minRateBps = static_cast<double>(m_minRate.GetBitRate());
-    m_dcqcn.vendor = m_dcqcnVendor;
-    m_dcqcn.clampTargetRate = m_dcqcnClamp;
-    m_dctcp.g = m_dctcpG;
-    m_dctcp.mtuBytes = static_cast<double>(m_payload);
+    if (!m_ccName.empty() && !RdmaCongestionOps::Lookup(m_ccName, m_ccTid))
+    {
+        NS_FATAL_ERROR("RdmaNic::CongestionControl " << m_ccName << " is not a congestion control (have: "
+                                                       << RdmaCongestionOps::Names() << ")");
+    }
+    ObjectFactory factory;
+    factory.SetTypeId(m_ccTid);
+    m_ops = factory.Create<RdmaCongestionOps>();
+    m_lineBps = static_cast<double>(dev->GetDataRate().GetBitRate());
+    m_useInt = m_ops->UsesInt();
+    m_intBytes = m_useInt ? m_ops->IntBytes() : 0;
+    m_ecnCapable = m_ops->EcnCapable();
+    m_ceReaction = m_ops->OnCeReceived();
     m_headerBytes = std::max<uint32_t>(m_headerBytes, sizeof(RdmaHeader::Fields));
+    m_ops->Configure(RdmaCcLink{m_lineBps, m_payload, DataWireBytes()}, this);
     ConfigureRxPipeline();
-
-    const double line = m_dcqcn.lineRateBps;
-    m_hpcc.eta = m_hpccEta;
-    m_hpcc.maxStage = m_hpccMaxStage;
-    m_hpcc.lineRateBps = line;
-    m_hpcc.minRateBps = static_cast<double>(m_hpccMinRate.GetBitRate());
-    SetAutoBaseRtt(0);
-
-    m_timely.alpha = m_tmlyAlpha;
-    m_timely.beta = m_tmlyBeta;
-    m_timely.tLowNs = static_cast<double>(m_tmlyTLow.GetNanoSeconds());
-    m_timely.tHighNs = static_cast<double>(m_tmlyTHigh.GetNanoSeconds());
-    m_timely.minRttNs = std::max<double>(1.0, m_tmlyMinRtt.GetNanoSeconds());
-    // 0 = delta scales with the line rate like the HPCC simulator's TIMELY runs
-    // (10 Mb/s per 10 Gb/s, the paper's value at 10G).
-    m_timely.deltaBps = m_tmlyDelta.GetBitRate() > 0 ? static_cast<double>(m_tmlyDelta.GetBitRate())
-                                                     : line / 1000.0;
-    m_timely.haiThreshold = m_tmlyHaiThreshold;
-    m_timely.lineRateBps = line;
-    m_timely.minRateBps = static_cast<double>(m_tmlyMinRate.GetBitRate());
 }
 
 uint32_t
 RdmaNic::DataWireBytes() const
 {
-    return m_payload + m_headerBytes + (m_cc == CC_HPCC ? m_intBytes : 0);
+    return m_payload + m_headerBytes + m_intBytes;
 }
 
 uint32_t
 RdmaNic::AckWireBytes() const
 {
-    return m_ctrlBytes + (m_cc == CC_HPCC ? m_intBytes : 0);
+    return m_ctrlBytes + m_intBytes;
 }
 
 void
 RdmaNic::SetAutoBaseRtt(int64_t ns)
 {
-    // An explicit attribute wins; otherwise the helper's value; otherwise a
-    // placeholder of 10 us until the helper has computed the fabric's RTT.
-    int64_t t = m_hpccBaseRtt.GetNanoSeconds();
-    if (t <= 0)
-    {
-        t = ns > 0 ? ns : 10000;
-    }
-    m_hpcc.baseRttNs = static_cast<double>(t);
-    m_hpcc.wAiBytes = m_hpccWai;
-    // One BDP at line rate over the same T: the +window cap and DCTCP's ceiling.
-    m_bdpBytes = m_hpcc.lineRateBps * m_hpcc.baseRttNs / 8e9;
-    m_dctcp.maxWindowBytes = m_bdpBytes;
+    m_ops->SetAutoBaseRtt(ns);
 }
 
 double
 RdmaNic::CurrentRate(const SendQp& qp) const
 {
-    switch (m_cc)
-    {
-    case CC_DCQCN:
-        return qp.cc.rate;
-    case CC_HPCC:
-        return qp.hpcc.Rate();
-    case CC_TIMELY:
-        return qp.timely.rate;
-    default:
-        return m_dcqcn.lineRateBps;
-    }
+    return m_ops->Rate(*qp.cc);
 }
 
 bool
 RdmaNic::WindowBlocked(const SendQp& qp) const
 {
-    // HPCC simulator convention: send while bytes in flight are below W.
-    const double inflight = static_cast<double>(qp.sndNxt - qp.sndUna);
-    switch (m_cc)
-    {
-    case CC_HPCC:
-        return inflight >= qp.hpcc.window;
-    case CC_DCTCP:
-        return inflight >= qp.dctcp.window;
-    case CC_DCQCN:
-    case CC_TIMELY:
-        return m_ccWindow && inflight >= std::max(m_bdpBytes, static_cast<double>(m_payload));
-    default:
-        return false;
-    }
+    // HPCC simulator convention: send while bytes in flight are below W (+infinity: no window).
+    return static_cast<double>(qp.sndNxt - qp.sndUna) >= m_ops->Window(*qp.cc);
 }
 
 RdmaNic::SendQp&
@@ -450,11 +257,7 @@ RdmaNic::NewQp(uint32_t dst, uint32_t flowHash, bool perMessage)
     qp.dst = dst;
     qp.flowHash = flowHash; // the caller's ECMP hash, unchanged (netbackend/routing.py)
     qp.perMessage = perMessage;
-    qp.cc.Init(&m_dcqcn, now);
-    qp.hpcc.Init(&m_hpcc);
-    qp.timely.Init(&m_timely);
-    qp.dctcp.Init(&m_dctcp);
-    qp.timelyNextSeq = 0;
+    qp.cc = m_ops->NewState(id, dst, now);
     qp.nextSendNs = static_cast<double>(now);
     RecordRate(qp);
     return qp;
@@ -482,18 +285,11 @@ RdmaNic::ConnectionRateFraction(uint32_t dstHost, int64_t connection) const
             continue;
         }
         const SendQp& qp = q->second;
-        if (qp.sndUna < qp.streamEnd || qp.decTimer.IsPending())
+        if (qp.sndUna < qp.streamEnd || m_ops->ChangePending(*qp.cc))
         {
             return -2.0;
         }
-        if (m_cc == CC_DCQCN)
-        {
-            frac = std::min(frac, std::min(qp.cc.rate, qp.cc.target) / m_dcqcn.lineRateBps);
-        }
-        else if (m_cc != CC_NONE)
-        {
-            frac = std::min(frac, CurrentRate(qp) / m_dcqcn.lineRateBps);
-        }
+        frac = std::min(frac, m_ops->RateFraction(*qp.cc));
     }
     return frac;
 }
@@ -507,13 +303,12 @@ RdmaNic::ConnectionDcqcnState(uint32_t dstHost, int64_t connection, bool busyOk)
     {
         return out;
     }
+    out = m_ops->ClosedFormHeader();
+    if (out.empty())
+    {
+        return out; // this CC has no closed form
+    }
     const Connection& c = m_conns[m_connIndex.at(std::make_pair(dstHost, connection))];
-    out = {m_dcqcn.lineRateBps,
-           m_dcqcn.rateAiBps,
-           m_dcqcn.rateHaiBps,
-           static_cast<double>(m_dcqcn.fastRecoveryStages),
-           static_cast<double>(m_dcqcn.rateIncreaseIntervalNs),
-           static_cast<double>(m_dcqcn.byteCounterBytes)};
     for (const uint32_t id : c.qps)
     {
         const auto q = m_qps.find(id);
@@ -522,26 +317,21 @@ RdmaNic::ConnectionDcqcnState(uint32_t dstHost, int64_t connection, bool busyOk)
             return {};
         }
         const SendQp& qp = q->second;
-        if (qp.decTimer.IsPending())
+        if (m_ops->ChangePending(*qp.cc))
         {
             return {}; // a cut is due: the rate is about to change
         }
-        const int64_t next = qp.incTimer.IsPending()
-                                 ? (Simulator::Now() + Simulator::GetDelayLeft(qp.incTimer)).GetNanoSeconds()
-                                 : -1;
-        out.insert(out.end(), {qp.cc.rate, qp.cc.target, static_cast<double>(qp.cc.timerStage),
-                               static_cast<double>(qp.cc.byteStage), static_cast<double>(next),
-                               qp.cc.cnpSeen ? 1.0 : 0.0,
-                               qp.cc.AlphaAt(Simulator::Now().GetNanoSeconds())});
+        const std::vector<double> v = m_ops->ClosedFormQp(*qp.cc);
+        out.insert(out.end(), v.begin(), v.end());
     }
     return out;
 }
 
-const RdmaNic::SendQp*
-RdmaNic::SingleDcqcnQp(uint32_t dstHost, int64_t connection) const
+RdmaNic::SendQp*
+RdmaNic::SingleQp(uint32_t dstHost, int64_t connection)
 {
     const auto it = m_connIndex.find(std::make_pair(dstHost, connection));
-    if (m_cc != CC_DCQCN || it == m_connIndex.end() || m_conns[it->second].qps.size() != 1)
+    if (it == m_connIndex.end() || m_conns[it->second].qps.size() != 1)
     {
         return nullptr;
     }
@@ -552,42 +342,19 @@ RdmaNic::SingleDcqcnQp(uint32_t dstHost, int64_t connection) const
 std::vector<double>
 RdmaNic::SaveConnectionCc(uint32_t dstHost, int64_t connection) const
 {
-    const SendQp* found = SingleDcqcnQp(dstHost, connection);
-    if (found == nullptr)
-    {
-        return {};
-    }
-    auto left = [](const EventId& e) {
-        return e.IsPending() ? static_cast<double>(Simulator::GetDelayLeft(e).GetNanoSeconds()) : -1.0;
-    };
-    return found->cc.Save(Simulator::Now().GetNanoSeconds(), left(found->incTimer), left(found->decTimer));
+    const SendQp* found = const_cast<RdmaNic*>(this)->SingleQp(dstHost, connection);
+    return found == nullptr ? std::vector<double>{} : m_ops->Save(*found->cc);
 }
 
 bool
 RdmaNic::RestoreConnectionCc(uint32_t dstHost, int64_t connection, const std::vector<double>& s)
 {
-    const SendQp* found = SingleDcqcnQp(dstHost, connection);
-    if (found == nullptr || s.size() != 16)
+    SendQp* found = SingleQp(dstHost, connection);
+    if (found == nullptr || !m_ops->Restore(*found->cc, s))
     {
         return false;
     }
-    SendQp& qp = const_cast<SendQp&>(*found); // m_qps itself is not const here
-    double incLeft = -1;
-    double decLeft = -1;
-    qp.cc.Restore(s, Simulator::Now().GetNanoSeconds(), incLeft, decLeft);
-    qp.incTimer.Cancel();
-    if (incLeft >= 0)
-    {
-        qp.incTimer = Simulator::Schedule(NanoSeconds(std::llround(incLeft)), &RdmaNic::OnIncreaseTimer,
-                                          this, qp.id);
-    }
-    qp.decTimer.Cancel();
-    if (decLeft >= 0)
-    {
-        qp.decTimer = Simulator::Schedule(NanoSeconds(std::llround(decLeft)), &RdmaNic::OnDecreaseCheck,
-                                          this, qp.id);
-    }
-    Repace(qp, true);
+    Repace(*found, true);
     return true;
 }
 
@@ -864,7 +631,7 @@ RdmaNic::SendData(SendQp& qp)
     const uint32_t payload = static_cast<uint32_t>(std::min<uint64_t>(m_payload, msg->end - qp.sndNxt));
     RdmaHeader h;
     h.f.kind = RdmaHeader::DATA;
-    h.f.flags = (m_cc == CC_DCQCN || m_cc == CC_DCTCP) ? RdmaHeader::FLAG_ECT : 0;
+    h.f.flags = m_ecnCapable ? RdmaHeader::FLAG_ECT : 0;
     h.f.priority = m_dataPrio;
     h.f.src = m_host;
     h.f.dst = qp.dst;
@@ -887,14 +654,14 @@ RdmaNic::SendData(SendQp& qp)
         }
     }
     uint32_t wire = payload + m_headerBytes;
-    if (m_cc == CC_HPCC)
+    if (m_useInt)
     {
         h.f.flags |= RdmaHeader::FLAG_INT;
         wire += m_intBytes;
     }
     Ptr<Packet> p = Create<Packet>(wire - h.GetSerializedSize());
     p->AddHeader(h);
-    if (m_cc == CC_HPCC)
+    if (m_useInt)
     {
         p->AddPacketTag(RdmaIntTag());
     }
@@ -918,10 +685,9 @@ RdmaNic::SendData(SendQp& qp)
     qp.pacedRateBps = rate;
     qp.pacedWireBytes = wire;
     m_dev->Transmit(p);
-    if (m_cc == CC_DCQCN && qp.cc.OnBytesSent(wire))
+    if (const uint32_t e = m_ops->OnSent(*qp.cc, wire))
     {
-        RecordRate(qp);
-        Repace(qp, false);
+        ApplyCc(qp, e);
     }
     ArmRto(qp);
 }
@@ -1062,11 +828,11 @@ RdmaNic::OnData(const RdmaHeader& h, Ptr<Packet> p)
     if (h.f.flags & RdmaHeader::FLAG_CE)
     {
         m_counters->ceReceived++;
-        if (m_cc == CC_DCTCP)
+        if (m_ceReaction == RdmaCongestionOps::CE_ECHO)
         {
             rq.ecePending = true;
         }
-        else if (m_cc == CC_DCQCN)
+        else if (m_ceReaction == RdmaCongestionOps::CE_CNP)
         {
             if (m_cnpMode == CNP_ACK_PIGGYBACK)
             {
@@ -1167,7 +933,7 @@ RdmaNic::ConfigureRxPipeline()
         Ptr<RdmaChannel> ch = DynamicCast<RdmaChannel>(m_dev->GetChannel());
         const double delayNs = ch ? static_cast<double>(ch->GetDelay().GetNanoSeconds()) : 0.0;
         const uint64_t pkt = DataWireBytes();
-        const uint64_t hdrm = static_cast<uint64_t>(2 * delayNs * m_dcqcn.lineRateBps / 8e9) + 2 * pkt;
+        const uint64_t hdrm = static_cast<uint64_t>(2 * delayNs * m_lineBps / 8e9) + 2 * pkt;
         m_rxXoffBytes = m_rxBufferBytes > hdrm ? m_rxBufferBytes - hdrm : 0;
         m_rxXonBytes = m_rxXoffBytes > 2 * pkt ? m_rxXoffBytes - 2 * pkt : 0;
     }
@@ -1279,37 +1045,21 @@ RdmaNic::OnAck(const RdmaHeader& h, Ptr<Packet> p)
     }
     SendQp& qp = it->second;
     const bool windowWasBlocked = WindowBlocked(qp);
-    if (m_cc == CC_HPCC && (h.f.flags & RdmaHeader::FLAG_INT))
+    RdmaCcAck ack;
+    ack.nack = h.f.kind == RdmaHeader::NACK;
+    ack.seq = h.f.seq;
+    ack.ece = h.f.flags & RdmaHeader::FLAG_ECE;
+    ack.echoTsNs = h.f.ts;
+    ack.sndNxt = qp.sndNxt;
+    ack.streamEnd = qp.streamEnd;
+    RdmaIntTag tag;
+    if (m_useInt && (h.f.flags & RdmaHeader::FLAG_INT) && p->PeekPacketTag(tag))
     {
-        RdmaIntTag tag;
-        if (p->PeekPacketTag(tag) && qp.hpcc.OnAck(tag, h.f.seq, qp.sndNxt))
-        {
-            RecordRate(qp);
-        }
+        ack.intTag = &tag;
     }
-    else if (m_cc == CC_TIMELY && h.f.kind == RdmaHeader::ACK && h.f.seq >= qp.timelyNextSeq)
+    if (const uint32_t e = m_ops->OnAck(*qp.cc, ack))
     {
-        // One completion event per TimelySegmentBytes of ACKed data (or per RTT).
-        const int64_t rtt = Simulator::Now().GetNanoSeconds() - h.f.ts;
-        if (rtt > 0)
-        {
-            qp.timely.OnRtt(static_cast<double>(rtt));
-            // Next event after a segment, or after everything now in flight
-            // when that comes first (low rates: once per RTT).
-            qp.timelyNextSeq = std::min(h.f.seq + m_tmlySegment, std::max(qp.sndNxt, h.f.seq + 1));
-            RecordRate(qp);
-        }
-    }
-    else if (m_cc == CC_DCTCP && h.f.kind == RdmaHeader::ACK)
-    {
-        if (qp.dctcp.OnAck(std::min(h.f.seq, qp.streamEnd), h.f.flags & RdmaHeader::FLAG_ECE, qp.sndNxt))
-        {
-            if (h.f.flags & RdmaHeader::FLAG_ECE)
-            {
-                m_counters->rateCuts++;
-            }
-            RecordRate(qp);
-        }
+        ApplyCc(qp, e);
     }
     if (h.f.flags & RdmaHeader::FLAG_CNP)
     {
@@ -1336,6 +1086,10 @@ RdmaNic::OnAck(const RdmaHeader& h, Ptr<Packet> p)
     }
     if (h.f.kind == RdmaHeader::NACK && h.f.seq < qp.sndNxt)
     {
+        if (const uint32_t e = m_ops->OnGoBack(*qp.cc, false))
+        {
+            ApplyCc(qp, e);
+        }
         qp.sndNxt = std::max(h.f.seq, qp.sndUna);
         qp.readySinceNs = static_cast<double>(Simulator::Now().GetNanoSeconds());
         MakeReady(qp);
@@ -1363,8 +1117,7 @@ RdmaNic::RetireQp(uint32_t qpId)
     {
         return;
     }
-    it->second.incTimer.Cancel();
-    it->second.decTimer.Cancel();
+    m_ops->Release(*it->second.cc);
     it->second.rtoTimer.Cancel();
     m_qps.erase(it); // a stale id left in m_ready is skipped there
 }
@@ -1372,75 +1125,36 @@ RdmaNic::RetireQp(uint32_t qpId)
 void
 RdmaNic::OnCnp(SendQp& qp)
 {
-    if (m_cc != CC_DCQCN)
+    if (const uint32_t e = m_ops->OnCnp(*qp.cc))
     {
-        return;
+        ApplyCc(qp, e);
     }
-    if (qp.cc.OnCnp(Simulator::Now().GetNanoSeconds()))
+}
+
+void
+RdmaNic::ApplyCc(SendQp& qp, uint32_t e)
+{
+    if (e & RdmaCongestionOps::CUT)
     {
         m_counters->rateCuts++;
+    }
+    if (e & RdmaCongestionOps::RATE)
+    {
         RecordRate(qp);
-        Repace(qp, false);
-        qp.incTimer.Cancel();
-        qp.incTimer = Simulator::Schedule(m_rateIncreaseInterval, &RdmaNic::OnIncreaseTimer, this, qp.id);
     }
-    else if (m_dcqcn.vendor)
+    if (e & RdmaCongestionOps::REPACE)
     {
-        ScheduleDecreaseCheck(qp);
+        Repace(qp, e & RdmaCongestionOps::KICK);
     }
 }
 
 void
-RdmaNic::ScheduleDecreaseCheck(SendQp& qp)
-{
-    // Checks without a pending CNP change nothing, so only the next grid point
-    // after a CNP is scheduled (equivalent to the vendor's endless 4 us timer).
-    if (qp.decTimer.IsPending())
-    {
-        return;
-    }
-    const int64_t now = Simulator::Now().GetNanoSeconds();
-    const int64_t at = qp.cc.NextDecreaseCheckNs(now);
-    if (at >= 0)
-    {
-        qp.decTimer = Simulator::Schedule(NanoSeconds(at - now), &RdmaNic::OnDecreaseCheck, this, qp.id);
-    }
-}
-
-void
-RdmaNic::OnDecreaseCheck(uint32_t qpId)
+RdmaNic::CcChanged(uint32_t qpId, uint32_t effects)
 {
     auto it = m_qps.find(qpId);
-    if (it == m_qps.end())
+    if (it != m_qps.end())
     {
-        return;
-    }
-    SendQp& qp = it->second;
-    if (qp.cc.OnDecreaseCheck(Simulator::Now().GetNanoSeconds()))
-    {
-        m_counters->rateCuts++;
-        RecordRate(qp);
-        Repace(qp, true);
-        qp.incTimer.Cancel();
-        qp.incTimer = Simulator::Schedule(m_rateIncreaseInterval, &RdmaNic::OnIncreaseTimer, this, qpId);
-    }
-}
-
-void
-RdmaNic::OnIncreaseTimer(uint32_t qpId)
-{
-    auto it = m_qps.find(qpId);
-    if (it == m_qps.end())
-    {
-        return;
-    }
-    SendQp& qp = it->second;
-    qp.cc.OnIncreaseTimer();
-    RecordRate(qp);
-    Repace(qp, true);
-    if (qp.cc.NeedsIncrease())
-    {
-        qp.incTimer = Simulator::Schedule(m_rateIncreaseInterval, &RdmaNic::OnIncreaseTimer, this, qpId);
+        ApplyCc(it->second, effects);
     }
 }
 
@@ -1482,6 +1196,10 @@ RdmaNic::OnRto(uint32_t qpId)
             return;
         }
         m_counters->timeouts++;
+        if (const uint32_t e = m_ops->OnGoBack(*qp.cc, true))
+        {
+            ApplyCc(qp, e);
+        }
         qp.sndNxt = qp.sndUna;
         qp.readySinceNs = static_cast<double>(Simulator::Now().GetNanoSeconds());
         MakeReady(qp);
@@ -1500,13 +1218,13 @@ RdmaNic::Repace(SendQp& qp, bool kick)
     // rate updates; its Mellanox DCQCN sets the rate and leaves the wait, as this NIC did.  Earning
     // the rest of the wait at the new rate, a token bucket, was tried: it also agrees with the fluid
     // model, but moved the DCQCN 4-to-1 incast below Jain 0.99; not adopted before that is understood.)
-    // DCQCN only (its cuts, timer and byte-counter increases call this): its rate jumps, where
-    // the kept gap lagged; HPCC, TIMELY and DCTCP move theirs a little per ACK, and re-timing those
-    // changed HPCC's 2-to-1 steady state (Jain 0.998 -> 0.984), not examined further: they keep
-    // the rule above.
+    // Called where a CC asks for it (Effect REPACE): DCQCN's cuts, timer and byte-counter
+    // increases, where its rate jumps and the kept gap lagged; HPCC, TIMELY and DCTCP move theirs
+    // a little per ACK, and re-timing those changed HPCC's 2-to-1 steady state (Jain 0.998 ->
+    // 0.984), not examined further: they do not ask for it.
     // @p kick: called from a timer, not from a handler that transmits after it.
     const double rate = CurrentRate(qp);
-    if (m_cc != CC_DCQCN || qp.pacedRateBps <= 0 || rate <= 0 || rate == qp.pacedRateBps)
+    if (qp.pacedRateBps <= 0 || rate <= 0 || rate == qp.pacedRateBps)
     {
         return;
     }
@@ -1530,6 +1248,7 @@ RdmaNic::RecordRate(const SendQp& qp)
     {
         m_rateTrace(qp.id, CurrentRate(qp));
     }
+    m_ops->NotifyChange(*qp.cc);
 }
 
 void
@@ -1562,8 +1281,7 @@ RdmaNic::DoDispose()
     m_wake.Cancel();
     for (auto& [id, qp] : m_qps)
     {
-        qp.incTimer.Cancel();
-        qp.decTimer.Cancel();
+        m_ops->Release(*qp.cc);
         qp.rtoTimer.Cancel();
     }
     m_qps.clear();
@@ -1581,6 +1299,7 @@ RdmaNic::DoDispose()
     m_rxQ.clear();
     m_dev = nullptr;
     m_sink = nullptr;
+    m_ops = nullptr;
     Object::DoDispose();
 }
 

@@ -12,14 +12,14 @@
 // (Dispose).  A message without a connection (or with QpMode per_message) gets
 // a fresh QP at line rate that is freed, at both ends, when it completes.
 //
-// Sender: per-QP pacing at the congestion-control rate (DCQCN, TIMELY; line
-// rate with CC off or DCTCP), windows (HPCC, DCTCP; DCQCN/TIMELY with
-// CcWindow: one BDP), MTU-sized packets that never span work requests,
+// Sender: per-QP pacing at the congestion-control rate and within its window
+// (both the CC's: rdma-cc-ops.h; the NIC holds one RdmaCongestionOps, chosen by
+// its CongestionOps TypeId, and each QP only its own CC's state), MTU-sized packets that never span work requests,
 // go-back-N on NACK and after a retransmission timeout, round-robin among
 // ready QPs.  Receiver: cumulative ACK every N packets (and at the end of each
 // work request), NACK on a sequence gap (repeated after NackInterval while the
 // gap persists), CNPs for CE-marked packets at most once per interval per QP
-// or echoed on ACKs, ECN echo for DCTCP.  Control packets (ACK, NACK, CNP)
+// or echoed on ACKs, or an ECN echo, as the CC asks (OnCeReceived).  Control packets (ACK, NACK, CNP)
 // leave before any data; each kind travels in a configurable class (AckClass,
 // CnpClass): the data class, where switches buffer it with data and PFC pauses
 // it (what RoCE NICs do with ACK/NAK), or class 0, strict priority and never
@@ -32,14 +32,16 @@
 #ifndef HETEROSIM_RDMA_NIC_H
 #define HETEROSIM_RDMA_NIC_H
 
-#include "dcqcn.h"
-#include "dctcp.h"
-#include "hpcc.h"
+#include "rdma-cc-dcqcn.h"
+#include "rdma-cc-dctcp.h"
+#include "rdma-cc-hpcc.h"
+#include "rdma-cc-ops.h"
+#include "rdma-cc-swift.h"
+#include "rdma-cc-timely.h"
 #include "rdma-int-tag.h"
 #include "rdma-header.h"
 #include "rdma-net-device.h"
 #include "rdma-stats.h"
-#include "timely.h"
 
 #include "ns3/data-rate.h"
 #include "ns3/event-id.h"
@@ -55,18 +57,9 @@
 namespace ns3
 {
 
-class RdmaNic : public Object, public RdmaPortOwner
+class RdmaNic : public Object, public RdmaPortOwner, public RdmaCcOwner
 {
   public:
-    enum CcMode
-    {
-        CC_NONE = 0,
-        CC_DCQCN = 1,
-        CC_HPCC = 2,
-        CC_TIMELY = 3,
-        CC_DCTCP = 4,
-    };
-
     enum QpMode
     {
         QP_PER_CONNECTION = 0,
@@ -166,18 +159,23 @@ class RdmaNic : public Object, public RdmaPortOwner
     /// Set the state SaveConnectionCc returned (times shifted to now) and re-arm
     /// its timers; false if the connection has no single DCQCN QP.
     bool RestoreConnectionCc(uint32_t dstHost, int64_t connection, const std::vector<double>& state);
-    const DcqcnParams& GetDcqcnParams() const { return m_dcqcn; }
-    const HpccParams& GetHpccParams() const { return m_hpcc; }
-    CcMode GetCcMode() const { return m_cc; }
-    /// Whether this NIC's CC keeps a window of one BDP (HPCC, DCTCP, or CcWindow), so it needs
-    /// the fabric's base RTT (SetAutoBaseRtt).
-    bool NeedsBaseRtt() const { return m_cc == CC_HPCC || m_cc == CC_DCTCP || m_ccWindow; }
+    /// The congestion control (created by Setup from CongestionOps / CongestionControl): its
+    /// Attributes and TraceSources (RateChange, WindowChange, and its own).
+    Ptr<RdmaCongestionOps> GetCongestionOps() const { return m_ops; }
+    /// Whether this NIC's CC needs the fabric's base RTT (SetAutoBaseRtt): a window of one BDP,
+    /// a delay target.
+    bool NeedsBaseRtt() const { return m_ops->NeedsBaseRtt(); }
+    /// Whether its CC needs the switch hop count to each host (SetPathHops).
+    bool NeedsPathHops() const { return m_ops->NeedsPathHops(); }
+    void SetPathHops(const std::vector<uint16_t>& hops) { m_ops->SetPathHops(hops); }
     /// Wire bytes of a full data packet and of an ACK (INT included).
     uint32_t DataWireBytes() const;
     uint32_t AckWireBytes() const;
-    /// HPCC's T when the HpccBaseRtt attribute is 0 (set by the network helper:
+    /// The CC's T when its BaseRtt attribute is 0 (set by the network helper:
     /// the largest unloaded RTT from this host to any other host).
     void SetAutoBaseRtt(int64_t ns);
+    // RdmaCcOwner: a CC timer changed QP @p qp's state.
+    void CcChanged(uint32_t qp, uint32_t effects) override;
 
     // RdmaPortOwner
     void PortReceive(uint32_t port, Ptr<Packet> p) override;
@@ -226,11 +224,7 @@ class RdmaNic : public Object, public RdmaPortOwner
         uint64_t sndMax{0}; //!< highest offset ever sent (retransmission accounting)
         uint64_t streamEnd{0};
         std::deque<MsgRec> msgs; //!< messages not yet fully acknowledged
-        DcqcnRp cc;
-        HpccRp hpcc;
-        TimelyRp timely;
-        DctcpRp dctcp;
-        uint64_t timelyNextSeq{0}; //!< next completion event (TIMELY)
+        std::unique_ptr<RdmaCcState> cc; //!< its congestion control's state, nothing else
         double nextSendNs{0};
         /// When the QP last became able to send after it could not for its own reasons (no
         /// data, window closed, go-back).  Pacing credits a ready QP the time it then waited
@@ -240,8 +234,6 @@ class RdmaNic : public Object, public RdmaPortOwner
         /// send to the new rate's gap after the last packet (Repace).
         double pacedRateBps{0};
         double pacedWireBytes{0};
-        EventId incTimer;
-        EventId decTimer;          //!< DCQCN vendor: pending cut check
         EventId rtoTimer;
         uint64_t rtoUna{0};
         uint32_t rtoRetries{0}; //!< timeouts in a row without progress (RetryCount)
@@ -271,18 +263,17 @@ class RdmaNic : public Object, public RdmaPortOwner
     void OnData(const RdmaHeader& h, Ptr<Packet> p);
     void OnAck(const RdmaHeader& h, Ptr<Packet> p);
     void OnCnp(SendQp& qp);
-    void OnIncreaseTimer(uint32_t qpId);
-    void OnDecreaseCheck(uint32_t qpId);
-    /// The only QP of connection (@p dstHost, @p connection) under DCQCN, else
-    /// nullptr (Save/RestoreConnectionCc).
-    const SendQp* SingleDcqcnQp(uint32_t dstHost, int64_t connection) const;
+    /// Apply what a CC call returned (RdmaCongestionOps::Effect).
+    void ApplyCc(SendQp& qp, uint32_t effects);
+    /// The only QP of connection (@p dstHost, @p connection), else nullptr
+    /// (Save/RestoreConnectionCc).
+    SendQp* SingleQp(uint32_t dstHost, int64_t connection);
     void SendNack(RecvQp& rq);
     void RxEnqueue(Ptr<Packet> p);
     void RxStartDrain(bool backToBack);
     void RxDrained();
     void SendPfcFrame(bool pause);
     void OnNackTimer(uint64_t rxKey);
-    void ScheduleDecreaseCheck(SendQp& qp);
     SendQp& NewQp(uint32_t dst, uint32_t flowHash, bool perMessage);
     void ReleaseSteps(int32_t connIdx);
     void Enqueue(SendQp& qp, const MsgRec& rec);
@@ -341,8 +332,15 @@ class RdmaNic : public Object, public RdmaPortOwner
     QpMode m_qpMode;
     uint32_t m_qpsPerConn;
     uint32_t m_maxSteps;
-    CcMode m_cc;
-    bool m_ccWindow;
+    TypeId m_ccTid;
+    std::string m_ccName;
+    Ptr<RdmaCongestionOps> m_ops;
+    // what the hot path asks of the CC, read once at Setup
+    bool m_ecnCapable{false};
+    bool m_useInt{false};
+    uint32_t m_intBytes{0};
+    RdmaCongestionOps::CeReaction m_ceReaction{RdmaCongestionOps::CE_IGNORE};
+    double m_lineBps{0};
     CnpMode m_cnpMode;
     Time m_cnpInterval;
     Time m_rto;
@@ -356,42 +354,6 @@ class RdmaNic : public Object, public RdmaPortOwner
     bool m_rxPfc;
     bool m_trackMsgBytes;
     uint32_t m_rateSampleQps;
-    double m_bdpBytes{0}; //!< line rate x base RTT (CcWindow, DCTCP)
-    // DCQCN attributes (mirrored into m_dcqcn at initialization)
-    double m_g;
-    Time m_alphaInterval;
-    Time m_rateDecreaseInterval;
-    Time m_rateIncreaseInterval;
-    uint64_t m_byteCounter;
-    uint32_t m_fastRecovery;
-    DataRate m_rateAi;
-    DataRate m_rateHai;
-    DataRate m_minRate;
-    bool m_dcqcnVendor;
-    bool m_dcqcnClamp;
-    DcqcnParams m_dcqcn;
-    // DCTCP attributes (mirrored into m_dctcp)
-    double m_dctcpG;
-    DctcpParams m_dctcp;
-    // HPCC attributes (mirrored into m_hpcc)
-    uint32_t m_intBytes;
-    double m_hpccEta;
-    uint32_t m_hpccMaxStage;
-    double m_hpccWai;
-    Time m_hpccBaseRtt;
-    DataRate m_hpccMinRate;
-    HpccParams m_hpcc;
-    // TIMELY attributes (mirrored into m_timely)
-    double m_tmlyAlpha;
-    double m_tmlyBeta;
-    Time m_tmlyTLow;
-    Time m_tmlyTHigh;
-    Time m_tmlyMinRtt;
-    DataRate m_tmlyDelta;
-    uint32_t m_tmlyHaiThreshold;
-    uint64_t m_tmlySegment;
-    DataRate m_tmlyMinRate;
-    TimelyParams m_timely;
 };
 
 } // namespace ns3
