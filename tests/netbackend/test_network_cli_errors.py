@@ -17,6 +17,9 @@ QUICKSTART = Path(__file__).resolve().parents[2] / "scenarios" / "quickstart.yam
     (["network.transport.qps_per_connection=0"], ["network.transport.qps_per_connection", "0"]),
     (["network.transport.qp_mode=per_pair"], ["network.transport.qp_mode", "per_pair"]),
     (["network.acceleration.theta=0"], ["network.acceleration.theta", "0"]),
+    (["network.cc=swift", "network.swift.max_mdf=1.5"], ["quickstart.yaml", "network.swift.max_mdf", "1.5"]),
+    (["network.cc=swift", "network.swift.fs_min_cwnd_packets=500"],
+     ["quickstart.yaml", "network.swift", "fs_min_cwnd_packets"]),
 ])
 def test_bad_network_setting_is_one_line(tmp_path, sets, needles):
     out = tmp_path / "out"

@@ -8,6 +8,7 @@ parameter moving the result in the direction its definition says.
 """
 from __future__ import annotations
 
+import math
 import subprocess
 from typing import get_args
 
@@ -17,7 +18,7 @@ from pydantic import ValidationError
 pytest.importorskip("cppyy", reason="ns-3 backend needs the ns3 wheel (pip install 'heterosim[ns3]')")
 
 from netbackend import Link, Message, NetTopology  # noqa: E402
-from netbackend.config import (CcKind, DcqcnConfig, HpccConfig, NetworkConfig, PfcConfig,  # noqa: E402
+from netbackend.config import (CcKind, DcqcnConfig, HpccConfig, NetworkConfig, PfcConfig, SwiftConfig,  # noqa: E402
                                TimelyConfig, ecn_defaults, resolved_dcqcn)
 from netbackend.ns3 import Ns3Backend, unit_test_command  # noqa: E402
 from netbackend.ns3 import scenarios as sc  # noqa: E402
@@ -115,6 +116,41 @@ def _window_bound_queue(n: int) -> float:
     return (n - 1) * w + n * pkt
 
 
+def _star_base_rtt_ns() -> float:
+    """Unloaded RTT of sc.star_topology by hand (as in _window_bound_queue), rounded up to the ns as the
+    helper hands it to the NIC (RdmaNetworkHelper::MaxBaseRtts, then std::ceil)."""
+    cfg = NetworkConfig()
+    pkt = cfg.mtu_bytes + cfg.header_bytes
+    ser = lambda b: b * 8 / 100  # ns at 100 Gb/s
+    return math.ceil((1000 + ser(pkt)) + (1000 + cfg.per_hop_latency_ns + ser(pkt)) +
+                     (1000 + ser(64)) + (1000 + cfg.per_hop_latency_ns + ser(64)))
+
+
+def swift_queue_band(n: int) -> tuple[float, float]:
+    """(low, high) bytes for the mean bottleneck queue of an N-sender Swift incast on sc.star_topology.
+
+    Swift's target (Kumar et al. 2020, section 3.5) with the defaults of SwiftConfig: base_target = the
+    unloaded RTT, so the queueing part is hops x h + max(0, min(alpha / sqrt(cwnd) + beta, fs_range)),
+    one switch, alpha = fs_range / (1/sqrt(fs_min) - 1/sqrt(fs_max)), beta = -alpha / sqrt(fs_max).
+    The window depends on the queue: the N flows share (base RTT + q) of line rate, so
+    cwnd = C (base + q) / (8 x wire bytes x N) packets; the fixed point q* = h + fs(cwnd(q*)) is found by
+    iteration.  Below q* the flows only grow, so the mean sits at or above it (less one packet of
+    sampling); above it they cut at most once per RTT, and in the RTT before the first cut lands the N
+    flows add ai packets each (Algorithm 1's additive increase, one per RTT): the mean stays within one
+    RTT's additive increase, N x ai packets, above q*."""
+    cfg, sw = NetworkConfig(), SwiftConfig()
+    wire = cfg.mtu_bytes + cfg.header_bytes
+    base = _star_base_rtt_ns()
+    alpha = sw.fs_range_ns / (1 / math.sqrt(sw.fs_min_cwnd_packets) - 1 / math.sqrt(sw.fs_max_cwnd_packets))
+    beta = -alpha / math.sqrt(sw.fs_max_cwnd_packets)
+    q = float(sw.hop_scale_ns)
+    for _ in range(200):
+        cwnd = 100e9 * (base + q) * 1e-9 / 8 / wire / n
+        q = sw.hop_scale_ns + max(0.0, min(alpha / math.sqrt(cwnd) + beta, sw.fs_range_ns))
+    q_bytes = q * RATE_BPS_PER_NS
+    return q_bytes - wire, q_bytes + n * sw.ai_packets * wire
+
+
 @pytest.mark.parametrize("cc", CCS)
 @pytest.mark.parametrize("n", [2, 4, 8, 16])
 def test_incast_lossless_and_queue_where_the_cc_puts_it(cc, n, incast_results):
@@ -143,6 +179,11 @@ def test_incast_lossless_and_queue_where_the_cc_puts_it(cc, n, incast_results):
         tm = TimelyConfig()
         assert q <= tm.t_low_ns * RATE_BPS_PER_NS, q
         assert r["steady_queue_max_bytes"] <= tm.t_high_ns * RATE_BPS_PER_NS
+    elif cc == "swift":  # delay-based: the queue sits at Swift's target, above it by at most one RTT of AI
+        lo, hi = swift_queue_band(n)
+        assert lo <= q <= hi, (lo, q, hi)
+        assert r["pfc_pause_frames_total"] == 0 and r["ecn_marks"] == 0  # no PFC needed, no marks used
+        assert r["utilization"] >= 0.99, r["utilization"]
     else:  # none: PFC alone holds the incast; the queue fills to the pause threshold
         assert r["pfc_paused_ns_total"] > 0 and q > 1e6
 
