@@ -58,6 +58,8 @@ def plan_command(
                                                                 "(default: the CPUs this process may use)"),
     stage_dp: bool = typer.Option(True, "--stage-dp/--no-stage-dp", help="Also search per-stage DP widths "
                                   "(parallelism.stage_dp; only where device groups differ in size)"),
+    fsdp: bool = typer.Option(True, "--fsdp-fallback/--no-fsdp-fallback", help="Where no plan fits in memory, "
+                              "search again with fully sharded data parallelism (parallelism.zero_stage: 3)"),
 ) -> None:
     """Search mappings, parallel sizes and non-uniform partitions; rank the best by simulated time."""
     from heterosim import pipeline as api
@@ -83,7 +85,8 @@ def plan_command(
             set_ = [*set_, f"hardware.measurements={cli_spec(measurements)}"]
         sc = api.load(scenario, set_)
         rep = plan_report(sc, top_k=top, backend=backend, max_candidates=max_candidates, simulate=simulate,
-                          progress=lambda msg: _err.print(f"[dim]{msg}[/]"), jobs=jobs, stage_dp=stage_dp)
+                          progress=lambda msg: _err.print(f"[dim]{msg}[/]"), jobs=jobs, stage_dp=stage_dp,
+                          fsdp_fallback=fsdp)
     except UserError as err:
         _fail(err)
     print_plan(rep)

@@ -240,6 +240,10 @@ class MemoryModel:
         self.embed_act = sbh / sp_div if model.hidden_dropout > 0 else 0.0  # embedding dropout mask (memory_for_plan)
         self.head_act = 2 * sbh / sp_div * scale + 4.0 * plan.seq_local * plan.micro_batch * padded_vocab(model, plan.tp) / plan.tp
         self.zero_div = plan.dp * plan.cp if plan.zero_stage == 1 else 1
+        from heterosim.workload.sharding import sharding_of
+
+        self.sh = sharding_of(scenario, plan)
+        """ZeRO-2/3 sharding (None for stages 0/1): states then come from ``memory.zero_states``."""
         self.ms = sorted(set(plan.microbatches))
         self._need_memo: dict[tuple, float] = {}
         self._cap_memo: dict[tuple, int] = {}
@@ -282,7 +286,16 @@ class MemoryModel:
                 dense += self.head
                 w += self.head_act
             weights.append(w)
-        states = dense * (self.pb + self.gb) + dense * self.ob / self.zero_div
+        if self.sh is None:
+            states = dense * (self.pb + self.gb) + dense * self.ob / self.zero_div
+        else:  # FSDP units: each layer, the embedding and the head (memory.sharded_model_states)
+            from heterosim.workload.memory import zero_states
+
+            units = [(i, self.lp.dense) for i in range(n)]
+            units += [("embed", self.emb)] if stage == 0 else []
+            units += [("head", self.head)] if any(c * pp + stage == last for c in range(v)) else []
+            z = zero_states(self.scenario, self.sh, dense, 0.0, units)
+            states = z["params"] + z["grads"] + z["optimizer"] + z["zero_buffers"]
         acts = max(sum(k * w for k, w in zip(vec, weights))
                    for vec in self.vectors(plan.schedule, pp, m, stage, v))
         if plan.recompute == "full" and n:

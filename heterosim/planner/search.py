@@ -206,13 +206,16 @@ class Planner:
         """cluster + fabric (JSON) -> its system, shared by the candidates simulated (:meth:`simulate`)."""
         self._compute = None
         """The compute model of the simulations (hardware settings are the scenario's for every candidate)."""
+        self.extra_overrides: dict = {}
+        """Set on every candidate besides its own plan (the FSDP fallback's ``parallelism.zero_stage``)."""
 
     # -- one configuration ---------------------------------------------------------------------------------------
     def _config_scenario(self, tp, pp, dp, mbs, sched, v, rc, layers=None, split=None, mapping=None):
         L = self.scenario.model.num_layers
         total_mb = self.scenario.training.global_batch_size // mbs
         mult = pp if sched == "interleaved" else 1
-        ov = {"parallelism.tp": tp, "parallelism.pp": pp, "parallelism.dp": dp, "parallelism.schedule": sched,
+        ov = {**self.extra_overrides,
+              "parallelism.tp": tp, "parallelism.pp": pp, "parallelism.dp": dp, "parallelism.schedule": sched,
               "parallelism.virtual_stages": v, "parallelism.recompute": rc, "training.micro_batch_size": mbs,
               "parallelism.layer_partition": vstage_partition(layers, v) if layers else _even(L, pp * v),
               "training.microbatch_split": split if split else _even(total_mb, dp, mult),
@@ -323,10 +326,10 @@ class Planner:
             try:
                 sc = apply_overrides(self.scenario, self._config_scenario(tp, pp, dp, mbs, sched, v, rc))
                 plan = resolve_plan(sc, self.world, self.file)
+                memory = MemoryModel(sc, plan)  # ZeRO-2/3 refuse unequal micro-batch counts per replica here
             except UserError:
                 rep.pruned_divisibility += 1
                 continue
-            memory = MemoryModel(sc, plan)
             # quick memory prune: a stage that cannot hold even one layer on the largest GPU
             hbm_max = max(self.hbm.values())
             if any(memory.cap(s, hbm_max) < 1 for s in range(pp)) or \
@@ -352,6 +355,8 @@ class Planner:
                     rep.pruned_memory += 1
                 if L % (pp * v) == 0 and total_mb % (dp * mult) == 0:
                     variants.append((False, [L // pp] * pp, [total_mb // dp] * dp))
+                if memory.sh is not None:  # ZeRO-2/3 reduce every micro-batch: equal counts per replica only
+                    variants = [x for x in variants if len(set(x[2])) == 1]
                 for aware, layers, split in variants:
                     rep.scored += 1
                     cand = self.evaluate(mapping, mbs, sched, v, rc, layers, split, memory, aware)
@@ -598,8 +603,13 @@ def why(c: Candidate, naive: Candidate | None, runner_up: Candidate | None) -> s
 def plan_report(scenario, *, top_k: int = 5, backend: str = "flow", max_candidates: int | None = None,
                 simulate: int | None = None, configs: list[tuple] | None = None,
                 progress: Callable[[str], None] | None = None, require_uniform: bool = False,
-                min_headroom: float = 0.0, jobs: int = 1, stage_dp: bool = True) -> PlanReport:
+                min_headroom: float = 0.0, jobs: int = 1, stage_dp: bool = True,
+                fsdp_fallback: bool = True) -> PlanReport:
     """Search, then simulate the best ``simulate`` (default ``top_k``; 0 = estimates only) and the naive plan.
+
+    ``fsdp_fallback``: where no plan fits at the scenario's ``zero_stage`` (0-2), search again with fully
+    sharded data parallelism (``zero_stage: 3``, FSDP / ZeRO-3), which every candidate then sets; the report
+    says so in its notes.
 
     ``backend``: network backend of the simulations (``flow`` or ``ns3``). ``jobs``: simulations run at once
     (forked processes; the same results as one at a time). ``stage_dp``: search per-stage-DP plans too (only where
@@ -616,6 +626,9 @@ def plan_report(scenario, *, top_k: int = 5, backend: str = "flow", max_candidat
     planner = Planner(scenario, min_headroom=min_headroom)
     rep = planner.search(max_candidates=max_candidates, configs=configs, require_uniform=require_uniform,
                          stage_dp=stage_dp)
+    if not rep.candidates and fsdp_fallback and scenario.parallelism.zero_stage < 3:
+        planner, rep = _fsdp_search(scenario, rep, min_headroom=min_headroom, max_candidates=max_candidates,
+                                    configs=configs, require_uniform=require_uniform)
     naive = planner.naive()
     rep.naive = naive
     # distinct plans only (a uniform candidate equal to the naive one is the same run)
@@ -648,6 +661,21 @@ def plan_report(scenario, *, top_k: int = 5, backend: str = "flow", max_candidat
         naive.speedup_vs_naive = 1.0
     rep.candidates = ranked
     return rep
+
+
+def _fsdp_search(scenario, first: PlanReport, **search_kw) -> tuple[Planner, PlanReport]:
+    """The search again with ``parallelism.zero_stage: 3`` (FSDP), after ``first`` found nothing that fits;
+    the counts of both searches add up and a note says why (per-stage DP is not combined with ZeRO-3)."""
+    zero = scenario.parallelism.zero_stage
+    fsdp = apply_overrides(scenario, {"parallelism.zero_stage": 3})
+    planner = Planner(fsdp, min_headroom=search_kw.pop("min_headroom"))
+    planner.extra_overrides = {"parallelism.zero_stage": 3}
+    rep = planner.search(stage_dp=False, **search_kw)
+    for name in ("enumerated", "pruned_divisibility", "pruned_memory", "scored", "scoring_s"):
+        setattr(rep, name, getattr(rep, name) + getattr(first, name))
+    rep.notes.append(f"no plan fits in memory with zero_stage {zero}: searched fully sharded data parallelism "
+                     f"(zero_stage 3, FSDP) instead, {len(rep.candidates)} plan(s) fit")
+    return planner, rep
 
 
 def plan(scenario, *, top_k: int = 5, backend: str = "flow", max_candidates: int | None = None) -> list[Candidate]:

@@ -41,6 +41,7 @@ Table 1, see heterosim/workload/zero_bubble.py; ZB-V's chunks are the two virtua
 from __future__ import annotations
 
 from heterosim.errors import PlanError
+from heterosim.workload.dualpipe import as_plain
 from heterosim.workload.costs import ACT_ELEM_BYTES, embedding_params, head_params, layer_params, padded_vocab
 from heterosim.workload.plan import Plan, resolve_plan
 from heterosim.workload.schedules import peak_in_flight, schedule_for
@@ -228,6 +229,8 @@ def nccl_communicators(model, plan: Plan) -> dict[str, float]:
         out["pp"] = 2 * NCCL_P2P_PEER_BYTES  # activations to the next stage, gradients to the previous
         if model.tie_embeddings and plan.schedule not in V_SCHEDULES:  # ZB-V: both on rank 0, one weight
             out["embedding"] = coll  # first and last stage all-reduce the tied embedding's gradient
+        if plan.schedule == "dualpipe":
+            out["dual"] = coll  # the two copies of a stage (ranks s, pp - 1 - s) sum their gradients
     return out
 
 
@@ -275,17 +278,22 @@ def sharded_model_states(scenario, plan: Plan, stage: int, sh) -> dict[str, floa
       prefetched, in the all-gather's bytes per parameter) plus one unit's unsharded gradients before its
       reduce-scatter; with ``reshard_after_forward: false`` every unit of the stage stays gathered from its
       forward to its backward, so the gathered part is the whole stage's parameters."""
+    dense, expert = _stage_params(scenario.model, plan, stage)
+    return zero_states(scenario, sh, dense, expert, _unit_params(scenario.model, plan, stage))
+
+
+def zero_states(scenario, sh, dense: float, expert: float, units: list[tuple[object, float]]) -> dict[str, float]:
+    """:func:`sharded_model_states` of a rank holding ``dense`` and ``expert`` parameters in FSDP ``units``
+    ((key, parameters): layer index, ``"embed"``, ``"head"``); the planner calls it for layer counts it tries."""
     from heterosim.workload.sharding import allgather_bytes_per_param
 
-    model, tr = scenario.model, scenario.training
+    tr = scenario.training
     pb, gb, ob = state_bytes_per_param(tr.precision, tr.grad_reduce_dtype, fp8_weight_cache(tr))
-    dense, expert = _stage_params(model, plan, stage)
     shard = dense / sh.dense_n + expert / sh.expert_n
     if sh.stage == 2:
         return {"params": (dense + expert) * pb, "grads": shard * gb, "optimizer": shard * ob,
                 "zero_buffers": min(float(scenario.parallelism.grad_bucket_bytes), (dense + expert) * gb)}
     base_pb = 4 if tr.precision == "fp32" else 2
-    units = _unit_params(model, plan, stage)
     held = sorted((n * allgather_bytes_per_param(sh, key, tr.precision) for key, n in units), reverse=True)
     gathered = sum(held[:2]) if sh.reshard_after_forward else sum(held)
     return {"params": shard * base_pb, "grads": shard * gb, "optimizer": shard * ob,
@@ -339,7 +347,7 @@ def memory_for_plan(scenario, plan: Plan) -> dict[tuple[int, int], dict[str, flo
             weights.append(w)
         w_weights = _w_weights(model, plan, stage, prec, attn) if splits_w(plan.schedule) else None
         for m in sorted(set(plan.microbatches)):
-            steps = schedule_for(plan.schedule, plan.pp, m, stage, plan.chunks) if whole.stage_dp is None else \
+            steps = as_plain(schedule_for(plan.schedule, plan.pp, m, stage, plan.chunks)) if whole.stage_dp is None else \
                 replica_steps(plan.schedule, whole.stage_dp, whole.global_microbatches, stage)
             acts = peak_in_flight(steps, weights) if w_weights is None else peak_retained(steps, weights, w_weights)
             if plan.recompute == "full" and plan.stage_layer_count(stage):

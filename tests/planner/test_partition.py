@@ -45,6 +45,10 @@ def test_vstage_partition_spreads_layers_over_chunks():
     {"parallelism.schedule": "interleaved", "parallelism.virtual_stages": 2, "parallelism.recompute": "selective"},
     {"parallelism.schedule": "1f1b", "parallelism.recompute": "full", "parallelism.zero_stage": 0},
     {"parallelism.schedule": "gpipe", "parallelism.recompute": "none"},
+    {"parallelism.schedule": "1f1b", "parallelism.recompute": "none", "parallelism.zero_stage": 2},
+    {"parallelism.schedule": "1f1b", "parallelism.recompute": "selective", "parallelism.zero_stage": 3},
+    {"parallelism.schedule": "interleaved", "parallelism.virtual_stages": 2, "parallelism.recompute": "none",
+     "parallelism.zero_stage": 3, "parallelism.reshard_after_forward": False},
 ])
 def test_fast_memory_model_equals_workload_memory_model(over):
     sc = apply_overrides(small_scenario(), {"parallelism.pp": 4, "parallelism.tp": 2, **over})
