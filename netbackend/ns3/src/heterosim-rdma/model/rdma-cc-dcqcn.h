@@ -34,6 +34,7 @@ class RdmaCcDcqcn : public RdmaCongestionOps
     void Configure(const RdmaCcLink& link, RdmaCcOwner* owner) override;
     bool EcnCapable() const override { return true; }
     CeReaction OnCeReceived() const override { return CE_CNP; }
+    bool ReactsToSent() const override { return true; } // the byte counter
     std::unique_ptr<RdmaCcState> NewState(uint32_t qp, uint32_t dst, int64_t nowNs) override;
     void Release(RdmaCcState& s) override;
     double Rate(const RdmaCcState& s) const override;

@@ -23,6 +23,8 @@ class RdmaCcDctcp : public RdmaCongestionOps
     bool NeedsBaseRtt() const override { return true; }
     bool EcnCapable() const override { return true; }
     CeReaction OnCeReceived() const override { return CE_ECHO; }
+    bool HasWindow() const override { return true; }
+    bool HasRate() const override { return false; } // line rate within the window
     std::unique_ptr<RdmaCcState> NewState(uint32_t qp, uint32_t dst, int64_t nowNs) override;
     double Window(const RdmaCcState& s) const override;
     uint32_t OnAck(RdmaCcState& s, const RdmaCcAck& ack) override;

@@ -24,6 +24,7 @@ class RdmaCcHpcc : public RdmaCongestionOps
     void Configure(const RdmaCcLink& link, RdmaCcOwner* owner) override;
     bool NeedsBaseRtt() const override { return true; }
     bool UsesInt() const override { return true; }
+    bool HasWindow() const override { return true; }
     uint32_t IntBytes() const override { return m_intBytes; }
     std::unique_ptr<RdmaCcState> NewState(uint32_t qp, uint32_t dst, int64_t nowNs) override;
     double Rate(const RdmaCcState& s) const override;

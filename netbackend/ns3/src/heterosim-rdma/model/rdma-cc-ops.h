@@ -121,6 +121,12 @@ class RdmaCongestionOps : public Object
     /// Wire bytes INT adds to each data packet and ACK (UsesInt).
     virtual uint32_t IntBytes() const { return 0; }
     virtual CeReaction OnCeReceived() const { return CE_IGNORE; }
+    /// What the NIC asks per packet, read once at Setup so a CC without them costs nothing there:
+    /// Window can be finite (else the NIC skips the call); Rate can be below line rate; OnSent
+    /// can change something.
+    virtual bool HasWindow() const { return m_bdpWindow; }
+    virtual bool HasRate() const { return true; }
+    virtual bool ReactsToSent() const { return false; }
 
     /// A new QP's state at @p nowNs (its id @p qp, towards host @p dst).
     virtual std::unique_ptr<RdmaCcState> NewState(uint32_t qp, uint32_t dst, int64_t nowNs) = 0;
@@ -194,6 +200,8 @@ class RdmaCcNone : public RdmaCongestionOps
     static TypeId GetTypeId();
     std::string GetName() const override { return "none"; }
     bool NeedsBaseRtt() const override { return false; }
+    bool HasWindow() const override { return false; }
+    bool HasRate() const override { return false; }
     std::unique_ptr<RdmaCcState> NewState(uint32_t qp, uint32_t dst, int64_t nowNs) override;
     double Window(const RdmaCcState& s) const override;
     double RateFraction(const RdmaCcState& s) const override { return 1.0; }

@@ -30,6 +30,7 @@ class RdmaCcSwift : public RdmaCongestionOps
     void Configure(const RdmaCcLink& link, RdmaCcOwner* owner) override;
     bool NeedsBaseRtt() const override { return true; }
     bool NeedsPathHops() const override { return true; }
+    bool HasWindow() const override { return true; }
     void SetPathHops(const std::vector<uint16_t>& hops) override;
     std::unique_ptr<RdmaCcState> NewState(uint32_t qp, uint32_t dst, int64_t nowNs) override;
     double Rate(const RdmaCcState& s) const override;

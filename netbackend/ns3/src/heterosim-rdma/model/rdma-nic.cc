@@ -210,6 +210,9 @@ RdmaNic::Setup(uint32_t hostIndex, Ptr<RdmaNetDevice> dev, RdmaCounters* counter
     m_useInt = m_ops->UsesInt();
     m_intBytes = m_useInt ? m_ops->IntBytes() : 0;
     m_ecnCapable = m_ops->EcnCapable();
+    m_hasWindow = m_ops->HasWindow();
+    m_hasRate = m_ops->HasRate();
+    m_reactsToSent = m_ops->ReactsToSent();
     m_ceReaction = m_ops->OnCeReceived();
     m_headerBytes = std::max<uint32_t>(m_headerBytes, sizeof(RdmaHeader::Fields));
     m_ops->Configure(RdmaCcLink{m_lineBps, m_payload, DataWireBytes()}, this);
@@ -237,14 +240,14 @@ RdmaNic::SetAutoBaseRtt(int64_t ns)
 double
 RdmaNic::CurrentRate(const SendQp& qp) const
 {
-    return m_ops->Rate(*qp.cc);
+    return m_hasRate ? m_ops->Rate(*qp.cc) : m_lineBps;
 }
 
 bool
 RdmaNic::WindowBlocked(const SendQp& qp) const
 {
     // HPCC simulator convention: send while bytes in flight are below W (+infinity: no window).
-    return static_cast<double>(qp.sndNxt - qp.sndUna) >= m_ops->Window(*qp.cc);
+    return m_hasWindow && static_cast<double>(qp.sndNxt - qp.sndUna) >= m_ops->Window(*qp.cc);
 }
 
 RdmaNic::SendQp&
@@ -685,7 +688,7 @@ RdmaNic::SendData(SendQp& qp)
     qp.pacedRateBps = rate;
     qp.pacedWireBytes = wire;
     m_dev->Transmit(p);
-    if (const uint32_t e = m_ops->OnSent(*qp.cc, wire))
+    if (const uint32_t e = m_reactsToSent ? m_ops->OnSent(*qp.cc, wire) : 0)
     {
         ApplyCc(qp, e);
     }

@@ -337,6 +337,9 @@ class RdmaNic : public Object, public RdmaPortOwner, public RdmaCcOwner
     Ptr<RdmaCongestionOps> m_ops;
     // what the hot path asks of the CC, read once at Setup
     bool m_ecnCapable{false};
+    bool m_hasWindow{false};
+    bool m_hasRate{false};
+    bool m_reactsToSent{false};
     bool m_useInt{false};
     uint32_t m_intBytes{0};
     RdmaCongestionOps::CeReaction m_ceReaction{RdmaCongestionOps::CE_IGNORE};
