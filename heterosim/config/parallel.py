@@ -36,8 +36,10 @@ class ParallelConfig(Strict):
     """Pipeline schedule: 1F1B (PipeDream-flush), interleaved 1F1B (``virtual_stages``), GPipe, zb-h1
     (zero-bubble ZB-H1, Qi et al. ICLR 2024: backward split into input- and weight-gradient passes, the
     latter filling bubbles) or zb-v (zero-bubble ZB-V, the same paper's Sec. 6: two chunks per rank in a V,
-    rank i holding virtual stages i and 2 pp - 1 - i; needs pp >= 2, no ZeRO-3 or stage_dp). ``dualpipe``
-    (DeepSeek-V3) is named so that it is refused with its reason (see docs/pipeline-schedules.md)."""
+    rank i holding virtual stages i and 2 pp - 1 - i; needs pp >= 2, no ZeRO-3 or stage_dp) or dualpipe
+    (DeepSeek-V3 report Sec. 3.2.1: bidirectional, rank i holding stage i and a copy of stage pp - 1 - i, half the
+    micro-batches fed from each end, forward and backward chunks paired; needs pp even, micro-batches per replica
+    even and >= 2 pp, zero_stage 0-1, untied embeddings). See docs/pipeline-schedules.md."""
     virtual_stages: Bounded(int, 1, LAYERS_MAX) = 1
     """Model chunks per pipeline rank for the interleaved schedule."""
     zero_stage: Literal[0, 1, 2, 3] = 0

@@ -437,8 +437,8 @@ def _build_program(pid: int, stage: int, m: int, plan: Plan, shapes: LayerShapes
     em = _Emitter(prog, moe, ub=_ub(scenario, plan), dispatcher=scenario.parallelism.moe_dispatcher)
     pp, last_vs = plan.pp, plan.num_vstages - 1
     steps = schedule_for(plan.schedule, pp, m, stage, plan.chunks) if route is None else route.steps
-    prev_peer = (lambda mb, vs: -1) if route is None else (lambda mb, vs: route.offset(mb, stage - 1))
-    next_peer = (lambda mb, vs: +1) if route is None else (lambda mb, vs: route.offset(mb, stage + 1))
+    prev_peer = (lambda mb, vs, c: -1) if route is None else (lambda mb, vs, c: route.offset(mb, stage - 1))
+    next_peer = (lambda mb, vs, c: +1) if route is None else (lambda mb, vs, c: route.offset(mb, stage + 1))
     grad_ready: dict = {}  # layer / "head" / "embed" -> op producing its grads (last micro-batch wins)
     loss_op: dict[int, tuple] = {}
     full_rc = plan.recompute == "full"
@@ -454,12 +454,17 @@ def _build_program(pid: int, stage: int, m: int, plan: Plan, shapes: LayerShapes
     zero2_reduce: list[int] = []
     split_w = splits_w(plan.schedule)
     b_done: dict = {}  # zero-bubble: (mb, layer / "head") -> the B op its W waits for
-    if plan.schedule in V_SCHEDULES:  # ZB-V: peers follow the V; its turn on the last rank is a local hand-off
-        rank_of = {plan.vstage(s, c): s for s in range(pp) for c in range(plan.chunks)}
-        prev_peer = lambda mb, vs: rank_of[vs - 1] - stage  # noqa: E731
-        next_peer = lambda mb, vs: rank_of[vs + 1] - stage  # noqa: E731
+    v_streams = plan.schedule in V_SCHEDULES or plan.schedule == "dualpipe"
+    if v_streams:  # ZB-V: peers follow the V (its turn on the last rank a local hand-off); DualPipe: chunk 1 runs
+        # the reverse direction
+        owner = {(plan.vstage(s, c), c): s for s in range(pp) for c in range(plan.chunks)}
+        if plan.schedule in V_SCHEDULES:
+            owner = {(vs, c): s for (vs, _), s in owner.items() for c in range(plan.chunks)}
+        prev_peer = lambda mb, vs, c: owner[(vs - 1, c)] - stage  # noqa: E731
+        next_peer = lambda mb, vs, c: owner[(vs + 1, c)] - stage  # noqa: E731
     handoff: dict = {}  # ("f" | "b", mb) -> output handle passed to this rank's other chunk (V turn)
-    v_streams = plan.schedule in V_SCHEDULES
+    pair_recv: dict = {}  # DualPipe F&B chunk: (mb, chunk) of its backward half -> that half's receive
+    pair_send: list = []  # DualPipe: sends of a full backward (and of its F&B chunk's forward half), after its W
 
     def p2p_stream(side: str, kind: str, chunk: int) -> str:
         """The stream of a pipeline message. ZB-V: one per (direction, chunk) (``pp_send:f0`` ...), so that
@@ -467,6 +472,10 @@ def _build_program(pid: int, stage: int, m: int, plan: Plan, shapes: LayerShapes
         receives posted ahead of need deliver them (one stream per side would make the V's chunk-0
         activations wait behind chunk-1 gradients the peer sends later: a rendezvous deadlock)."""
         return f"{side}:{kind}{chunk}" if v_streams else side
+
+    def recv_grad(mb: int, vs: int, chunk: int) -> tuple:
+        return prog.comm("pp_recv_grad", "recv", "pp", pp_bytes, f"pp:b:mb{mb}:vs{vs}", (), "bwd", mb, -1, chunk,
+                         stream=p2p_stream("pp_recv", "b", chunk), kind="pp", peer=next_peer(mb, vs, chunk))
 
     def gate(deps: tuple, chunk: int, key, mb: int = -1) -> tuple:
         """The first forward use of a parameter waits for its bucket's all-gather (ZeRO-1/2), or each
@@ -485,23 +494,31 @@ def _build_program(pid: int, stage: int, m: int, plan: Plan, shapes: LayerShapes
         if fsdp is not None:
             fsdp.post_bwd(prod[0] if isinstance(prod, tuple) else prod, mb, chunk, key)
 
-    for phase, mb, chunk in steps:
+    for i, (phase, mb, chunk) in enumerate(steps):
         vs = plan.vstage(stage, chunk)
         layers = plan.vstage_layers[vs]
+        pre: tuple = ()  # DualPipe F&B chunk: its forward half waits for both halves' inputs
+        if phase == "fb":
+            _, bmb, bchunk = steps[i + 1]
+            if plan.vstage(stage, bchunk) != last_vs:
+                pre = pair_recv[(bmb, bchunk)] = recv_grad(bmb, plan.vstage(stage, bchunk), bchunk)
         if phase == "w":
             _emit_w(prog, b_done, grad_ready, reduced, mb, chunk, layers, vs == last_vs)
+            if steps[i - 1][0] == "bwd_full":  # a full backward (DualPipe): its sends go once W is done
+                while pair_send:
+                    pair_send.pop(0)()
             if plan.zero_stage == 2:
                 zero2_reduce += _emit_step_buckets(prog, plan, scenario, stage, chunk, mb, grad_items, grad_ready, sh)
             continue
-        if phase == "fwd":
-            if vs > 0 and prev_peer(mb, vs) == 0:
+        if phase in ("fwd", "fb"):
+            if vs > 0 and prev_peer(mb, vs, chunk) == 0:
                 dep = handoff.pop(("f", mb))
             elif vs > 0:
                 dep = prog.comm("pp_recv_act", "recv", "pp", pp_bytes, f"pp:f:mb{mb}:vs{vs - 1}", (), "fwd",
                                 mb, -1, chunk, stream=p2p_stream("pp_recv", "f", chunk), kind="pp",
-                                peer=prev_peer(mb, vs))
+                                peer=prev_peer(mb, vs, chunk)) + pre
             else:
-                e = prog.compute("embedding", "embed_fwd", gate((), chunk, "embed", mb), "fwd", mb, -1, chunk)
+                e = prog.compute("embedding", "embed_fwd", gate(pre, chunk, "embed", mb), "fwd", mb, -1, chunk)
                 dep = em.post_tp(f"tp:f:mb{mb}:embed", e, "fwd", mb, -1, chunk)
             for layer in layers:
                 dep = em.layer_fwd(gate(dep, chunk, layer, mb), mb, layer, chunk)
@@ -512,11 +529,17 @@ def _build_program(pid: int, stage: int, m: int, plan: Plan, shapes: LayerShapes
                     hd = prog.comm("tp_loss_allreduce", "allreduce", "tp", loss_bytes, f"tp:f:mb{mb}:loss", hd,
                                    "fwd", mb, -1, chunk)
                 loss_op[mb] = hd
-            elif next_peer(mb, vs) == 0:
+            elif next_peer(mb, vs, chunk) == 0:
                 handoff[("f", mb)] = dep
             else:
-                prog.comm("pp_send_act", "send", "pp", pp_bytes, f"pp:f:mb{mb}:vs{vs}", dep, "fwd", mb, -1,
-                          chunk, stream=p2p_stream("pp_send", "f", chunk), kind="pp", peer=next_peer(mb, vs))
+                def send(dep=dep, mb=mb, vs=vs, chunk=chunk, after=()):
+                    prog.comm("pp_send_act", "send", "pp", pp_bytes, f"pp:f:mb{mb}:vs{vs}", dep + after, "fwd", mb,
+                              -1, chunk, stream=p2p_stream("pp_send", "f", chunk), kind="pp",
+                              peer=next_peer(mb, vs, chunk))
+                if phase == "fb":  # issued with the backward half's send, once the pair is done
+                    pair_send.append(lambda send=send: send(after=(prog.last_compute(),)))
+                else:
+                    send()
         else:
             if vs == last_vs:
                 hb = prog.compute("lm_head_loss_bwd", "head_bwd", bgate(loss_op.pop(mb), mb, chunk, "head"), "bwd",
@@ -528,11 +551,10 @@ def _build_program(pid: int, stage: int, m: int, plan: Plan, shapes: LayerShapes
                     reduced(hb, mb, chunk, "head")
                 # the head's input was all-gathered (SP) or copied (no SP) into the TP region
                 dep = em.post_tp(f"tp:b:mb{mb}:head", hb, "bwd", mb, -1, chunk)
-            elif next_peer(mb, vs) == 0:
+            elif next_peer(mb, vs, chunk) == 0:
                 dep = handoff.pop(("b", mb))
             else:
-                dep = prog.comm("pp_recv_grad", "recv", "pp", pp_bytes, f"pp:b:mb{mb}:vs{vs}", (), "bwd", mb, -1,
-                                chunk, stream=p2p_stream("pp_recv", "b", chunk), kind="pp", peer=next_peer(mb, vs))
+                dep = pair_recv.pop((mb, chunk), None) or recv_grad(mb, vs, chunk)
             for layer in reversed(layers):
                 dep = bgate(dep, mb, chunk, layer)
                 if full_rc:
@@ -549,14 +571,21 @@ def _build_program(pid: int, stage: int, m: int, plan: Plan, shapes: LayerShapes
                 e = prog.compute("embedding_bwd", "embed_bwd", bgate(dep, mb, chunk, "embed"), "bwd", mb, -1, chunk)
                 grad_ready["embed"] = e[0]
                 reduced(e, mb, chunk, "embed")
-            elif prev_peer(mb, vs) == 0:
+            elif prev_peer(mb, vs, chunk) == 0:
                 handoff[("b", mb)] = dep
             else:
-                prog.comm("pp_send_grad", "send", "pp", pp_bytes, f"pp:b:mb{mb}:vs{vs - 1}", dep,
-                          "bwd", mb, -1, chunk, stream=p2p_stream("pp_send", "b", chunk), kind="pp",
-                          peer=prev_peer(mb, vs))
+                def send_grad(dep=dep, mb=mb, vs=vs, chunk=chunk, after=()):
+                    prog.comm("pp_send_grad", "send", "pp", pp_bytes, f"pp:b:mb{mb}:vs{vs - 1}", dep + after,
+                              "bwd", mb, -1, chunk, stream=p2p_stream("pp_send", "b", chunk), kind="pp",
+                              peer=prev_peer(mb, vs, chunk))
+                if phase == "bwd_full":  # a full backward (alone or an F&B chunk's half): sent after its W
+                    pair_send.append(lambda send_grad=send_grad: send_grad(after=(prog.last_compute(),)))
+                else:
+                    send_grad()
             if plan.zero_stage == 2 and not split_w:
                 zero2_reduce += _emit_step_buckets(prog, plan, scenario, stage, chunk, mb, grad_items, grad_ready, sh)
+    if plan.schedule == "dualpipe":
+        _emit_copy_sum(prog, plan, scenario, stage, grad_items, grad_ready)
     if sh is None:
         _emit_grad_sync(prog, plan, scenario, stage, grad_items, grad_ready, gathered=overlap_gather)
     else:
@@ -565,6 +594,22 @@ def _build_program(pid: int, stage: int, m: int, plan: Plan, shapes: LayerShapes
         _emit_sharded_sync(prog, plan, scenario, stage, grad_items, fsdp.reduce_ops if fsdp else zero2_reduce,
                            overlap_gather, sh)
     return Program(id=pid, ops=prog.ops, stage=stage, label=f"stage{stage}/mb{m}")
+
+
+def _emit_copy_sum(prog: _Prog, plan: Plan, scenario, stage: int, grad_items: dict, grad_ready: dict) -> None:
+    """DualPipe: each stage's weights are held twice (chunk 0 of rank s, chunk 1 of rank pp - 1 - s); once a
+    chunk's last W is done its gradients are all-reduced with the other copy's over the ``dual`` pair (DeepSeek-V3
+    Table 2: parameters 2x), in stage order on both ranks, before the DP reduction, which then waits for it.
+    HeteroSim's assumption: DualPipe's reference code leaves the copies' synchronisation to the caller."""
+    gb = grad_bytes(scenario.training)
+    for chunk in sorted(range(plan.chunks), key=lambda c: plan.vstage(stage, c)):
+        items = grad_items[(stage, chunk)]
+        vs = plan.vstage(stage, chunk)
+        n = sum(it[1] + it[2] for it in items)
+        op = prog.comm("dualpipe_copy_allreduce", "allreduce", "dual", int(n * gb), f"dual:vs{vs}",
+                       tuple(grad_ready[it[0]] for it in items), "bwd", chunk=chunk, stream="dp", kind="dp")[0]
+        for it in items:
+            grad_ready[it[0]] = op
 
 
 def _emit_w(prog: _Prog, b_done: dict, grad_ready: dict, reduced, mb: int, chunk: int, layers: list,
@@ -823,6 +868,8 @@ def compile_workload(scenario, world_size: int, rank_devices: list[str] | None =
                                            route=route))
         rank_program[r] = pid
     groups = layout.groups()
+    if plan.schedule == "dualpipe":  # the two copies of each stage: ranks s and pp - 1 - s of a pipeline
+        groups["dual"] = [(g[s], g[plan.pp - 1 - s]) for g in groups["pp"] for s in range(plan.pp // 2)]
     if sh is not None and sh.hybrid:
         def dp_cp(r: int) -> tuple[int, int]:
             c = layout.coords(r)

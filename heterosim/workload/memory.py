@@ -278,22 +278,17 @@ def sharded_model_states(scenario, plan: Plan, stage: int, sh) -> dict[str, floa
       prefetched, in the all-gather's bytes per parameter) plus one unit's unsharded gradients before its
       reduce-scatter; with ``reshard_after_forward: false`` every unit of the stage stays gathered from its
       forward to its backward, so the gathered part is the whole stage's parameters."""
-    dense, expert = _stage_params(scenario.model, plan, stage)
-    return zero_states(scenario, sh, dense, expert, _unit_params(scenario.model, plan, stage))
-
-
-def zero_states(scenario, sh, dense: float, expert: float, units: list[tuple[object, float]]) -> dict[str, float]:
-    """:func:`sharded_model_states` of a rank holding ``dense`` and ``expert`` parameters in FSDP ``units``
-    ((key, parameters): layer index, ``"embed"``, ``"head"``); the planner calls it for layer counts it tries."""
     from heterosim.workload.sharding import allgather_bytes_per_param
 
-    tr = scenario.training
+    model, tr = scenario.model, scenario.training
     pb, gb, ob = state_bytes_per_param(tr.precision, tr.grad_reduce_dtype, fp8_weight_cache(tr))
+    dense, expert = _stage_params(model, plan, stage)
     shard = dense / sh.dense_n + expert / sh.expert_n
     if sh.stage == 2:
         return {"params": (dense + expert) * pb, "grads": shard * gb, "optimizer": shard * ob,
                 "zero_buffers": min(float(scenario.parallelism.grad_bucket_bytes), (dense + expert) * gb)}
     base_pb = 4 if tr.precision == "fp32" else 2
+    units = _unit_params(model, plan, stage)
     held = sorted((n * allgather_bytes_per_param(sh, key, tr.precision) for key, n in units), reverse=True)
     gathered = sum(held[:2]) if sh.reshard_after_forward else sum(held)
     return {"params": shard * base_pb, "grads": shard * gb, "optimizer": shard * ob,

@@ -72,13 +72,16 @@ class Plan:
 
     @property
     def num_vstages(self) -> int:
-        return self.pp * self.chunks
+        """Virtual stages of the model: pp x chunks, or pp under DualPipe (each stage held twice)."""
+        return self.pp if self.schedule == "dualpipe" else self.pp * self.chunks
 
     def vstage(self, stage: int, chunk: int) -> int:
         """Virtual stage (model order) of ``chunk`` on pipeline rank ``stage``: Megatron's round robin
         (chunk * pp + stage), or the V of ZB-V (rank i: stages i and 2 pp - 1 - i)."""
         if self.schedule in V_SCHEDULES:
             return v_stage(self.pp, stage, chunk)
+        if self.schedule == "dualpipe":  # chunk 0: the forward direction's stage, chunk 1: the reverse one's
+            return stage if chunk == 0 else self.pp - 1 - stage
         return chunk * self.pp + stage
 
     def layers_of(self, stage: int, chunk: int) -> list[int]:
@@ -313,8 +316,8 @@ def _finish(scenario, world_size: int, tp: int, pp: int, dp: int, seq: int, seq_
                 raise PlanError(f"the interleaved schedule needs micro-batches per replica ({m}) to be a multiple "
                                 f"of pp ({pp})", field="parallelism.schedule", value=schedule)
     elif schedule == "dualpipe":
-        raise PlanError("DualPipe (DeepSeek-V3) is not modelled yet; see docs/pipeline-schedules.md",
-                        field="parallelism.schedule", value=schedule)
+        _check_dualpipe(scenario, pp, chunks, microbatches)
+        chunks = 2
     elif schedule in V_SCHEDULES:  # two chunks per rank in a V (heterosim/workload/zero_bubble.py)
         if pp < 2:
             raise PlanError(f"the {schedule} schedule needs pp >= 2", field="parallelism.schedule", value=schedule)
@@ -331,10 +334,10 @@ def _finish(scenario, world_size: int, tp: int, pp: int, dp: int, seq: int, seq_
 
     # layers per virtual stage
     L = model.num_layers
-    nvs = pp * chunks
+    nvs = pp if schedule == "dualpipe" else pp * chunks
     part = par.layer_partition
     if part is None:
-        counts = _even_split(L, nvs, chunks, pp, par)
+        counts = _even_split(L, nvs, nvs // pp, pp, par)
     else:
         part = list(part)
         if any(x < 0 for x in part):
@@ -365,6 +368,30 @@ def _finish(scenario, world_size: int, tp: int, pp: int, dp: int, seq: int, seq_
                 micro_batch=mb, seq=seq, seq_local=seq_local, microbatches=microbatches,
                 vstage_layers=vstage_layers, sp=sp, recompute=par.recompute, zero_stage=par.zero_stage,
                 layout=layout)
+
+
+def _check_dualpipe(scenario, pp: int, chunks: int, microbatches: list[int]) -> None:
+    """One-line errors of schedule: dualpipe (heterosim/workload/dualpipe.py): DualPipe's own preconditions and
+    what it is not modelled with."""
+    par, tr = scenario.parallelism, scenario.training
+    if pp < 2 or pp % 2:
+        raise PlanError("DualPipe needs an even number of pipeline stages >= 2", field="parallelism.pp", value=pp)
+    for m in sorted(set(microbatches)):
+        if m % 2 or m < 2 * pp:
+            raise PlanError(f"DualPipe needs an even number of micro-batches per replica >= 2 pp = {2 * pp} (half "
+                            f"go each way), got {m}", field="training.global_batch_size", value=tr.global_batch_size)
+    if chunks not in (1, 2):
+        raise PlanError("DualPipe holds exactly 2 chunks per rank (one per direction); leave virtual_stages at 1 "
+                        "or set 2", field="parallelism.virtual_stages", value=chunks)
+    if par.zero_stage > 1:  # the two copies' gradients are summed before the DP reduction (dualpipe.py)
+        raise PlanError("DualPipe is modelled with zero_stage 0 or 1", field="parallelism.zero_stage",
+                        value=par.zero_stage)
+    if par.stage_tp is not None:
+        raise PlanError("DualPipe pairs rank i with rank pp - 1 - i (the two copies of a stage); uneven TP is not "
+                        "modelled with it", field="parallelism.stage_tp", value=par.stage_tp)
+    if scenario.model.tie_embeddings:
+        raise PlanError("DualPipe is modelled without tied embeddings (each end rank holds an embedding and an "
+                        "LM head copy)", field="model.tie_embeddings", value=True)
 
 
 def _even_split(num_layers: int, nvs: int, chunks: int, pp: int, par) -> list[int]:

@@ -91,7 +91,11 @@ def schedule_for(name: str, pp: int, microbatches: int, rank: int, chunks: int =
         from heterosim.workload.zero_bubble import zb_v
 
         return zb_v(pp, microbatches, rank)
-    raise PlanError("unknown pipeline schedule (gpipe, 1f1b, interleaved, zb-h1, zb-v)", field="parallelism.schedule",
+    if name == "dualpipe":
+        from heterosim.workload.dualpipe import dualpipe
+
+        return dualpipe(pp, microbatches, rank)
+    raise PlanError("unknown pipeline schedule (gpipe, 1f1b, interleaved, zb-h1, zb-v, dualpipe)", field="parallelism.schedule",
                     value=name)
 
 

@@ -55,7 +55,7 @@ from heterosim.errors import PlanError
 
 Step = tuple[str, int, int]
 
-SPLIT_W_SCHEDULES = ("zb-h1", "zb-v")
+SPLIT_W_SCHEDULES = ("zb-h1", "zb-v", "dualpipe")
 """Schedules whose ``bwd`` steps are B only and that run W as separate ``w`` steps."""
 
 V_SCHEDULES = ("zb-v",)
