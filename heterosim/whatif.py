@@ -206,9 +206,10 @@ def whatif(scenario, vary: list[str], out_dir: str | Path | None = None, *, over
             "export_s": export_s, "program": {"nodes": prog.num_nodes, "flows": prog.num_flows,
                                               "links": prog.num_links},
             "memory_per_variant_bytes": _memory_per_variant(prog),
-            "reproduces": "the flow backend run of each variant with simulation.symmetry false and "
-                          "simulation.compute_contention none (tests/batch: within 1e-6 relative; measured equal "
-                          "to the ns on every case tested, docs/batch-engine.md)"}
+            "compute_contention": sc.simulation.compute_contention,
+            "reproduces": "the flow backend run of each variant with simulation.symmetry false and the scenario's "
+                          f"simulation.compute_contention ({sc.simulation.compute_contention}) (tests/batch: within "
+                          "1e-6 relative; measured equal to the ns on every case tested, docs/batch-engine.md)"}
     result = WhatIfResult(int(times[0]), variants, times, flags, which, info)
     if out_dir is not None:
         write(result, out_dir)

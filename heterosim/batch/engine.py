@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from heterosim.sim.program import DELAY, FLOW, Program
+from heterosim.sim.program import DELAY, FLOW, MAX_MEMBERS, Program
 
 INF = np.int64(1 << 62)
 """An event time that never comes (empty slot, queued flow)."""
@@ -212,8 +212,8 @@ def _round(ops: _Ops, P: dict, prm: dict, s: dict) -> dict:
     cont = "eff" in P
     if cont:  # compute contention: SM holds taken and given back, compute ops in flight re-timed, new ones timed
         held, ck, touched = _holds(ops, P, s["held"], s["ck"], nsafe, is_done)
-        ev_t, ev_cw, ev_ct, ev_ck = _retime(xp, P, prm, s, ck, touched, ev_row, T)
-        dur_v, new_cw, new_ck = _start_compute(xp, P, prm, ck, ssafe, r3, dur_v)
+        ev_t, ev_ci, ev_cw, ev_ct, ev_ck = _retime(xp, P, prm, s, ck, touched, ev_row, T)
+        dur_v, new_ci, new_cw, new_ck = _start_compute(xp, P, prm, ck, ssafe, r3, dur_v)
     t_new = T[:, None, None] + xp.where(kind_v == DELAY, dur_v, 0) \
         + xp.where(kind_v == FLOW, P["pre_ns"][ssafe], 0)
     new_b_n = xp.where(owner, ssafe, -1).reshape(B, M * D)
@@ -277,6 +277,8 @@ def _round(ops: _Ops, P: dict, prm: dict, s: dict) -> dict:
     if cont:  # (the anchors of the compute ops started this round: their start, their work, the SMs held then)
         zeros = xp.zeros(new_a_n.shape, np.int64)
         extra = {"held": held, "ck": ck,
+                 "ev_ci": ops.scatter_set(ev_ci, rows, epos, xp.concatenate([zeros, new_ci.reshape(B, M * D)], 1),
+                                          want),
                  "ev_cw": ops.scatter_set(ev_cw, rows, epos, xp.concatenate([zeros, new_cw.reshape(B, M * D)], 1),
                                           want),
                  "ev_ct": ops.scatter_set(ev_ct, rows, epos, xp.broadcast_to(T[:, None], want.shape), want),
@@ -343,9 +345,24 @@ def _holds(ops, P, held, ck, nsafe, is_done):
     return held, ck, touched
 
 
+def _chain_wall(xp, P, prm, rows, node, i0, w0, num, den):
+    """Wall ns from member ``i0`` of ``node`` (``w0`` ns of its work left) through the node's last member at num/den,
+    each member's wall rounded on its own (the coordinator's runs)."""
+    last = P["mem_ptr"][node + 1]
+    acc = xp.zeros(i0.shape, np.int64)
+    for j in range(MAX_MEMBERS):
+        m = i0 + j
+        ok = m < last
+        ms = xp.where(ok, m, 0)
+        d, dc = prm["md"][rows, ms], prm["mdc"][rows, ms]
+        acc = acc + xp.where(ok, _wall(xp, w0 if j == 0 else d, d, dc, num, den), 0)
+    return acc
+
+
 def _retime(xp, P, prm, s, ck, touched, ev_row, T):
-    """Compute ops in flight on a lane whose SM count changed now: the work done since their anchor at the old pace,
-    the rest at the new one (``ContentionTracker._retime``); a change at the instant an op ends leaves it."""
+    """Compute ops in flight on a lane whose SM count changed now (``ContentionTracker._retime``): the node's member
+    in flight is found at the old pace from the anchor (a member ending now is done), keeps the work it did, and
+    it and the members after it run at the new pace; a node ending now is left as it is."""
     ev_n, ev_t = s["ev_n"], s["ev_t"]
     B = ev_n.shape[0]
     rows = xp.arange(B)[:, None]
@@ -355,25 +372,36 @@ def _retime(xp, P, prm, s, ck, touched, ev_row, T):
     run = ev_row[:, None] & (ev_n >= 0) & (s["ev_k"] == DONE) & (lane >= 0) & (ev_t > T[:, None]) \
         & touched[rows, lsafe]
     sm = P["lane_sm"][lsafe]
-    d, dc = prm["dur"][rows, n], prm["dc"][rows, n]
     k0, k1 = s["ev_ck"], ck[rows, lsafe]
     num0, den0 = _rate(xp, k0, sm)
     num1, den1 = _rate(xp, k1, sm)
     run = run & ~((k0 != k1) & (num0 * den1 == num1 * den0))  # (a count past S - 1 both times: the same pace)
-    w = xp.maximum(0, s["ev_cw"] - _work(xp, T[:, None] - s["ev_ct"], d, dc, num0, den0))
-    end = T[:, None] + _wall(xp, w, d, dc, num1, den1)
-    return (xp.where(run, end, ev_t), xp.where(run, w, s["ev_cw"]), xp.where(run, T[:, None], s["ev_ct"]),
-            xp.where(run, k1, k0))
+    last = P["mem_ptr"][n + 1]
+    i, t, w = xp.where(run, s["ev_ci"], 0), s["ev_ct"], s["ev_cw"]
+    Tc = T[:, None]
+    for _ in range(MAX_MEMBERS - 1):
+        e = t + _wall(xp, w, prm["md"][rows, i], prm["mdc"][rows, i], num0, den0)
+        adv = run & (e <= Tc) & (i + 1 < last)
+        t = xp.where(adv, e, t)
+        i = xp.where(adv, i + 1, i)
+        w = xp.where(adv, prm["md"][rows, i], w)
+    w = xp.maximum(0, w - _work(xp, Tc - t, prm["md"][rows, i], prm["mdc"][rows, i], num0, den0))
+    end = Tc + _chain_wall(xp, P, prm, rows, n, i, w, num1, den1)
+    return (xp.where(run, end, ev_t), xp.where(run, i, s["ev_ci"]), xp.where(run, w, s["ev_cw"]),
+            xp.where(run, Tc, s["ev_ct"]), xp.where(run, k1, k0))
 
 
 def _start_compute(xp, P, prm, ck, node, r3, dur):
-    """Durations of the nodes released this round at the SMs held now on their lanes; their work and SM count."""
+    """Durations of the nodes released this round at the SMs held now on their lanes; the anchors of their first
+    members (member id, its work, the SM count)."""
     lane = P["c_lane"][node]
     lsafe = xp.where(lane >= 0, lane, 0)
     k = xp.where(lane >= 0, ck[r3, lsafe], 0)
     num, den = _rate(xp, k, P["lane_sm"][lsafe])
-    wall = _wall(xp, dur, dur, prm["dc"][r3, node], num, den)
-    return xp.where(lane >= 0, wall, dur), dur, k
+    i0 = P["mem_ptr"][node]
+    w0 = prm["md"][r3, xp.where(i0 < prm["md"].shape[1], i0, 0)]
+    wall = _chain_wall(xp, P, prm, r3, node, i0, w0, num, den)
+    return xp.where(lane >= 0, wall, dur), i0, w0, k
 
 
 def _duration(xp, P, prm, node, rows):
@@ -381,15 +409,21 @@ def _duration(xp, P, prm, node, rows):
     return prm["dur"][rows, node]
 
 
-def node_durations(prog: Program, lane_slow: np.ndarray) -> np.ndarray:
-    """int64[B, N]: every node's duration per experiment: a DELAY's members summed, a compute member's time
-    ``round(unscaled * lane slowdown)`` (half to even: Python's ``round``, as the coordinator's duration tables)."""
+def member_durations(prog: Program, lane_slow: np.ndarray) -> np.ndarray:
+    """int64[B, M]: every DELAY member's duration per experiment, a compute member's ``round(unscaled * lane
+    slowdown)`` (half to even: Python's ``round``, as the coordinator's duration tables)."""
     ns = prog.member_ns
     lane = prog.member_lane
     comp = lane >= 0
     d = np.broadcast_to(ns, (lane_slow.shape[0], len(ns))).copy()
     if comp.any():
         d[:, comp] = np.rint(ns[comp].astype(np.float64) * lane_slow[:, lane[comp]]).astype(np.int64)
+    return d
+
+
+def node_durations(prog: Program, lane_slow: np.ndarray) -> np.ndarray:
+    """int64[B, N]: every node's duration per experiment: a DELAY's members summed (:func:`member_durations`)."""
+    d = member_durations(prog, lane_slow)
     cs = np.zeros((d.shape[0], d.shape[1] + 1), np.int64)
     np.cumsum(d, axis=1, out=cs[:, 1:])
     return cs[:, prog.member_ptr[1:]] - cs[:, prog.member_ptr[:-1]]
@@ -460,7 +494,7 @@ def program_arrays(prog: Program) -> dict:
 def _program_arrays(prog: Program) -> dict:
     cont = {}
     if prog.contention:
-        cont = {"c_lane": prog.c_lane, "lane_sm": prog.lane_sm, "eff": prog.eff, "eff_sign": prog.eff_sign,
+        cont = {"c_lane": prog.c_lane, "mem_ptr": prog.member_ptr, "lane_sm": prog.lane_sm, "eff": prog.eff, "eff_sign": prog.eff_sign,
                 "hold_lane": prog.hold_lane if len(prog.hold_lane) else np.zeros(1, np.int32),
                 "hold_sms": prog.hold_sms if len(prog.hold_sms) else np.zeros(1, np.int64)}
     return {**cont, "kind": prog.kind, "pre_ns": prog.pre_ns, "flow": prog.flow, "succ": prog.succ, "flow_node": prog.flow_node,
@@ -498,17 +532,16 @@ _INT_LIMIT = 1 << 62
 """Bound on the integer products of the contention arithmetic (``_wall``: ns x ns x SMs) in int64."""
 
 
-def compute_parts(prog: Program, dur: np.ndarray) -> np.ndarray:
-    """int64[B, N]: each compute node's compute-bound ns, ``round(duration * comp / (comp + mem))`` (half to even, as
-    ``ContentionTracker._compute_part``); 0 elsewhere. One line where a duration is too long for int64 arithmetic."""
-    c = prog.c_lane >= 0
-    dc = np.zeros(dur.shape, np.int64)
+def compute_parts(prog: Program, md: np.ndarray) -> np.ndarray:
+    """int64[B, M]: each member's compute-bound ns, ``round(duration * comp / (comp + mem))`` (half to even, as
+    ``ContentionTracker._compute_part``), 0 for a fixed member. One line where a duration is too long for the int64
+    arithmetic of the re-timing."""
+    share = prog.member_share
+    dc = np.rint(md * share[:, 0] / share[:, 1]).astype(np.int64)
+    c = share[:, 0] > 0
     if c.any():
-        share = prog.c_share[c]
-        dc[:, c] = np.rint(dur[:, c] * share[:, 0] / share[:, 1]).astype(np.int64)
-        dmax = int(dur[:, c].max())
-        sm = int(prog.lane_sm.max())
-        if 4 * dmax * dmax * max(sm, 1) >= _INT_LIMIT:
+        dmax = int(md[:, c].max())
+        if 4 * dmax * dmax * max(int(prog.lane_sm.max()), 1) >= _INT_LIMIT:
             from heterosim.errors import UserError
 
             raise UserError("a compute op is too long for the batch engine's contention arithmetic (int64); use "
@@ -516,13 +549,16 @@ def compute_parts(prog: Program, dur: np.ndarray) -> np.ndarray:
     return dc
 
 
-def _contention_state(prog: Program, dur: np.ndarray, st: dict) -> None:
-    """Nothing held at 0; the root events' anchors (a compute root starts at 0 with its whole work ahead)."""
+def _contention_state(prog: Program, md: np.ndarray, st: dict) -> None:
+    """Nothing held at 0; the root events' anchors (a root node starts at 0 with its first member's work ahead)."""
     B, KE = st["ev_n"].shape
     st["held"] = np.zeros((B, max(1, len(prog.hold_lane))), np.int32)
     st["ck"] = np.zeros((B, max(1, len(prog.lane_sm))), np.int64)
     n = st["ev_n"]
-    st["ev_cw"] = np.where(n >= 0, dur[:, np.where(n >= 0, n, 0)[0]], 0).astype(np.int64)
+    first = prog.member_ptr[np.where(n >= 0, n, 0)]
+    ok = (n >= 0) & (first < md.shape[1])
+    st["ev_ci"] = np.where(ok, first, 0).astype(np.int64)
+    st["ev_cw"] = np.where(ok, np.take_along_axis(md, np.where(ok, first, 0), axis=1), 0).astype(np.int64)
     st["ev_ct"] = np.zeros((B, KE), np.int64)
     st["ev_ck"] = np.zeros((B, KE), np.int64)
 
@@ -608,8 +644,11 @@ def _drive_once(prog: Program, prm: Params, KE: int, KF: int, jax: bool, measure
     pr = {"cap": prm.cap, "dur": dur, "hop_ns": prm.hop_ns, "path_links": prm.path_links, "path_lat": prm.path_lat,
           "path_prop": prm.path_prop, "path_hops": prm.path_hops}
     if prog.contention:
-        pr["dc"] = compute_parts(prog, dur)
-        _contention_state(prog, dur, st)
+        md = member_durations(prog, prm.lane_slow)
+        mdc = compute_parts(prog, md)
+        _contention_state(prog, md, st)
+        pad = np.zeros((B, 1), np.int64)  # (a column past the last member: gathers of masked rows read it)
+        pr["md"], pr["mdc"] = np.concatenate([md, pad], 1), np.concatenate([mdc, pad], 1)
     t0 = time.perf_counter()
     compile_s = 0.0
     if jax:

@@ -48,6 +48,9 @@ _REDUCE_FANOUT = 4
 fans out to hundreds of transfers, whose searches cost quadratic time and find nothing)."""
 _REDUCE_SEEN = 64
 """Nodes one search visits at most."""
+MAX_MEMBERS = 8
+"""Members of a merged DELAY under compute contention: the engine walks a node's members in a loop of this many
+steps when it re-times one (without contention chains merge without bound: a stage's forward is 147 ops)."""
 EFF_WIDTH = 4
 """SM holds/releases per node in the padded effect table; a collective instance's start holds SMs on every lane
 of its group, so wider lists go to JOINs after it (:meth:`_Builder._split_effects`)."""
@@ -130,9 +133,10 @@ class Program:
     # compute contention (``sm_share``; all None under ``none``): heterosim/sim/contention.py's model made explicit
     c_lane: np.ndarray | None = None
     """int32[N]: the lane of a compute op's node (its time depends on the SMs communication holds there), else -1."""
-    c_share: np.ndarray | None = None
-    """float64[N, 2]: (compute-bound ns, all ns) of its kernels: its compute-bound part is
-    ``round(duration * c_share[0] / c_share[1])`` (``ContentionTracker._compute_part``)."""
+    member_share: np.ndarray | None = None
+    """float64[M, 2]: a compute member's (compute-bound ns, all ns) of its kernels: its compute-bound part is
+    ``round(duration * member_share[0] / member_share[1])`` (``ContentionTracker._compute_part``); (0, 1) for a
+    fixed member. A node's members run one after the other, each re-timed on its own, as the coordinator's runs."""
     lane_sm: np.ndarray | None = None
     """int64[lanes]: SMs of each lane's GPUs (0: the device has no SM count, no contention)."""
     eff: np.ndarray | None = None
@@ -160,7 +164,9 @@ class Program:
 class _Builder:
     """Node tables filled by :func:`export_program`, reduced to the engine's arrays by :meth:`arrays`."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_members: int = 0) -> None:
+        self.max_members = max_members
+        """Members a merged DELAY takes at most (0: no bound; the engine walks them one by one under contention)."""
         self.kind: list[int] = []
         self.dur: list[int] = []
         self.cns: list[int] = []
@@ -248,13 +254,18 @@ class _Builder:
 
     def _drop_joins(self, preds, succs) -> list[bool]:
         """JOINs with one predecessor or one successor removed, their neighbours wired to each other (the same AND
-        semantics, fewer rounds); JOINs that hold or release SMs stay (their end is when that happens)."""
+        semantics, fewer rounds). A JOIN that holds or releases SMs ends when that happens: removed only with one
+        predecessor (ending at the same instant) that takes its holds over."""
         n = len(self.kind)
         removed = [False] * n
         for j in range(n):
-            if self.kind[j] != JOIN or self.eff[j]:
+            if self.kind[j] != JOIN:
                 continue
             pj, sj = preds[j], succs[j]
+            if self.eff[j]:
+                if len(pj) != 1 or pj[0] == j or self.eff[pj[0]]:  # (a node's own hold and release: one round)
+                    continue
+                self.eff[pj[0]], self.eff[j] = self.eff[j], []
             if len(pj) == 1 and pj[0] != j:
                 u = pj[0]
                 succs[u].remove(j)
@@ -277,8 +288,8 @@ class _Builder:
         return removed
 
     def _mergeable(self, u: int) -> bool:
-        """A DELAY of fixed duration that changes no SM count (compute ops under contention are timed one by one)."""
-        return self.kind[u] == DELAY and self.clane[u] < 0 and not self.eff[u]
+        """A DELAY that changes no SM count (a node's end is when its holds are taken or given back)."""
+        return self.kind[u] == DELAY and not self.eff[u]
 
     def _merge_delays(self, preds, succs, removed) -> list[list[int]]:
         """Chains of DELAYs (each the only successor of the one before, which is its only predecessor) as one DELAY
@@ -292,6 +303,13 @@ class _Builder:
                 v = succs[u][0]
                 if v == u or not self._mergeable(v) or len(preds[v]) != 1 or removed[v]:
                     break
+                if self.max_members and len(members[u]) + len(members[v]) > self.max_members:
+                    break
+                cu, cv = self.clane[u], self.clane[v]
+                if cu >= 0 and cv >= 0 and cu != cv:  # (one lane's SM count per node)
+                    break
+                if cu < 0:
+                    self.clane[u] = cv
                 members[u].extend(members[v])
                 succs[u] = succs[v]
                 for w in succs[v]:
@@ -306,7 +324,7 @@ class _Builder:
         keep = [i for i in range(len(self.kind)) if not removed[i]]
         new_id = {o: k for k, o in enumerate(keep)}
         out = [[new_id[v] for v in succs[o]] for o in keep]
-        self.members = [[(self.cns[m], self.dur[m], self.lane[m]) for m in members[o]] for o in keep]
+        self.members = [[(self.cns[m], self.dur[m], self.lane[m], self.cshare[m]) for m in members[o]] for o in keep]
         for name, _ in self._COLUMNS + (("eff", None),):
             col = getattr(self, name)
             setattr(self, name, [col[o] for o in keep])
@@ -392,7 +410,7 @@ def export_program(prepared) -> Program:
     routers = {"net": Router.shared(system.net, net_cfg.ecmp, seed), "intra": Router.shared(intra_topo,
                                                                                           intra_cfg.ecmp, seed)}
     nets = _Links(routers["net"], routers["intra"], system.net, intra_topo)
-    b = _Builder()
+    b = _Builder(MAX_MEMBERS if sc.simulation.compute_contention != "none" else 0)
     flows = _Flows(nets, net_cfg, intra_cfg)
     from heterosim.hardware import get_device
 
@@ -503,12 +521,12 @@ def export_program(prepared) -> Program:
     ptr = np.zeros(len(mem) + 1, np.int64)
     ptr[1:] = np.cumsum([len(m) for m in mem])
     flat = [x for m in mem for x in m]
-    member_ns = np.array([c if c >= 0 else d for c, d, _ in flat], np.int64)
-    member_lane = np.array([l if c >= 0 else -1 for c, _, l in flat], np.int32)
+    member_ns = np.array([c if c >= 0 else d for c, d, _, _ in flat], np.int64)
+    member_lane = np.array([l if c >= 0 else -1 for c, _, l, _ in flat], np.int32)
     extra = {}
     if cont is not None:
         eff, sign = b.effect_table()
-        extra = {"c_lane": np.asarray(b.clane, np.int32), "c_share": np.array(b.cshare, np.float64).reshape(-1, 2),
+        extra = {"c_lane": np.asarray(b.clane, np.int32), "member_share": np.array([x[3] for x in flat], np.float64).reshape(-1, 2),
                  "lane_sm": np.array([cont.sm(l) for l in lanes], np.int64), "eff": eff, "eff_sign": sign,
                  "hold_lane": np.array(cont.hold_lane, np.int32).reshape(-1),
                  "hold_sms": np.array(cont.hold_sms, np.int64).reshape(-1)}

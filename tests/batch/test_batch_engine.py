@@ -5,7 +5,8 @@ lane and flow simulated: ``symmetry=False``); NumPy and JAX drivers identical to
 Expected values come from the flow backend (its compiled rate engine where it builds), never from the batch
 engine. Cases: the quickstart, a 4 -> 1 incast (tests/batch/incast.yaml), a pipeline bubble (pp-bubble.yaml), and
 a heterogeneous cluster (scenarios/stage-dp.yaml: A100 and GH200 stages with their own DP degrees, re-sharding over
-NVLink and the network; run on JAX where it is installed, the NumPy driver taking ~10x longer on it).
+NVLink and the network; run on JAX where it is installed, the NumPy driver taking ~10x longer on it), all under the
+default compute contention (``sm_share``), and the quickstart without it.
 """
 from __future__ import annotations
 
@@ -24,8 +25,10 @@ ROOT = HERE.parents[1]
 REL_TOL = 1e-6
 """Issue 43's agreement target with the flow backend."""
 
+SM_SHARE = ["simulation.compute_contention=sm_share"]
+"""The default compute contention (heterosim/sim/contention.py), set where a test scenario turns it off."""
 CASES = {
-    "quickstart": (ROOT / "scenarios" / "quickstart.yaml", ["simulation.compute_contention=none"], [
+    "quickstart": (ROOT / "scenarios" / "quickstart.yaml", [], [
         Variant("straggler", stragglers=(("h100-1/gpu5", 1.25),)),
         Variant("nic link halved", degrade=(("h100-0/nic0", "leaf0", 0.5),)),
         Variant("hop latency", per_hop_latency_ns=3000),
@@ -34,19 +37,24 @@ CASES = {
         Variant("ECMP seed", seed=1),
         Variant("ECMP seed and straggler", seed=7, stragglers=(("h100-0/gpu1", 1.1),)),
     ]),
-    "incast": (HERE / "incast.yaml", [], [
+    "quickstart-no-contention": (ROOT / "scenarios" / "quickstart.yaml", ["simulation.compute_contention=none"], [
+        Variant("straggler", stragglers=(("h100-1/gpu5", 1.25),)),
+        Variant("nic link halved", degrade=(("h100-0/nic0", "leaf0", 0.5),)),
+        Variant("ECMP seed", seed=1),
+    ]),
+    "incast": (HERE / "incast.yaml", SM_SHARE, [
         Variant("receiver link", degrade=(("one-0/nic0", "leaf0", 0.25),)),
         Variant("sender link", degrade=(("gh-0/nic0", "leaf0", 0.5),)),
         Variant("slow receiver", stragglers=(("one-0/gpu0", 1.1),)),
         Variant("hop latency", per_hop_latency_ns=2000),
     ]),
-    "pp-bubble": (HERE / "pp-bubble.yaml", [], [
+    "pp-bubble": (HERE / "pp-bubble.yaml", SM_SHARE, [
         Variant("stage 2 straggler", stragglers=(("h100-2/gpu0", 1.3),)),
         Variant("stage 1 link", degrade=(("h100-1/nic0", "leaf0", 0.3),)),
         Variant("hop latency", per_hop_latency_ns=0),
         Variant("ECMP seed", seed=1),
     ]),
-    "hetero-stage-dp": (ROOT / "scenarios" / "stage-dp.yaml", ["simulation.compute_contention=none"], [
+    "hetero-stage-dp": (ROOT / "scenarios" / "stage-dp.yaml", [], [
         Variant("GH200 straggler", stragglers=(("gh-0/gpu1", 1.2),)),
         Variant("A100 NIC link", degrade=(("a100-0/nic0", "leaf0", 0.4),)),
         Variant("hop latency", per_hop_latency_ns=4000),
@@ -94,6 +102,18 @@ def test_every_variant_matches_the_flow_backend(case):
     assert (rel <= REL_TOL).all(), {v.name: (int(g), int(w)) for v, g, w in zip(case["variants"], got, want)}
 
 
+def test_contention_cases_change_the_iteration(case):
+    """Where the case runs sm_share, the flow backend's baseline differs from its run without contention (else the
+    agreement above would not test the contention model), and the program carries SM holds."""
+    sc = case["scenario"]
+    if sc.simulation.compute_contention == "none":
+        assert not case["program"].contention
+        return
+    assert case["program"].contention and len(case["program"].hold_lane) > 0
+    none = pipeline.with_overrides(sc, {"simulation.compute_contention": "none"})
+    assert _flow_backend_ns(none, Variant()) < _flow_backend_ns(sc, Variant())
+
+
 def test_jax_equals_numpy_to_the_nanosecond(case):
     pytest.importorskip("jax")
     if case["numpy"] is None:
@@ -113,10 +133,11 @@ def test_batch_rows_are_independent(case):
     assert alone.iteration_time_ns[0] == case["numpy"].iteration_time_ns[-1]
 
 
-@pytest.mark.parametrize("path,sets", [(HERE / "pp-bubble.yaml", []), (HERE / "incast.yaml", [])])
+@pytest.mark.parametrize("path,sets", [(HERE / "pp-bubble.yaml", SM_SHARE), (HERE / "incast.yaml", SM_SHARE)])
 def test_random_combinations_match_the_flow_backend(path, sets):
     """Eight random variants, each a random straggler, a random degraded link, a random per-hop latency and a
-    random ECMP seed at once, against the flow backend's run of each."""
+    random ECMP seed at once, against the flow backend's run of each (compute contention on: the SM holds and the
+    re-timing follow every change of timing)."""
     sc = pipeline.load(path, sets)
     prep = pipeline.prepare(sc)
     prog = export_program(prep)

@@ -65,11 +65,16 @@ def test_whatif_refuses_bad_variants_in_one_line(tmp_path, capsys, monkeypatch, 
     assert not (tmp_path / "x").exists()
 
 
-def test_compute_contention_is_refused_by_the_program_export():
-    prep = pipeline.prepare(pipeline.load(INCAST, ["simulation.compute_contention=sm_share"]))
-    with pytest.raises(UserError) as exc:
-        export_program(prep)
-    one_line_message(exc, "simulation.compute_contention", "sm_share")
+def test_whatif_runs_the_default_compute_contention(tmp_path):
+    """sm_share (the default) is no longer refused: the baseline equals the flow backend's run with every lane
+    simulated, and the program carries it."""
+    from heterosim.whatif import whatif
+
+    sc = pipeline.load(INCAST, ["simulation.compute_contention=sm_share"])
+    res = whatif(sc, ["hop-latency=0"], engine="numpy")
+    want = pipeline.simulate(pipeline.prepare(sc), symmetry=False, record_messages=False).sim.iteration_time_ns
+    assert res.baseline_ns == want
+    assert "sm_share" in res.info["reproduces"]
 
 
 def test_a_degraded_link_must_exist_and_keep_some_rate():
