@@ -1,6 +1,7 @@
 #include "rdma-nic.h"
 
 #include "rdma-switch.h"
+#include "rdma-cc-dcqcn.h" // the default CongestionOps
 
 #include "ns3/boolean.h"
 #include "ns3/double.h"

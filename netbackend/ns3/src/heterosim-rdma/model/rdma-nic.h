@@ -32,12 +32,7 @@
 #ifndef HETEROSIM_RDMA_NIC_H
 #define HETEROSIM_RDMA_NIC_H
 
-#include "rdma-cc-dcqcn.h"
-#include "rdma-cc-dctcp.h"
-#include "rdma-cc-hpcc.h"
 #include "rdma-cc-ops.h"
-#include "rdma-cc-swift.h"
-#include "rdma-cc-timely.h"
 #include "rdma-int-tag.h"
 #include "rdma-header.h"
 #include "rdma-net-device.h"
