@@ -134,7 +134,7 @@ RELU_LIKE = ("relu", "squared-relu")
 rule heterosim/zoo/hf_import.py applies to relu); Nemotron's squared ReLU (the rows' ``expressed_as``)."""
 MODEL_FIELDS = {"name", "num_layers", "hidden_size", "num_attention_heads", "num_kv_heads", "ffn_hidden_size",
                 "vocab_size", "max_seq_length", "activation", "tie_embeddings", "num_experts", "moe_top_k",
-                "moe_ffn_hidden_size", "make_vocab_size_divisible_by", "hidden_dropout", "source"}
+                "moe_ffn_hidden_size", "make_vocab_size_divisible_by", "hidden_dropout", "head_dim", "source"}
 """heterosim.config.model.ModelConfig's fields (a corpus model dict may carry more, e.g. num_params_billion)."""
 
 

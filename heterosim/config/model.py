@@ -26,6 +26,10 @@ class ModelConfig(Strict):
     num_attention_heads: Bounded(int, 1, HEADS_MAX)
     num_kv_heads: Bounded(int, 1, HEADS_MAX) | None = None
     """Grouped-query attention; None = num_attention_heads (multi-head)."""
+    head_dim: Bounded(int, 1, HIDDEN_MAX) | None = None
+    """Width of one attention head (HF ``head_dim``, Megatron's ``kv_channels``); None = hidden_size /
+    num_attention_heads. Qwen3 and Gemma set it apart: queries are num_attention_heads x head_dim wide, which
+    may differ from hidden_size (the output projection maps them back)."""
     ffn_hidden_size: Bounded(int, 1, 8 * HIDDEN_MAX)
     vocab_size: Bounded(int, 1, VOCAB_MAX)
     max_seq_length: Bounded(int, 1, SEQ_MAX) = 2048
@@ -54,8 +58,9 @@ class ModelConfig(Strict):
         kv = self.num_kv_heads or self.num_attention_heads
         if self.num_attention_heads % kv:
             raise ValueError(f"num_attention_heads ({self.num_attention_heads}) must be a multiple of num_kv_heads ({kv})")
-        if self.hidden_size % self.num_attention_heads:
-            raise ValueError(f"hidden_size ({self.hidden_size}) must be a multiple of num_attention_heads ({self.num_attention_heads})")
+        if self.head_dim is None and self.hidden_size % self.num_attention_heads:
+            raise ValueError(f"hidden_size ({self.hidden_size}) must be a multiple of num_attention_heads "
+                             f"({self.num_attention_heads}), or give head_dim")
         if self.num_experts and self.moe_top_k > self.num_experts:
             raise ValueError(f"moe_top_k ({self.moe_top_k}) exceeds num_experts ({self.num_experts})")
         return self
@@ -65,8 +70,14 @@ class ModelConfig(Strict):
         return self.num_kv_heads or self.num_attention_heads
 
     @property
-    def head_dim(self) -> int:
-        return self.hidden_size // self.num_attention_heads
+    def head_size(self) -> int:
+        """One attention head's width: ``head_dim`` if given, else hidden_size / num_attention_heads."""
+        return self.head_dim or self.hidden_size // self.num_attention_heads
+
+    @property
+    def q_dim(self) -> int:
+        """Query width (and the output projection's input): num_attention_heads x head_size."""
+        return self.num_attention_heads * self.head_size
 
     @property
     def is_moe(self) -> bool:

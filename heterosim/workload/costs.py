@@ -110,7 +110,7 @@ class LayerShapes:
     @classmethod
     def of(cls, model, plan, precision: str, attention: str = "auto") -> "LayerShapes":
         return cls(b=plan.micro_batch, s=plan.seq, sl=plan.seq_local, h=model.hidden_size,
-                   heads=model.num_attention_heads, kv_heads=model.kv_heads, head_dim=model.head_dim,
+                   heads=model.num_attention_heads, kv_heads=model.kv_heads, head_dim=model.head_size,
                    ffn=model.ffn_hidden_size, vocab=padded_vocab(model, plan.tp), tp=plan.tp, sp=plan.sp,
                    swiglu=model.activation == "swiglu", num_experts=model.num_experts, top_k=model.moe_top_k,
                    moe_ffn=model.moe_ffn_hidden_size or model.ffn_hidden_size, ep=plan.ep,
@@ -133,7 +133,8 @@ class LayerShapes:
 
     @property
     def q_dim_local(self) -> int:
-        return self.h // self.tp
+        """Query width on one TP rank (heads x head size / tp; hidden / tp unless head_dim is set apart)."""
+        return self.heads * self.head_dim // self.tp
 
     # ---- kernels -------------------------------------------------------------------------------------------
     def _ln(self) -> Kernel:
@@ -250,10 +251,10 @@ def layer_params(model, tp: int, ep: int) -> LayerParams:
     h, f = model.hidden_size, model.ffn_hidden_size
     gpt = model.activation == "gelu"
     nmat = 3 if model.activation == "swiglu" else 2
-    kv_local = max(model.kv_heads // tp, 1) * model.head_dim
+    kv_local = max(model.kv_heads // tp, 1) * model.head_size
     norm = 2 * h if gpt else h
-    qkv_cols = h // tp + 2 * kv_local
-    attn = h * qkv_cols + (h // tp) * h + (qkv_cols + h if gpt else 0) + norm
+    qkv_cols = model.q_dim // tp + 2 * kv_local
+    attn = h * qkv_cols + (model.q_dim // tp) * h + (qkv_cols + h if gpt else 0) + norm
     if not model.is_moe:
         mlp = nmat * h * (f // tp) + ((f // tp) * (nmat - 1) + h if gpt else 0) + norm
         return LayerParams(dense=float(attn + mlp), expert=0.0)
@@ -288,9 +289,9 @@ def model_flops_per_iteration(model, global_batch: int, seq: int) -> float:
     """Model FLOPs of one iteration as Megatron counts them: forward + backward (3 passes), no recompute.
 
     For a GPT-style model this equals 72*B*s*l*h^2*(1 + s/(6h) + V/(12*l*h)) (Narayanan et al. 2021)."""
-    h, kv = model.hidden_size, model.kv_heads * model.head_dim
+    h, q, kv = model.hidden_size, model.q_dim, model.kv_heads * model.head_size
     nmat = 3 if model.activation == "swiglu" else 2
-    attn = 2 * (h * (h + 2 * kv) + h * h) + 4 * seq * h
+    attn = 2 * (h * (q + 2 * kv) + q * h) + 4 * seq * q
     if model.is_moe:
         fe = model.moe_ffn_hidden_size or model.ffn_hidden_size
         mlp = 2 * h * model.num_experts + model.moe_top_k * 2 * nmat * h * fe

@@ -106,7 +106,8 @@ def saved_tensor_bytes(model, plan: Plan, precision: str, recompute: str | None 
     e = float(ACT_ELEM_BYTES[precision]) if precision != "fp8" else 2.0
     fp8 = precision == "fp8"
     q = 1.0 if fp8 else e  # input of an fp8 GEMM, saved quantized
-    kvd = model.kv_heads * model.head_dim
+    kvd = model.kv_heads * model.head_size
+    qd = model.q_dim  # = h unless head_dim is set apart
     fused = attention != "unfused"
     if not fp8:
         proj_in = e
@@ -115,7 +116,7 @@ def saved_tensor_bytes(model, plan: Plan, precision: str, recompute: str | None 
     out = {
         "rep:norm1_input": (h, e), "rep:qkv_input": (h, q),
         "rep:norm2_input": (h, e), "rep:fc1_input": (h, q),
-        "tp:q": (h, e), "tp:k_v": (2 * kvd, e), "tp:proj_input": (h, proj_in),
+        "tp:q": (qd, e), "tp:k_v": (2 * kvd, e), "tp:proj_input": (qd, proj_in),
     }
     if model.hidden_dropout > 0:  # at p == 0 PyTorch's dropout is the identity and keeps no mask
         out["rep:attn_dropout_mask"] = (h, 1.0)
@@ -278,17 +279,22 @@ def sharded_model_states(scenario, plan: Plan, stage: int, sh) -> dict[str, floa
       prefetched, in the all-gather's bytes per parameter) plus one unit's unsharded gradients before its
       reduce-scatter; with ``reshard_after_forward: false`` every unit of the stage stays gathered from its
       forward to its backward, so the gathered part is the whole stage's parameters."""
+    dense, expert = _stage_params(scenario.model, plan, stage)
+    return zero_states(scenario, sh, dense, expert, _unit_params(scenario.model, plan, stage))
+
+
+def zero_states(scenario, sh, dense: float, expert: float, units: list[tuple[object, float]]) -> dict[str, float]:
+    """:func:`sharded_model_states` of a rank holding ``dense`` and ``expert`` parameters in FSDP ``units``
+    ((key, parameters): layer index, ``"embed"``, ``"head"``); the planner calls it for layer counts it tries."""
     from heterosim.workload.sharding import allgather_bytes_per_param
 
-    model, tr = scenario.model, scenario.training
+    tr = scenario.training
     pb, gb, ob = state_bytes_per_param(tr.precision, tr.grad_reduce_dtype, fp8_weight_cache(tr))
-    dense, expert = _stage_params(model, plan, stage)
     shard = dense / sh.dense_n + expert / sh.expert_n
     if sh.stage == 2:
         return {"params": (dense + expert) * pb, "grads": shard * gb, "optimizer": shard * ob,
                 "zero_buffers": min(float(scenario.parallelism.grad_bucket_bytes), (dense + expert) * gb)}
     base_pb = 4 if tr.precision == "fp32" else 2
-    units = _unit_params(model, plan, stage)
     held = sorted((n * allgather_bytes_per_param(sh, key, tr.precision) for key, n in units), reverse=True)
     gathered = sum(held[:2]) if sh.reshard_after_forward else sum(held)
     return {"params": shard * base_pb, "grads": shard * gb, "optimizer": shard * ob,

@@ -27,12 +27,15 @@ _ALIASES: dict[str, tuple[str, ...]] = {
     "activation": ("hidden_act", "activation_function"),
     "num_experts": ("num_local_experts", "num_experts"),
     "moe_top_k": ("num_experts_per_tok",),
+    "moe_ffn_hidden_size": ("moe_intermediate_size",),
+    "head_dim": ("head_dim",),
+    "hidden_dropout": ("resid_pdrop", "hidden_dropout", "hidden_dropout_prob"),
 }
 
 
 class _Family:
     def __init__(self, gated: bool, tie_default: bool, moe: bool = False, ffn_default_mult: int | None = None,
-                 seq_default: int | None = None) -> None:
+                 seq_default: int | None = None, dropout_default: float = 0.0) -> None:
         self.gated = gated
         """Gated FFN (SwiGLU-style: three matrices) whatever hidden_act says."""
         self.tie_default = tie_default
@@ -41,6 +44,8 @@ class _Family:
         self.ffn_default_mult = ffn_default_mult
         """GPT-2 / GPT-J: n_inner null means 4 x hidden."""
         self.seq_default = seq_default
+        self.dropout_default = dropout_default
+        """HF's default hidden-state dropout of the family's config class when the file omits it."""
 
 
 _FAMILIES: dict[str, _Family] = {
@@ -48,7 +53,9 @@ _FAMILIES: dict[str, _Family] = {
     "mistral": _Family(gated=True, tie_default=False, seq_default=4096 * 32),
     "mixtral": _Family(gated=True, tie_default=False, moe=True, seq_default=4096 * 32),
     "qwen2": _Family(gated=True, tie_default=False, seq_default=32768),
-    "gpt2": _Family(gated=False, tie_default=True, ffn_default_mult=4, seq_default=1024),
+    "qwen3": _Family(gated=True, tie_default=False, seq_default=32768),
+    "qwen3_moe": _Family(gated=True, tie_default=False, moe=True, seq_default=32768),
+    "gpt2": _Family(gated=False, tie_default=True, ffn_default_mult=4, seq_default=1024, dropout_default=0.1),
     "gpt_neox": _Family(gated=False, tie_default=False, seq_default=2048),
     "gptj": _Family(gated=False, tie_default=False, ffn_default_mult=4, seq_default=2048),
 }
@@ -155,10 +162,17 @@ def hf_config_to_model(path: str | Path, name: str | None = None) -> dict:
     kv = _int(data, "num_kv_heads", file, required=False)
     if kv is not None and kv != out["num_attention_heads"]:
         out["num_kv_heads"] = kv
+    head = _int(data, "head_dim", file, required=False)
+    if head is not None and head * out["num_attention_heads"] != hidden:
+        out["head_dim"] = head  # Qwen3, Gemma: queries wider (or narrower) than the hidden size
+    drop = next((data[k] for k in _ALIASES["hidden_dropout"] if k in data), fam.dropout_default)
+    if not isinstance(drop, (int, float)) or isinstance(drop, bool):
+        raise ConfigError("must be a number", file=file, field="resid_pdrop / hidden_dropout", value=drop)
+    out["hidden_dropout"] = float(drop)
     if fam.moe:
         out["num_experts"] = _int(data, "num_experts", file)
         out["moe_top_k"] = _int(data, "moe_top_k", file)
-        out["moe_ffn_hidden_size"] = ffn
+        out["moe_ffn_hidden_size"] = _int(data, "moe_ffn_hidden_size", file, required=False) or ffn
     src = data.get("_name_or_path")
     out["source"] = f"HuggingFace config.json ({src if isinstance(src, str) and src else file})"
     _validate(out, file)

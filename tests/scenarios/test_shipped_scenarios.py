@@ -34,7 +34,7 @@ def layer_params(m) -> int:
     """Weights of one transformer layer (biases and norms ignored: a lower bound).
     Attention: Q and O are h x h, K and V are h x (kv_heads * head_dim); FFN: 2 (GELU) or 3 (SwiGLU)
     matrices of h x ffn, one per expert for MoE."""
-    h, kv = m.hidden_size, m.kv_heads * m.head_dim
+    h, kv = m.hidden_size, m.kv_heads * m.head_size
     ffn_mats = (3 if m.activation == "swiglu" else 2) * h * (m.moe_ffn_hidden_size or m.ffn_hidden_size)
     return 2 * h * h + 2 * h * kv + ffn_mats * max(1, m.num_experts)
 

@@ -98,3 +98,20 @@ def test_bad_values_are_user_errors(tmp_path):
         hf_config_to_model(bad)
     with pytest.raises(ConfigError, match="cannot read"):
         hf_config_to_model(tmp_path / "missing.json")
+
+
+def test_qwen3_moe_head_dim_and_dropout(tmp_path):
+    # Qwen/Qwen3-30B-A3B config.json fields (head_dim 128 on a 2048 hidden size with 32 heads)
+    cfg = {"model_type": "qwen3_moe", "num_hidden_layers": 48, "hidden_size": 2048, "num_attention_heads": 32,
+           "num_key_value_heads": 4, "head_dim": 128, "intermediate_size": 6144, "moe_intermediate_size": 768,
+           "num_experts": 128, "num_experts_per_tok": 8, "vocab_size": 151936, "max_position_embeddings": 40960,
+           "hidden_act": "silu", "tie_word_embeddings": False, "attention_dropout": 0.0}
+    f = hf_config_to_model(_write(tmp_path, cfg))
+    assert (f["head_dim"], f["moe_ffn_hidden_size"], f["num_experts"], f["moe_top_k"]) == (128, 768, 128, 8)
+    assert f["hidden_dropout"] == 0.0  # no hidden-state dropout in the file: the family's default, 0
+    assert ModelConfig(**f).q_dim == 4096
+    # head_dim equal to hidden/heads is not repeated; GPT-2's resid_pdrop is read
+    same = {**LLAMA, "head_dim": 32}
+    assert "head_dim" not in hf_config_to_model(_write(tmp_path, same, "same"))
+    gpt2 = {"model_type": "gpt2", "n_layer": 2, "n_embd": 64, "n_head": 4, "vocab_size": 500, "resid_pdrop": 0.2}
+    assert hf_config_to_model(_write(tmp_path, gpt2, "g"))["hidden_dropout"] == 0.2

@@ -14,7 +14,7 @@ REQUIRED = ["gpt3-1.7b", "gpt3-3.6b", "gpt3-7.5b", "gpt3-18.4b", "gpt3-39.1b", "
 
 def _params(m: ModelConfig) -> float:
     """Parameter count (matmul weights + embeddings; norms/biases are < 0.1%)."""
-    h, kv = m.hidden_size, m.kv_heads * m.head_dim
+    h, kv = m.hidden_size, m.kv_heads * m.head_size
     ffn = (3 if m.activation == "swiglu" else 2) * h * (m.moe_ffn_hidden_size or m.ffn_hidden_size) * max(1, m.num_experts)
     per_layer = h * (h + 2 * kv) + h * h + ffn
     emb = m.vocab_size * h * (1 if m.tie_embeddings else 2)
