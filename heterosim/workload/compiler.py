@@ -81,6 +81,30 @@ class _Prog:
                            comm_kind=kind or group))
         return (i,)
 
+    def zip_halves(self, start: int, mid: int) -> dict[int, int]:
+        """DualPipe's F&B chunk (DeepSeek-V3 report, Fig. 4): interleave the forward half (ops start..mid-1) with
+        the backward half (mid..end) on the compute stream, segment by segment (each compute op with the
+        communication ops issued before it), so that one half's TP / EP collectives run while the other half
+        computes. Each half keeps its own order (its deps still point backwards). Returns old id -> new id."""
+        def segments(lo: int, hi: int) -> list[list[int]]:
+            segs, cur = [], []
+            for i in range(lo, hi):
+                cur.append(i)
+                if self.ops[i].kind == "compute":
+                    segs.append(cur)
+                    cur = []
+            return segs + [cur] if cur else segs
+
+        a, b = segments(start, mid), segments(mid, len(self.ops))
+        order = [i for k in range(max(len(a), len(b))) for seg in (a[k:k + 1] + b[k:k + 1]) for i in seg]
+        remap = {old: start + j for j, old in enumerate(order)}
+        moved = [self.ops[i] for i in order]
+        for op in moved:
+            op.id = remap[op.id]
+            op.deps = tuple(remap.get(d, d) for d in op.deps)
+        self.ops[start:] = moved
+        return remap
+
     def last_compute(self) -> int:
         for op in reversed(self.ops):
             if op.kind == "compute":
@@ -464,7 +488,8 @@ def _build_program(pid: int, stage: int, m: int, plan: Plan, shapes: LayerShapes
         next_peer = lambda mb, vs, c: owner[(vs + 1, c)] - stage  # noqa: E731
     handoff: dict = {}  # ("f" | "b", mb) -> output handle passed to this rank's other chunk (V turn)
     pair_recv: dict = {}  # DualPipe F&B chunk: (mb, chunk) of its backward half -> that half's receive
-    pair_send: list = []  # DualPipe: sends of a full backward (and of its F&B chunk's forward half), after its W
+    pair_send: list = []  # DualPipe: [send, deps] of a full backward (and its F&B chunk's forward half), after its W
+    pair_at: list = []  # DualPipe F&B chunk: first op of its forward half, first op of its backward half
 
     def p2p_stream(side: str, kind: str, chunk: int) -> str:
         """The stream of a pipeline message. ZB-V: one per (direction, chunk) (``pp_send:f0`` ...), so that
@@ -502,11 +527,22 @@ def _build_program(pid: int, stage: int, m: int, plan: Plan, shapes: LayerShapes
             _, bmb, bchunk = steps[i + 1]
             if plan.vstage(stage, bchunk) != last_vs:
                 pre = pair_recv[(bmb, bchunk)] = recv_grad(bmb, plan.vstage(stage, bchunk), bchunk)
+            pair_at[:] = [len(prog.ops)]
+        elif phase == "bwd_full" and steps[i - 1][0] == "fb":
+            pair_at.append(len(prog.ops))
         if phase == "w":
+            if steps[i - 2][0] == "fb":  # the F&B chunk's two halves, interleaved; handles follow their ops
+                remap = prog.zip_halves(*pair_at)
+                for d in (grad_ready, b_done):
+                    d.update({k: remap.get(v, v) for k, v in d.items()})
+                loss_op.update({k: tuple(remap.get(x, x) for x in v) for k, v in loss_op.items()})
+                for entry in pair_send:
+                    entry[1] = tuple(remap.get(x, x) for x in entry[1])
             _emit_w(prog, b_done, grad_ready, reduced, mb, chunk, layers, vs == last_vs)
             if steps[i - 1][0] == "bwd_full":  # a full backward (DualPipe): its sends go once W is done
-                while pair_send:
-                    pair_send.pop(0)()
+                for send_fn, deps in pair_send:
+                    send_fn(deps, (prog.last_compute(),))
+                pair_send.clear()
             if plan.zero_stage == 2:
                 zero2_reduce += _emit_step_buckets(prog, plan, scenario, stage, chunk, mb, grad_items, grad_ready, sh)
             continue
@@ -532,14 +568,14 @@ def _build_program(pid: int, stage: int, m: int, plan: Plan, shapes: LayerShapes
             elif next_peer(mb, vs, chunk) == 0:
                 handoff[("f", mb)] = dep
             else:
-                def send(dep=dep, mb=mb, vs=vs, chunk=chunk, after=()):
+                def send(dep, after=(), mb=mb, vs=vs, chunk=chunk):
                     prog.comm("pp_send_act", "send", "pp", pp_bytes, f"pp:f:mb{mb}:vs{vs}", dep + after, "fwd", mb,
                               -1, chunk, stream=p2p_stream("pp_send", "f", chunk), kind="pp",
                               peer=next_peer(mb, vs, chunk))
                 if phase == "fb":  # issued with the backward half's send, once the pair is done
-                    pair_send.append(lambda send=send: send(after=(prog.last_compute(),)))
+                    pair_send.append([send, dep])
                 else:
-                    send()
+                    send(dep)
         else:
             if vs == last_vs:
                 hb = prog.compute("lm_head_loss_bwd", "head_bwd", bgate(loss_op.pop(mb), mb, chunk, "head"), "bwd",
@@ -574,14 +610,14 @@ def _build_program(pid: int, stage: int, m: int, plan: Plan, shapes: LayerShapes
             elif prev_peer(mb, vs, chunk) == 0:
                 handoff[("b", mb)] = dep
             else:
-                def send_grad(dep=dep, mb=mb, vs=vs, chunk=chunk, after=()):
+                def send_grad(dep, after=(), mb=mb, vs=vs, chunk=chunk):
                     prog.comm("pp_send_grad", "send", "pp", pp_bytes, f"pp:b:mb{mb}:vs{vs - 1}", dep + after,
                               "bwd", mb, -1, chunk, stream=p2p_stream("pp_send", "b", chunk), kind="pp",
                               peer=prev_peer(mb, vs, chunk))
                 if phase == "bwd_full":  # a full backward (alone or an F&B chunk's half): sent after its W
-                    pair_send.append(lambda send_grad=send_grad: send_grad(after=(prog.last_compute(),)))
+                    pair_send.append([send_grad, dep])
                 else:
-                    send_grad()
+                    send_grad(dep)
             if plan.zero_stage == 2 and not split_w:
                 zero2_reduce += _emit_step_buckets(prog, plan, scenario, stage, chunk, mb, grad_items, grad_ready, sh)
     if plan.schedule == "dualpipe":

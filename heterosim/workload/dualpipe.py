@@ -23,11 +23,11 @@ direction (swapped on the second half of the ranks):
 A step is ``(phase, microbatch, chunk)``: ``fwd``; ``fb`` = the forward half of an overlapped F&B chunk, always
 followed by the ``bwd_full`` and ``w`` of its backward half; ``bwd`` (B, its W deferred) and ``w`` (W); a full
 backward is ``bwd_full`` then ``w`` at once, its input gradient sent after both (DualPipe's non-zero-bubble
-``_backward_chunk`` runs them as one autograd call). HeteroSim runs the F&B chunk as F then B then W on the rank's one compute stream, with both
-receives before it and both sends after it, as DualPipe's ``_forward_backward_chunk`` posts them: its pipeline
-communication overlaps the pair's computation, its duration is the compute model's F + B (+ the exposed TP / EP
-collectives of both halves: DeepSeek's finer overlap of one half's all-to-all with the other half's computation,
-the report's Fig. 4, is not modelled).
+``_backward_chunk`` runs them as one autograd call). HeteroSim runs the F&B chunk as
+its two halves interleaved block by block on the rank's one compute stream (the compiler's ``_Prog.zip_halves``,
+the report's Fig. 4 pairing), so one half's TP / EP collectives run while the other half computes; both receives
+are posted before the pair and both sends issued after its W, as DualPipe's ``_forward_backward_chunk`` posts them.
+The SM split between communication and computation is not modelled.
 
 Timing (no communication time, per-stage pass times F, B, W): the iteration is m (F + B + W) +
 (pp/2 - 1)(2F + B - W). Table 2 writes DualPipe's bubble (PP/2 - 1)(F&B + B' - 3W) with B' = B + W the full

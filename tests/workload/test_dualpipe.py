@@ -153,6 +153,33 @@ def test_two_copies_directions_and_copy_gradient_sum():
     assert verify_ir(ir) == sum(len(ir.ops_of(r)) for r in range(p))
 
 
+def test_f_and_b_halves_interleave_on_the_compute_stream():
+    """The F&B chunk (report Fig. 4): its two halves' blocks alternate on the compute stream (F attention, B MLP
+    backward, F MLP, B attention backward, ...) so one half's TP collectives run beside the other's compute; W
+    follows the pair and both sends go after it."""
+    p, m = 4, 8
+    ir = compile_workload(scenario(gpt(layers=8, tie_embeddings=False), gbs=m, pp=p, tp=2, sequence_parallel=True,
+                                   schedule="dualpipe"), 2 * p)
+    assert verify_ir(ir) == sum(len(ir.ops_of(r)) for r in range(2 * p))
+    for stage in range(p):
+        ops = next(pr for pr in ir.programs if pr.stage == stage).ops  # TP 2: rank 2 s is stage s
+        steps = dualpipe(p, m, stage)
+        pairs = [(steps[i][1:], steps[i + 1][1:]) for i, s in enumerate(steps) if s[0] == "fb"]
+        assert pairs
+        for (fmb, fc), (bmb, bc) in pairs:
+            half = [("F" if o.phase == "fwd" else "B") for o in ops if o.kind == "compute" and not
+                    o.name.endswith("wgrad") and ((o.phase, o.microbatch, o.chunk) in
+                                                  (("fwd", fmb, fc), ("bwd", bmb, bc)))]
+            k = min(half.count("F"), half.count("B"))
+            assert half[:2 * k] == ["F", "B"] * k
+            in_pair = lambda o: (o.phase, o.microbatch, o.chunk) == ("fwd", fmb, fc) or (  # noqa: E731
+                o.phase, o.microbatch, o.chunk) == ("bwd", bmb, bc)
+            ids = [o.id for o in ops if o.kind == "compute" and in_pair(o)]
+            sends = [o for o in ops if o.collective == "send" and in_pair(o)]
+            last_w = max(o.id for o in ops if o.name.endswith("wgrad") and (o.microbatch, o.chunk) == (bmb, bc))
+            assert all(last_w in o.deps for o in sends) and max(ids) == last_w
+
+
 REPLAY = {
     "tp_sp_zero1_dp": (dict(tp=2, pp=2, sequence_parallel=True, zero_stage=1), 8, {}),
     "tp_comm_overlap": (dict(tp=2, pp=2, sequence_parallel=True, tp_comm_overlap=True), 4, {}),
