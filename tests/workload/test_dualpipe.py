@@ -247,3 +247,19 @@ def test_shipped_scenario_runs_and_beats_zb_h1_and_1f1b():
     h1 = api.run(api.load(path, ["parallelism.schedule=zb-h1"])).summary
     one = api.run(api.load(path, ["parallelism.schedule=1f1b"])).summary
     assert dp["iteration_time_ns"] < h1["iteration_time_ns"] < one["iteration_time_ns"]
+
+
+def test_cli_refusal_is_one_line_exit_2(tmp_path):
+    import subprocess
+
+    import yaml
+
+    src = yaml.safe_load((ROOT / "scenarios" / "schedules" / "dualpipe.yaml").read_text())
+    src["training"]["global_batch_size"] = 6  # 6 micro-batches < 2 pp = 8
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(src))
+    r = subprocess.run([str(Path(sys.executable).parent / "heterosim"), "validate", str(path)], capture_output=True,
+                       text=True, cwd=ROOT)
+    out = (r.stdout + r.stderr).strip()
+    assert r.returncode == 2 and "Traceback" not in out and len(out.splitlines()) == 1, out
+    assert str(path) in out and "training.global_batch_size = 6" in out and ">= 2 pp = 8" in out
