@@ -189,7 +189,8 @@ def run(scenario: Path = typer.Argument(Path("scenarios/quickstart.yaml"), help=
 
 @app.command()
 def whatif(scenario: Path = typer.Argument(..., help="Scenario YAML"),
-           vary: List[str] = typer.Option([], "--vary", help="link=F | gpu=S | stragglers=NxK@S | hop-latency=A,B | ecmp-seed=A-B"),
+           vary: List[str] = typer.Option([], "--vary", help="link=F | gpu=S | stragglers=NxK@S | hop-latency=A,B | "
+                                                             "ecmp-seed=A-B | nic=R | fail=switches|A:B"),
            out_dir: Path = typer.Option(..., "--out", help="Results directory (variants.csv, sensitivity.csv)"),
            set_: List[str] = typer.Option([], "--set", help="Override a field: path=value"),
            engine: str = typer.Option("auto", "--engine", help="auto (jax where installed) | jax | numpy"),

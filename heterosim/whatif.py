@@ -18,10 +18,14 @@
   scenario's ``seed``);
 * ``hop-latency=A,B,...``: the network's per-hop latency at each value (ns);
 * ``ecmp-seed=A,B,...`` or ``ecmp-seed=A-B``: the scenario's ``seed`` at each value (under hashed ECMP it picks
-  which equal-cost links each flow takes).
+  which equal-cost links each flow takes);
+* ``nic=R,...``: every device group's NIC speed at each value (Gb/s), one group at a time
+  (``cluster.groups[i].overrides.nic_gbps``; refused where the fabric is sized from it: pin ``fabric.num_spines``);
+* ``fail=switches`` (every link between two switches down, one pair of ends at a time) or ``fail=A:B`` (the links
+  between ends A and B): flows re-routed on the shortest paths left.
 
-What changes the program (the parallel plan, the batch, the model, the fabric's shape, a failed link) is no
-variant: it is refused with one line and runs through ``heterosim run`` / ``heterosim sweep``.
+What changes the program (the parallel plan, the batch, the model, the fabric's shape) is no variant: it is
+refused with one line and runs through ``heterosim run`` / ``heterosim sweep``.
 """
 from __future__ import annotations
 
@@ -38,7 +42,7 @@ if TYPE_CHECKING:
     import numpy as np
 
 ENGINES = ("auto", "jax", "numpy")
-KINDS = ("link", "gpu", "stragglers", "hop-latency", "ecmp-seed")
+KINDS = ("link", "gpu", "stragglers", "hop-latency", "ecmp-seed", "nic", "fail")
 DEFAULT_BATCH = 256
 """Variants per batched run (issue 43's largest measured B on the CPU; memory per variant is in summary.json)."""
 
@@ -79,7 +83,7 @@ def parse_vary(spec: str, prepared) -> list:
             f = float(value)
             if not 0.0 < f <= 1.0:
                 raise UserError("a link keeps a factor in (0, 1] of its rate (a failed link re-routes flows: "
-                                "another program; use heterosim run)", field="--vary", value=spec)
+                                "--vary fail=A:B)", field="--vary", value=spec)
             pairs = list(dict.fromkeys((l.a, l.b) for l in system.net.links))
             return [Variant(f"link {a}<->{b} x{f:g}", degrade=((a, b, f),),
                             tags={"kind": "link", "target": f"{a}<->{b}", "value": f}) for a, b in pairs]
@@ -117,6 +121,26 @@ def parse_vary(spec: str, prepared) -> list:
                 raise UserError("expected seeds >= 0: A,B,... or A-B", field="--vary", value=spec)
             return [Variant(f"ecmp seed {x}", seed=x, tags={"kind": "ecmp-seed", "target": "network", "value": x})
                     for x in seeds]
+        if kind == "nic":
+            rates = [float(v) for v in value.split(",") if v.strip()]
+            if not rates or min(rates) <= 0:
+                raise UserError("expected NIC speeds in Gb/s > 0, comma separated", field="--vary", value=spec)
+            return [Variant(f"nic {g.name} {r:g} Gb/s", nic_gbps=((g.name, r),),
+                            tags={"kind": "nic", "target": g.name, "value": r})
+                    for g in prepared.scenario.cluster.groups for r in rates]
+        if kind == "fail":
+            net = system.net
+            if value == "switches":
+                sw = set(net.switches)
+                pairs = list(dict.fromkeys((l.a, l.b) for l in net.links if l.a in sw and l.b in sw))
+            else:
+                a, sep, b = value.partition(":")
+                if not sep or not any({l.a, l.b} == {a, b} for l in net.links):
+                    raise UserError("expected fail=switches or fail=A:B naming two ends of a fabric link",
+                                    field="--vary", value=spec)
+                pairs = [(a, b)]
+            return [Variant(f"fail {a}<->{b}", fail=((a, b),), tags={"kind": "fail", "target": f"{a}<->{b}",
+                                                                      "value": 0}) for a, b in pairs]
         vals = [int(v) for v in value.split(",") if v.strip()]
         if not vals or min(vals) < 0:
             raise UserError("expected per-hop latencies in ns >= 0, comma separated", field="--vary", value=spec)

@@ -544,7 +544,8 @@ def export_program(prepared) -> Program:
               "contention": sc.simulation.compute_contention if cont is not None else "none",
               "holds_from_baseline_lanes": cont.timing_decided if cont is not None else 0,
               "mtu_bytes": net_cfg.mtu_bytes, "header_bytes": net_cfg.header_bytes},
-        reroute=lambda system, scenario, s, width=fl["links"].shape[1]: flows.reroute(system, scenario, s, width),
+        reroute=lambda system, scenario, s, failed=(), width=fl["links"].shape[1]: flows.reroute(
+            system, scenario, s, width, failed),
         **extra)
 
 
@@ -659,13 +660,17 @@ class _Flows:
     def num_conns(self) -> int:
         return len(self.conns)
 
-    def _route(self, key: tuple, routers: dict) -> tuple:
-        """(links with NIC caps, real links after the first, propagation ns, switches, src == dst) of a path."""
+    def _route(self, key: tuple, routers: dict, remap: dict | None = None) -> tuple:
+        """(links with NIC caps, real links after the first, propagation ns, switches, src == dst) of a path
+        (``remap``: per kind, the program's id of each link of a router over a fabric with links removed)."""
         kind, src, dst, fkey = key
         if src == dst:
             return (), (), 0, 0, True
         r = routers[kind]
         nodes, links = r.route(src, dst, fkey)
+        delays = [r.link_delay_ns[l] for l in links]
+        if remap is not None and kind in remap:
+            links = [remap[kind][l] for l in links]
         off = self.nets.offset[kind]
         full = [off + l for l in links]
         s, d = nodes[0], nodes[-1]
@@ -673,7 +678,7 @@ class _Flows:
             full = [self.nets.nic_tx[(kind, s)]] + full
         if (kind, d) in self.nets.nic_rx:
             full = full + [self.nets.nic_rx[(kind, d)]]
-        prop = sum(r.link_delay_ns[l] for l in links)
+        prop = sum(delays)
         hops = (len(nodes) - 2) if kind == "net" else 0
         return tuple(full), tuple(off + l for l in links[1:]), prop, hops, False
 
@@ -712,16 +717,35 @@ class _Flows:
         return {"links": links, "lat_links": lat, "prop": np.array([h[2] for h in hits], np.int64),
                 "hops": np.array([h[3] for h in hits], np.int64)}
 
-    def reroute(self, system, scenario, seed: int, width: int) -> dict:
-        """The path tables with the routers of scenario seed ``seed`` (the ECMP hash's salts)."""
+    def reroute(self, system, scenario, seed: int, width: int, failed: tuple[int, ...] = ()) -> dict:
+        """The path tables with the routers of scenario seed ``seed`` (the ECMP hash's salts), over the fabric
+        without the ``failed`` fabric links (indices in ``system.net.links``: flows take the shortest paths left,
+        as the flow backend routes on a fabric without them). One line where a path is gone or grew longer."""
         from heterosim.pipeline import intra_config
         from heterosim.sim.intra import effective_intra
+        from hscommon.errors import NetworkError
         from netbackend.routing import Router
+        from netbackend.topo import NetTopology
 
         s = seed + scenario.training.iterations - 1
-        routers = {"net": Router(system.net, scenario.network.ecmp, s),
+        net, remap = system.net, None
+        if failed:
+            gone = set(failed)
+            kept = [k for k in range(len(net.links)) if k not in gone]
+            net = NetTopology(hosts=list(net.hosts), switches=list(net.switches),
+                              links=[net.links[k] for k in kept], host_rate_gbps=dict(net.host_rate_gbps))
+            remap = {"net": [2 * k + d for k in kept for d in (0, 1)]}  # (Router: link k -> directed 2k, 2k + 1)
+        routers = {"net": Router(net, scenario.network.ecmp, s),
                    "intra": Router(effective_intra(system.intra), intra_config(scenario).ecmp, s)}
-        return self.tables([self._route(k, routers) for k in self.path_keys], width)
+        try:
+            hits = [self._route(k, routers, remap) for k in self.path_keys]
+        except NetworkError as exc:  # (no path left)
+            if not failed:
+                raise
+            gone = [system.net.links[k] for k in failed]
+            raise UserError(f"a failed link leaves no path ({exc.args[0] if exc.args else exc})", field="--vary fail",
+                            value=", ".join(f"{l.a}<->{l.b}" for l in gone)) from None
+        return self.tables(hits, width)
 
     def arrays(self) -> dict:
         rows = self.rows

@@ -171,3 +171,45 @@ def test_heterogeneous_h_suite_case_at_reduced_size():
     got = engine.run_jax(prog, variants.params(prog, vs, prep.system, sc), KE=1024, KF=1024).iteration_time_ns
     want = np.array([_flow_backend_ns(sc, v) for v in vs])
     assert (np.abs(got - want) / want <= REL_TOL).all(), list(zip(got.tolist(), want.tolist()))
+
+
+def test_failed_links_and_nic_speeds_match_the_flow_backend():
+    """Variants that keep the program but change routes or rates: switch links down (flows re-routed on the shortest
+    paths left), with an ECMP seed, a group's NIC speed, with a degraded link; against the flow backend run on the
+    same change (``Variant.prepare``: the overrides, and the fabric without the failed links). The fabric's spine
+    count is pinned (else the generator sizes the fabric from the NIC speed: another program, refused below)."""
+    sc = pipeline.load(HERE / "pp-bubble.yaml", SM_SHARE + ["fabric.num_spines=4"])
+    prep = pipeline.prepare(sc)
+    prog = export_program(prep)
+    vs = [Variant(), Variant("spine link down", fail=(("leaf0", "spine1"),)),
+          Variant("two down, seed 3", fail=(("leaf0", "spine0"), ("leaf1", "spine2")), seed=3),
+          Variant("200G NICs", nic_gbps=(("h100", 200.0),)),
+          Variant("100G NICs, NIC link degraded", nic_gbps=(("h100", 100.0),),
+                  degrade=(("h100-1/nic0", "leaf0", 0.5),))]
+    got = engine.run_numpy(prog, variants.params(prog, vs, prep.system, sc)).iteration_time_ns
+    want = np.array([pipeline.simulate(v.prepare(sc), symmetry=False, record_messages=False).sim.iteration_time_ns
+                     for v in vs])
+    assert len(set(want.tolist())) >= 4, want
+    assert (np.abs(got - want) / want <= REL_TOL).all(), list(zip(got.tolist(), want.tolist()))
+
+
+def test_a_nic_speed_that_resizes_the_fabric_is_refused():
+    from heterosim.errors import UserError
+
+    sc = pipeline.load(HERE / "pp-bubble.yaml")
+    prep = pipeline.prepare(sc)
+    prog = export_program(prep)
+    with pytest.raises(UserError) as exc:
+        variants.params(prog, [Variant("nic", nic_gbps=(("h100", 200.0),))], prep.system, sc)
+    assert "fabric.num_spines" in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_a_failure_that_leaves_no_path_is_refused():
+    from heterosim.errors import UserError
+
+    sc = pipeline.load(HERE / "pp-bubble.yaml")
+    prep = pipeline.prepare(sc)
+    prog = export_program(prep)
+    with pytest.raises(UserError) as exc:
+        variants.params(prog, [Variant("cut", fail=(("h100-0/nic0", "leaf0"),))], prep.system, sc)
+    assert "no path" in str(exc.value) and "\n" not in str(exc.value)

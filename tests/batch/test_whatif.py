@@ -57,6 +57,8 @@ def test_whatif_refuses_a_folder_it_did_not_create(tmp_path, capsys, monkeypatch
     ("hop-latency=-1", ">= 0"),
     ("ecmp-seed=-1", "seeds >= 0"),
     ("bogus=1", "unknown kind"),
+    ("fail=leaf0", "fail=switches or fail=A:B"),
+    ("nic=0", "> 0"),
 ])
 def test_whatif_refuses_bad_variants_in_one_line(tmp_path, capsys, monkeypatch, spec, needle):
     code, stdout, err = cli_in_process(capsys, monkeypatch, tmp_path, "whatif", INCAST, "--engine", "numpy",
@@ -106,3 +108,18 @@ def test_one_node_program_without_flows(tmp_path):
         s2 = pipeline.with_overrides(sc, v.overrides(sc)) if v.overrides(sc) else sc
         want.append(pipeline.simulate(pipeline.prepare(s2), symmetry=False, record_messages=False).sim.iteration_time_ns)
     assert got == want
+
+
+def test_whatif_fails_every_switch_link_one_at_a_time(tmp_path):
+    """``--vary fail=switches``: one variant per pair of switch ends; each re-routes, and one of them equals the
+    flow backend run on the fabric without that link."""
+    from heterosim.whatif import whatif
+
+    sc = pipeline.load(HERE / "pp-bubble.yaml")
+    res = whatif(sc, ["fail=switches"], engine="numpy")
+    sw = set(pipeline.prepare(sc).system.net.switches)
+    pairs = {(l.a, l.b) for l in pipeline.prepare(sc).system.net.links if l.a in sw and l.b in sw}
+    assert len(res.variants) == 1 + len(pairs)
+    v = res.variants[1]
+    want = pipeline.simulate(v.prepare(sc), symmetry=False, record_messages=False).sim.iteration_time_ns
+    assert int(res.times_ns[1]) == want
