@@ -618,6 +618,10 @@ def plan_report(scenario, *, top_k: int = 5, backend: str = "flow", max_candidat
         raise UserError("a recorded workload has a fixed parallel plan; plan search needs model + parallelism",
                         file=getattr(scenario, "_source_file", None), field="workload.chakra",
                         value=scenario.workload.chakra)
+    if scenario.parallelism.schedule in ("zb-v", "dualpipe"):  # the closed-form estimate walks one chunk per rank
+        raise UserError("the planner estimates 1f1b, interleaved, gpipe and zb-h1 plans; run or validate a "
+                        "zb-v / dualpipe scenario directly", file=getattr(scenario, "_source_file", None),
+                        field="parallelism.schedule", value=scenario.parallelism.schedule)
     n_sim = top_k if simulate is None else simulate
     if n_sim > 0:
         from netbackend.registry import backend_class

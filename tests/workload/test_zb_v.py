@@ -263,3 +263,13 @@ def test_shipped_scenario_runs_and_beats_1f1b_and_zb_h1():
     one = api.run(api.load(path, ["parallelism.schedule=1f1b"])).summary
     h1 = api.run(api.load(path, ["parallelism.schedule=zb-h1"])).summary
     assert zb["iteration_time_ns"] < h1["iteration_time_ns"] < one["iteration_time_ns"]
+
+
+def test_planner_refuses_in_one_line(tmp_path):
+    """``heterosim plan`` estimates one chunk per rank; it refuses zb-v / dualpipe scenarios instead of crashing."""
+    from heterosim.errors import UserError
+    from heterosim.planner.search import plan_report
+
+    for name in ("zb-v", "dualpipe"):
+        with pytest.raises(UserError, match=rf"parallelism.schedule = '{name}': the planner estimates"):
+            plan_report(api.load(ROOT / "scenarios" / "schedules" / f"{name}.yaml"), simulate=0)
