@@ -263,3 +263,16 @@ def test_cli_refusal_is_one_line_exit_2(tmp_path):
     out = (r.stdout + r.stderr).strip()
     assert r.returncode == 2 and "Traceback" not in out and len(out.splitlines()) == 1, out
     assert str(path) in out and "training.global_batch_size = 6" in out and ">= 2 pp = 8" in out
+
+
+def test_same_layer_work_as_1f1b_and_twice_the_optimizer():
+    """Each micro-batch passes every stage once (half of them the other way): the passes' FLOPs equal 1F1B's; the
+    optimizer steps both copies of every stage (parameters 2x)."""
+    model = gpt(layers=8, tie_embeddings=False)
+    irs = [compile_workload(scenario(model, gbs=8, pp=4, schedule=s), 4) for s in ("1f1b", "dualpipe")]
+
+    def flops(ir, opt):
+        return sum(o.flops for r in range(ir.world_size) for o in ir.ops_of(r)
+                   if o.kind == "compute" and (o.name == "optimizer_step") == opt)
+    assert flops(irs[1], False) == pytest.approx(flops(irs[0], False), rel=1e-12)
+    assert flops(irs[1], True) == pytest.approx(2 * flops(irs[0], True), rel=1e-12)

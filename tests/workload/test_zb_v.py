@@ -273,3 +273,13 @@ def test_planner_refuses_in_one_line(tmp_path):
     for name in ("zb-v", "dualpipe"):
         with pytest.raises(UserError, match=rf"parallelism.schedule = '{name}': the planner estimates"):
             plan_report(api.load(ROOT / "scenarios" / "schedules" / f"{name}.yaml"), simulate=0)
+
+
+def test_same_work_as_1f1b():
+    """The V moves work between ranks, it adds none: total FLOPs and TP bytes equal 1F1B's."""
+    model = gpt(layers=8, tie_embeddings=False)
+    irs = [compile_workload(scenario(model, gbs=8, pp=4, tp=2, sequence_parallel=True, schedule=s), 8)
+           for s in ("1f1b", "zb-v")]
+    assert irs[0].meta["hardware_flops"] == pytest.approx(irs[1].meta["hardware_flops"], rel=1e-12)
+    tp = [sum(o.size_bytes for p in ir.programs for o in p.ops if o.comm_kind == "tp") for ir in irs]
+    assert tp[0] == tp[1]
