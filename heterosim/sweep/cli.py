@@ -31,6 +31,9 @@ def sweep_command(
     timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds per run (overrides timeout_s)"),
     measurements: Optional[str] = typer.Option(None, "--measurements",
                                                help="Kernel times for every point: builtin | none | folder"),
+    batch: bool = typer.Option(True, "--batch/--no-batch", help="Run points that differ only in stragglers, degraded "
+                               "links, per-hop latency, ECMP seed or NIC speed on the batch engine"),
+    engine: str = typer.Option("auto", "--engine", help="Batch engine driver: auto (jax where installed) | jax | numpy"),
     quiet: bool = typer.Option(False, "--quiet", "-q"),
 ) -> None:
     """Run a scenario over a grid or list of parameter values; resumable; writes results.csv and summary.png."""
@@ -40,7 +43,7 @@ def sweep_command(
     try:
         overrides = {"hardware.measurements": cli_spec(measurements)} if measurements is not None else None
         res = run_sweep(sweep, jobs=jobs, executor=executor, address=address, out=out_dir, timeout_s=timeout,
-                        progress=not quiet, overrides=overrides)
+                        progress=not quiet, overrides=overrides, batch=batch, engine=engine)
     except UserError as err:
         _err.print(f"[bold red]error:[/] {err}", highlight=False, soft_wrap=True)
         raise typer.Exit(2)
@@ -67,6 +70,8 @@ def print_sweep(res) -> None:
     for r in res.rows:
         if r["status"] != "ok" and r.get("error"):
             _out.print(f"[red]{r['id']}[/] {r['status']}: {r['error']}", highlight=False, soft_wrap=True)
+    if res.batch is not None:
+        _out.print(res.batch.line(len(res.ran)), highlight=False, soft_wrap=True)
     extra = ", ".join(p.name for p in (res.parquet, res.plot) if p is not None)
     _out.print(f"results: {res.out_dir}/ (results.csv{', ' + extra if extra else ''}, points/<id>/)")
 

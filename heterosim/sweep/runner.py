@@ -35,6 +35,8 @@ class SweepResult:
     plot: Path | None = None
     ran: list[str] = field(default_factory=list)
     """Ids of the points run by this call (the others were finished before, or invalid)."""
+    batch: Any = None
+    """What the batch engine ran (``heterosim.sweep.batched.BatchReport``), None when it was not tried."""
 
     @property
     def counts(self) -> dict[str, int]:
@@ -58,7 +60,8 @@ def resolve_out(cfg: SweepConfig, sweep_file: str | None, out: str | Path | None
 def run_sweep(sweep: str | Path | SweepConfig, *, jobs: int = 1, executor: str = "local",
               address: str | None = None, out: str | Path | None = None, run_fn: RunFn | None = None,
               timeout_s: float | None = None, progress: bool = False, validate: bool = True,
-              base_dir: str | Path | None = None, overrides: dict[str, Any] | None = None) -> SweepResult:
+              base_dir: str | Path | None = None, overrides: dict[str, Any] | None = None,
+              batch: bool = True, engine: str = "auto") -> SweepResult:
     """Run every point of a sweep that has no summary.json yet; write results.csv/.parquet and summary.png.
 
     ``sweep``: a SWEEP.yaml path or a model (then its ``scenario`` is relative to ``base_dir``, default cwd).
@@ -67,7 +70,9 @@ def run_sweep(sweep: str | Path | SweepConfig, *, jobs: int = 1, executor: str =
     ``timeout_s`` overrides the sweep file's. Failed points are recorded, never raised; bad sweep files
     and parameter paths that name no scenario field raise :class:`UserError`. ``overrides``: fields set on
     every point (the CLI's ``--measurements``); a point's own parameters win. A resumed sweep must use the
-    overrides it started with.
+    overrides it started with. ``batch``: run the points that differ only in what the batch engine varies as
+    batches (``heterosim.sweep.batched``; ``engine``: auto | jax | numpy), the others through the normal path;
+    never with a ``run_fn``.
     """
     base_over = dict(overrides or {})
     if isinstance(sweep, SweepConfig):
@@ -79,6 +84,10 @@ def run_sweep(sweep: str | Path | SweepConfig, *, jobs: int = 1, executor: str =
         raise UserError(f"unknown executor (choose {' | '.join(EXECUTORS)})", field="--executor", value=executor)
     if jobs < 0:
         raise UserError("must be >= 0 (0 = one per CPU)", field="--jobs", value=jobs)
+    if batch:
+        from heterosim.whatif import pick_engine
+
+        pick_engine(engine)  # (an unknown engine is refused before anything is written)
     timeout = timeout_s if timeout_s is not None else cfg.timeout_s
     if timeout is not None and (not math.isfinite(timeout) or timeout <= 0):
         raise UserError("must be a finite number of seconds > 0", field="--timeout" if timeout_s is not None
@@ -118,18 +127,28 @@ def run_sweep(sweep: str | Path | SweepConfig, *, jobs: int = 1, executor: str =
             write_point(task.out_dir, task, outcome)
             bar.advance(outcome.status)
 
-        if todo:
+        report = None
+        if todo and batch and run_fn is None:
+            from heterosim.sweep import batched
+
+            groups = batched.plan(todo, cfg.backend)
+            report = batched.run_groups(groups, str(scenario), on_done, engine=engine)
+            done = set(report.points)
+            todo_normal = [t for t in todo if t.point_id not in done]
+        else:
+            todo_normal = todo
+        if todo_normal:
             if executor == "local":
-                run_local(todo, fn, jobs=jobs or os.cpu_count() or 1, timeout_s=timeout, on_done=on_done)
+                run_local(todo_normal, fn, jobs=jobs or os.cpu_count() or 1, timeout_s=timeout, on_done=on_done)
             else:
-                run_ray(todo, fn, jobs=jobs, timeout_s=timeout, on_done=on_done, address=address)
+                run_ray(todo_normal, fn, jobs=jobs, timeout_s=timeout, on_done=on_done, address=address)
 
     rows = collect_rows(points, points_dir, cfg.metrics)
     written = write_tables(rows, out_dir)
     title = f"{cfg.name or Path(sweep_file or 'sweep').stem} ({scenario.name})"
     plot = plot_summary(rows, list(cfg.parameters), cfg.metrics, out_dir / "summary.png", title=title)
     return SweepResult(cfg, out_dir, points, rows, written[0], written[1] if len(written) > 1 else None, plot,
-                       [t.point_id for t in todo])
+                       [t.point_id for t in todo], report)
 
 
 def _check_points(points: list[Point], scenario: Path, sweep_file: str | None,
