@@ -162,7 +162,7 @@ def test_heterogeneous_h_suite_case_at_reduced_size():
     variants against the flow backend (minutes on a CPU: HETEROSIM_SCALE_TESTS=1)."""
     pytest.importorskip("jax")
     sc = pipeline.load(ROOT / "scenarios" / "suites" / "h-suite" / "h1-llama1-65b.yaml", [
-        "simulation.compute_contention=none", "model.num_layers=8", "parallelism.layer_partition=[1,1,1,1,1,1,1,1]",
+        "model.num_layers=8", "parallelism.layer_partition=[1,1,1,1,1,1,1,1]",
         "training.global_batch_size=64", "training.microbatch_split=[4,4,4,4,4,4,4,4]"])
     prep = pipeline.prepare(sc)
     prog = export_program(prep)
