@@ -276,3 +276,71 @@ def test_same_layer_work_as_1f1b_and_twice_the_optimizer():
                    if o.kind == "compute" and (o.name == "optimizer_step") == opt)
     assert flops(irs[1], False) == pytest.approx(flops(irs[0], False), rel=1e-12)
     assert flops(irs[1], True) == pytest.approx(2 * flops(irs[0], True), rel=1e-12)
+
+
+def _replay(p: int, m: int, F: int, B: int, W: int) -> int:
+    """An independent timeline of DeepSeek's order (reference for the closed form): each rank runs its steps in
+    order, a pass starts when its rank is free and its input is there (forward: the previous stage's forward of
+    that micro-batch; backward: the next stage's backward, or the forward at the loss stage; W: its own B); an F&B
+    pair starts when both halves' inputs are there and publishes both outputs when its W ends, a full backward its
+    input gradient when its W ends."""
+    half = m // 2
+    orders = {r: dualpipe(p, m, r) for r in range(p)}
+    stage = lambda r, c: r if c == 0 else p - 1 - r  # noqa: E731
+    out: dict = {}  # ("F" | "B", mb, stage) -> time the output is available to the neighbour
+    pos, free = [0] * p, [0] * p
+    pending: list = [[] for _ in range(p)]  # outputs published at the next W
+
+    def need(kind, k, s):
+        last = p - 1
+        if kind == "F":
+            return [] if s == 0 else [("F", k, s - 1)]
+        return [("F", k, s)] if s == last else [("B", k, s + 1)]
+
+    progress = True
+    while progress:
+        progress = False
+        for r in range(p):
+            while pos[r] < len(orders[r]):
+                ph, k, c = orders[r][pos[r]]
+                s = stage(r, c)
+                deps = []
+                if ph in ("fwd", "fb"):
+                    deps = need("F", k, s)
+                    if ph == "fb":
+                        _, k2, c2 = orders[r][pos[r] + 1]
+                        deps += need("B", k2, stage(r, c2))
+                elif ph in ("bwd", "bwd_full"):
+                    deps = [d for d in need("B", k, s) if d[0] == "B"]
+                if any(d not in out for d in deps) or (ph in ("bwd", "bwd_full") and s == p - 1 and
+                                                       ("Floc", k, s) not in out):
+                    break
+                start = max([free[r]] + [out[d] for d in deps] + ([out[("Floc", k, s)]] if ph in (
+                    "bwd", "bwd_full") and s == p - 1 else []))
+                free[r] = start + {"fwd": F, "fb": F, "bwd": B, "bwd_full": B, "w": W}[ph]
+                if ph in ("fwd", "fb"):
+                    out[("Floc", k, s)] = free[r]
+                    if ph == "fwd":
+                        out[("F", k, s)] = free[r]
+                    else:
+                        pending[r].append(("F", k, s))
+                elif ph == "bwd":
+                    out[("B", k, s)] = free[r]
+                elif ph == "bwd_full":
+                    pending[r].append(("B", k, s))
+                else:
+                    for key in pending[r]:
+                        out[key] = free[r]
+                    pending[r].clear()
+                pos[r] += 1
+                progress = True
+    assert pos == [len(orders[r]) for r in range(p)] and half
+    return max(free)
+
+
+@pytest.mark.parametrize("p,m,F,B,W", [(4, 8, 100_000, 100_000, 100_000), (4, 8, 200_000, 100_000, 100_000),
+                                       (8, 16, 150_000, 100_000, 50_000), (6, 12, 100_000, 120_000, 70_000)])
+def test_closed_form_against_an_independent_replay(p, m, F, B, W):
+    ref = _replay(p, m, F, B, W)
+    assert ref == m * (F + B + W) + (p // 2 - 1) * (2 * F + B - W)
+    assert _uniform("dualpipe", p, m, F, B, W) == ref
