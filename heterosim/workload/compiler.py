@@ -454,8 +454,10 @@ def _build_program(pid: int, stage: int, m: int, plan: Plan, shapes: LayerShapes
     ZeRO-1/2's parameter all-gathers (``gate``), ZeRO-2's per-micro-batch gradient reduce-scatters after
     each backward step, ZeRO-3's per-unit all-gathers and reduce-scatters (``FsdpEmitter``: ``pre`` before
     every unit's forward and backward, ``post_bwd`` after its backward). ``route`` (parallelism.stage_dp): one
-    replica's own steps, global micro-batch ids and the peer of each pipeline message. Walks the schedule
-    once; long because each phase's emission is spelled out in order (the order is the stream order)."""
+    replica's own steps, global micro-batch ids and the peer of each pipeline message. ZB-V / DualPipe: peers
+    by virtual stage and chunk (``owner``), the V's local turn (``handoff``), DualPipe's F&B pairs (``pair_*``,
+    ``_Prog.zip_halves``) and the copies' gradient sum (``_emit_copy_sum``). Walks the schedule once; long
+    because each phase's emission is spelled out in order (the order is the stream order)."""
     moe = scenario.model.is_moe
     prog = _Prog(plan, shapes, kern)
     em = _Emitter(prog, moe, ub=_ub(scenario, plan), dispatcher=scenario.parallelism.moe_dispatcher)
