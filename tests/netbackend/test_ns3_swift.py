@@ -27,7 +27,8 @@ def test_cxx_cc_suite_passes():
     assert res.returncode == 0, res.stdout + res.stderr
     for name in ("PASS every cc name maps to its RdmaCongestionOps TypeId",
                  "PASS Swift target delay: hop and flow scaling by hand",
-                 "PASS Swift window: AI, MD once per RTT bounded by max_mdf, pacing below one packet"):
+                 "PASS Swift window: AI, MD once per RTT bounded by max_mdf, pacing below one packet",
+                 "PASS Swift in the NIC: base RTT, hop count and flow term of the target by hand"):
         assert name in res.stdout, res.stdout
 
 

@@ -1,8 +1,11 @@
 // Congestion control behind RdmaCongestionOps: the registry of names, and Swift's window arithmetic
 // against hand calculations (Kumar et al., SIGCOMM 2020, Algorithm 1 and section 3.5).
+#include "ns3/config.h"
 #include "ns3/rdma-cc-ops.h"
 #include "ns3/rdma-cc-swift.h"
+#include "ns3/rdma-network-helper.h"
 #include "ns3/simulator.h"
+#include "ns3/string.h"
 #include "ns3/swift.h"
 #include "ns3/test.h"
 
@@ -145,6 +148,76 @@ class SwiftWindowTestCase : public TestCase
     }
 };
 
+// Swift through the NIC: the target its first ACK is compared with, by hand.  h0 - s0 - s1 - h1,
+// 100 Gb/s links of 1 us, no switch latency, 4,096 B payload + 78 B headers, 64 B ACKs.
+//   base RTT (RdmaNetworkHelper::MaxBaseRtts, rounded up): 3 (1000 + 4174 x 8 / 100)
+//     + 3 (1000 + 64 x 8 / 100) = 4001.76 + 3015.36 = 7017.12 -> 7018 ns
+//   max_cwnd = one BDP = 100e9 x 7018e-9 / 8 / 4096 = 21.4172 packets, where the QP starts
+//   target = 7018 + 2 switches x 1000 + 1632.7716 / sqrt(21.4172) - 163.27716 = 9207.5351 ns
+// and the TraceSources fire: TargetDelay once per ACK of new data, RateChange / WindowChange on
+// the RdmaCongestionOps object of the NIC.
+class SwiftNicTestCase : public TestCase
+{
+  public:
+    SwiftNicTestCase()
+        : TestCase("Swift in the NIC: base RTT, hop count and flow term of the target by hand")
+    {
+    }
+
+  private:
+    struct Sinks
+    {
+        std::vector<double> targets;
+        uint32_t windows{0};
+    };
+
+    void DoRun() override
+    {
+        Config::SetDefault("ns3::RdmaNic::CongestionControl", StringValue("swift"));
+        FabricSpec f;
+        f.hosts = {"h0", "h1"};
+        f.switches = {"s0", "s1"};
+        f.linkA = {0, 2, 3};
+        f.linkB = {2, 3, 1};
+        f.rateBps = {100e9, 100e9, 100e9};
+        f.delayNs = {1000, 1000, 1000};
+        f.kminBytes = {400e3, 400e3, 400e3};
+        f.kmaxBytes = {1600e3, 1600e3, 1600e3};
+        f.pmax = {0.2, 0.2, 0.2};
+        f.headroomBytes = {200000, 200000, 200000};
+        f.switchBufferBytes = {32000000, 32000000};
+        Ptr<RdmaNetworkHelper> net = CreateObject<RdmaNetworkHelper>();
+        net->Build(f);
+        Config::SetDefault("ns3::RdmaNic::CongestionControl", StringValue(""));
+        Ptr<RdmaCongestionOps> ops = net->GetNic(0)->GetCongestionOps();
+        NS_TEST_ASSERT_MSG_EQ(ops->GetInstanceTypeId().GetName(), std::string("ns3::RdmaCcSwift"), "the NIC's CC");
+        NS_TEST_ASSERT_MSG_EQ_TOL(ops->BaseRttNs(), 7018.0, 1e-9, "the fabric's base RTT");
+        Sinks k;
+        ops->TraceConnectWithoutContext("TargetDelay", MakeCallback(+[](Sinks* k, uint32_t, double t) {
+                                            k->targets.push_back(t);
+                                        }).Bind(&k));
+        ops->TraceConnectWithoutContext("WindowChange", MakeCallback(+[](Sinks* k, uint32_t, double) {
+                                            k->windows++;
+                                        }).Bind(&k));
+        const uint64_t bytes = 50 * 4096;
+        net->AddMessage(1, 0, 1, bytes, 0, 7, -1, 0);
+        while (net->Pending() > 0 && net->Run(-1) == RdmaNetworkHelper::OK)
+        {
+            net->DrainCompletions();
+        }
+        // The message completes at the receiver; the last ACKs are still on their way back.
+        Simulator::Stop(MicroSeconds(10));
+        Simulator::Run();
+        NS_TEST_ASSERT_MSG_EQ(k.targets.size(), 50u, "one target per ACK of new data (AckInterval 1)");
+        NS_TEST_ASSERT_MSG_EQ_TOL(k.targets.front(), 9207.5351, 1e-3, "base + 2 hops x h + fs(max_cwnd)");
+        // Alone, the flow never queues: every RTT is below target, the window stays at its ceiling
+        // (additive increase clamped to max_cwnd): WindowChange fires once, for the new QP.
+        NS_TEST_ASSERT_MSG_EQ(k.windows, 1u, "a lone flow's window stays at one BDP");
+        net->Dispose();
+        Simulator::Destroy();
+    }
+};
+
 class HeterosimRdmaCcTestSuite : public TestSuite
 {
   public:
@@ -154,6 +227,7 @@ class HeterosimRdmaCcTestSuite : public TestSuite
         AddTestCase(new CcRegistryTestCase, Duration::QUICK);
         AddTestCase(new SwiftTargetTestCase, Duration::QUICK);
         AddTestCase(new SwiftWindowTestCase, Duration::QUICK);
+        AddTestCase(new SwiftNicTestCase, Duration::QUICK);
     }
 };
 
