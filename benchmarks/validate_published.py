@@ -78,8 +78,9 @@ TREND_POINTS = 3.0
 # (CALIBRATION_SOURCES) are reported apart as in-sample.
 # One constant has no cited source and was set in the commit that introduced the Korthikanti calibration check
 # (d6cd2c8, "calibration file"): efficiency.yaml families.ampere.gemm.e_max bf16/fp16 0.87 -> 0.84 (its own
-# anchors say 0.87-0.93). It is listed in UNSOURCED; it can only reach Ampere rows, and the corpus's only
-# expressible Ampere rows are korthikanti-2022's, already reported in-sample.
+# anchors say 0.87-0.93). It is listed in UNSOURCED; it reaches Ampere rows only. It was set on the
+# korthikanti-2022 rows (in-sample, reported apart), so for every held-out Ampere row (llm-foundry's A100 rows,
+# BigScience's BLOOM) it is a constant set without that row's source, which is what LOSO asks.
 # ----------------------------------------------------------------------------------------------------------------
 
 @dataclass
@@ -104,8 +105,8 @@ FITTED: list[Fitted] = []
 
 UNSOURCED = [
     {"name": "ampere GEMM e_max (bf16/fp16 0.84)", "where": "heterosim/hardware/efficiency.yaml families.ampere",
-     "why": "no cited source; set with the Korthikanti calibration check (d6cd2c8); reaches only Ampere rows, "
-            "all of which are the in-sample korthikanti-2022 rows"},
+     "why": "no cited source; set with the Korthikanti calibration check (d6cd2c8) on the korthikanti-2022 rows "
+            "(in-sample); the held-out Ampere rows (llm-foundry A100, bigscience) took no part in it"},
 ]
 
 
@@ -336,6 +337,11 @@ def fabric_of(run, node: dict, gpn: int, sharp: bool = True) -> tuple[dict, dict
     unless ``sharp`` is False (--in-network-reduction off)."""
     text = " ".join(str(v) for v in run.system.values()).lower() + " " + _text(run, "fabric")
     uplink = float(node.get("nic_gbps", 400.0))  # non-blocking fabric at the NIC rate (SuperPOD RAs: 1:1)
+    if "omni-path" in text or "omnipath" in text:
+        # Intel Omni-Path: a lossless, credit-based fabric (no congestion drops, like InfiniBand) whose fabric
+        # manager routes adaptively; blocking and routing are the row's defaults_filled.fabric
+        return ({"kind": "leaf_spine", "hosts_per_leaf": 32, "uplink_gbps": uplink}, {"ecmp": "adaptive"},
+                "Omni-Path leaf-spine, non-blocking, adaptive routing")
     if "roce" in text or "ethernet" in text:
         return ({"kind": "leaf_spine", "hosts_per_leaf": 32, "uplink_gbps": uplink}, {"ecmp": "hash"},
                 "leaf-spine RoCE, hashed ECMP")
@@ -462,6 +468,11 @@ def scenario_of(run, measurements: str = "builtin", contention: str | None = Non
         settings["node"] = f"{run.gpus} of the node's {gpn} GPUs"
     elif run.gpus % gpn:
         raise RowError(f"gpus = {run.gpus} is not a multiple of {run.node_type}'s {gpn} GPUs per node")
+    for key in ("nics_per_node", "nic_gbps"):  # the row's own NICs (a server that is not the node type's)
+        if key in run.system:
+            overrides[key] = run.system[key]
+            node = {**node, key: run.system[key]}
+            settings[key] = f"system.{key}: {run.system[key]}"
     if node.get("nvls") and "nvls disabled" in " ".join(str(v) for v in run.system.values()).lower():
         overrides["nvls"] = False  # NCCL_NVLS_ENABLE=0 in the submission's config (the row's system)
         settings["nvls"] = "off (row: NVLS disabled)"
