@@ -30,6 +30,26 @@ class ParallelConfig(Strict):
     experts' output (Megatron-Core 0.8's default, transformer_config.py line 256 at core_r0.8.0). Default
     alltoall: what Megatron-Bridge's MoE models set (deepseek_provider.py line 76, qwen_provider.py line 395,
     commit 5776a6d)."""
+    expert_tp: Bounded(int, 1, GPUS_PER_NODE_MAX) | None = None
+    """Expert tensor-parallel size (Megatron-Core ``--expert-tensor-parallel-size``, MoE only): the experts'
+    GEMMs are split over ``expert_tp`` ranks instead of ``tp``. None = ``tp`` (Megatron-Core's default,
+    parallel_state.initialize_model_parallel: "expert_tensor_parallel_size (default = tp_size)") and today's
+    layout. With a value != tp the expert groups are folded out of tp x cp x dp as Megatron-Core's "MoE
+    parallel folding" does (a second RankGenerator with tp = expert_tp, ep, dp = world / (expert_tp * ep * pp),
+    cp = 1, the same order): expert_tp * ep must divide tp * cp * dp; each TP rank dispatches its own
+    sequence-parallel token shard (sequence_parallel required when tp > 1, as in Megatron-Core); the tokens
+    received are all-gathered over the expert-TP group and the experts' output reduce-scattered over it.
+    Not with stage_tp / stage_dp. See docs/moe.md."""
+    moe_load_imbalance: Bounded(float, 1.0, float(CLUSTER_GPUS_MAX)) = 1.0
+    """Uneven token routing: tokens routed to the most loaded expert-parallel rank over the mean (max/mean,
+    1.0 = even, today's model). HeteroSim's deterministic pattern: the EP rank with ep coordinate 0 of every EP
+    group receives ``moe_load_imbalance`` x the mean, the other ep - 1 ranks share the rest evenly
+    ((ep - x)/(ep - 1) x the mean each); every rank sends its own tokens (top-k x its tokens) in proportion.
+    Needs ep > 1 and a value <= ep. Ignored when ``moe_rank_load`` is given. See docs/moe.md."""
+    moe_rank_load: list[Bounded(float, 0.0, 1e6)] | None = None
+    """Uneven token routing given per EP rank: relative token loads of EP coordinates 0..ep-1 (normalised to
+    mean 1, e.g. [3, 1, 1, 1] = 2x, 0.67x, 0.67x, 0.67x), the same in every EP group; one entry per EP rank,
+    at least one > 0. None = ``moe_load_imbalance``'s pattern."""
     sequence_parallel: bool = False
     """Megatron SP: TP all-reduce becomes reduce-scatter + all-gather, activations sharded."""
     schedule: Literal["1f1b", "interleaved", "gpipe", "zb-h1", "zb-v", "dualpipe"] = "1f1b"

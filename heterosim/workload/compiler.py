@@ -290,6 +290,10 @@ class _Emitter:
         """Userbuffers around a context-parallel attention block (its pieces exist: not under zero-bubble)."""
         self.kv = sh.kv_bytes() * pl.cp  # all-gather output
         self.a2a = sh.a2a_bytes()
+        if pl.expert_load is not None:  # the all-to-allv run as an all-to-all sized by its largest receiver
+            self.a2a = int(round(self.a2a * max(pl.expert_load)))
+        self.folded = pl.folded
+        self.etp_bytes = sh.etp_gather_bytes() if pl.folded and pl.etp > 1 else 0
         # (collective, bytes) of the MoE dispatch and combine in forward (backward: each one's transpose)
         if dispatcher == "allgather":
             g = sh.moe_gather_bytes()
@@ -394,7 +398,43 @@ class _Emitter:
         m = p.compute(pre + "mlp", "mlp_fwd", h, ph, mb, layer, chunk)
         return self.post_tp(tg + ":3", m, ph, mb, layer, chunk)
 
+    def _etp(self, name: str, collective: str, tag: str, deps: tuple, ph: str, mb: int, layer: int,
+             chunk: int) -> tuple:
+        """Folded expert TP: a blocking collective over the expert-TP group (reported as TP)."""
+        if not self.etp_bytes:
+            return deps
+        return self.p.comm(name, collective, "etp", self.etp_bytes, tag, deps, ph, mb, layer, chunk, stream="tp",
+                           kind="tp")
+
+    def _moe_fwd_folded(self, h, pre, t, ph, mb, layer, chunk) -> tuple:
+        """Megatron-Core's MoE layer with an expert TP degree apart from tp (MoEAlltoAllTokenDispatcher): the
+        router and the dispatch on this rank's own sequence-parallel tokens, the tokens received all-gathered
+        over the expert-TP group, the experts, their output reduce-scattered over it, the combine; no TP
+        collective around the block (its output stays sequence-parallel)."""
+        p = self.p
+        r = p.compute(pre + "moe_router", "router_fwd", h, ph, mb, layer, chunk)
+        d = p.comm("ep_dispatch", "alltoall", "ep", self.a2a, f"ep:{t}:mb{mb}:L{layer}:0", r, ph, mb, layer, chunk)
+        d = self._etp("etp_allgather", "allgather", f"etp:{t}:mb{mb}:L{layer}:0", d, ph, mb, layer, chunk)
+        e = p.compute(pre + "moe_experts", "experts_fwd", d, ph, mb, layer, chunk)
+        e = self._etp("etp_reducescatter", "reducescatter", f"etp:{t}:mb{mb}:L{layer}:1", e, ph, mb, layer, chunk)
+        return p.comm("ep_combine", "alltoall", "ep", self.a2a, f"ep:{t}:mb{mb}:L{layer}:1", e, ph, mb, layer,
+                      chunk)
+
+    def _moe_bwd_folded(self, deps, mb, layer, chunk) -> tuple:
+        """The transposes of :meth:`_moe_fwd_folded` in reverse order."""
+        p, ph = self.p, "bwd"
+        d = p.comm("ep_combine_bwd", "alltoall", "ep", self.a2a, f"ep:b:mb{mb}:L{layer}:0", deps, ph, mb, layer,
+                   chunk)
+        d = self._etp("etp_allgather", "allgather", f"etp:b:mb{mb}:L{layer}:0", d, ph, mb, layer, chunk)
+        e = p.compute("moe_experts_bwd", "experts_bwd", d, ph, mb, layer, chunk)
+        e = self._etp("etp_reducescatter", "reducescatter", f"etp:b:mb{mb}:L{layer}:1", e, ph, mb, layer, chunk)
+        c = p.comm("ep_dispatch_bwd", "alltoall", "ep", self.a2a, f"ep:b:mb{mb}:L{layer}:1", e, ph, mb, layer,
+                   chunk)
+        return p.compute("moe_router_bwd", "router_bwd", c, ph, mb, layer, chunk)
+
     def _moe_fwd(self, h, tg, pre, t, ph, mb, layer, chunk) -> tuple:
+        if self.folded:
+            return self._moe_fwd_folded(h, pre, t, ph, mb, layer, chunk)
         p = self.p
         h = self.pre_tp(tg + ":2", h, ph, mb, layer, chunk)
         r = p.compute(pre + "moe_router", "router_fwd", h, ph, mb, layer, chunk)
@@ -433,6 +473,8 @@ class _Emitter:
 
     def _mlp_bwd(self, deps, tg, mb, layer, chunk) -> tuple:
         p, ph = self.p, "bwd"
+        if self.moe and self.folded:
+            return self._moe_bwd_folded(deps, mb, layer, chunk)
         # backward of the MLP's closing reduce-scatter is an all-gather (identity for all-reduce)
         h = self.pre_tp(tg + ":0", deps, ph, mb, layer, chunk)
         if self.moe:
@@ -631,7 +673,8 @@ def _build_program(pid: int, stage: int, m: int, plan: Plan, shapes: LayerShapes
             fsdp.finished()
         _emit_sharded_sync(prog, plan, scenario, stage, grad_items, fsdp.reduce_ops if fsdp else zero2_reduce,
                            overlap_gather, sh)
-    return Program(id=pid, ops=prog.ops, stage=stage, label=f"stage{stage}/mb{m}")
+    label = f"stage{stage}/mb{m}" + (f"/load{shapes.load:g}" if shapes.load != 1.0 else "")
+    return Program(id=pid, ops=prog.ops, stage=stage, label=label)
 
 
 def _emit_copy_sum(prog: _Prog, plan: Plan, scenario, stage: int, grad_items: dict, grad_ready: dict) -> None:
@@ -678,7 +721,7 @@ def _bucket_plan(plan: Plan, scenario, stage: int, grad_items: dict,
     grad_bucket_bytes. Returns (group, chunk, k, params, item keys) in production order. ``dense`` =
     (group, size) the dense buckets are reduced over when not the whole DP group (HSDP's shard group)."""
     dp_dense = plan.dp * plan.cp
-    dp_expert = dp_dense // plan.ep
+    dp_expert = plan.edp
     dense_group = "dp_cp" if plan.cp > 1 else "dp"
     if dense is not None:
         dense_group, dp_dense = dense
@@ -730,7 +773,7 @@ def _emit_grad_sync(prog: _Prog, plan: Plan, scenario, stage: int, grad_items: d
     pbytes = 4 if scenario.training.precision == "fp32" else 2
     zero = plan.zero_stage == 1
     dp_dense = plan.dp * plan.cp
-    dp_expert = dp_dense // plan.ep
+    dp_expert = plan.edp
     gb = grad_bytes(scenario.training)
     buckets = []  # (producer, order, group, params, chunk, k)
     for group, chunk, k, acc, keys in _bucket_plan(plan, scenario, stage, grad_items):
@@ -836,7 +879,7 @@ def head_pp(plan: Plan) -> int:
 
 def _grad_items(plan: Plan, model) -> dict:
     """Per (stage, chunk): [(key, dense params, expert params)] in the order backward produces them."""
-    lp = layer_params(model, plan.tp, plan.ep)
+    lp = layer_params(model, plan.tp, plan.ep, plan.etp)
     out = {}
     last_vs = plan.num_vstages - 1
     for stage in range(plan.pp):
@@ -872,14 +915,16 @@ def compile_workload(scenario, world_size: int, rank_devices: list[str] | None =
         raise err.with_file(f) if f else err
     stage_ctx: dict[int, tuple] = {}
 
-    def ctx(stage: int) -> tuple:
+    def ctx(stage: int, load: float = 1.0) -> tuple:
         """(stage plan, shapes, kernels, loss bytes, pipeline message bytes, grad items) with the stage's own
-        TP degree; one shared context when TP is uniform."""
+        TP degree and, with uneven routing, the rank's expert load; one shared context when TP is uniform."""
         key = stage if plan.stage_tp is not None or plan.stage_dp is not None else 0
+        if load != 1.0:
+            key = (key, load)
         c = stage_ctx.get(key)
         if c is None:
             sp = plan.for_stage(stage)
-            shapes = LayerShapes.of(model, sp, tr.precision, tr.attention)
+            shapes = LayerShapes.of(model, sp, tr.precision, tr.attention, load)
             # pipeline messages: this rank's shard of the activation (b*s*h/tp with SP, else b*s*h)
             c = (sp, shapes, _kernel_table(shapes, model.is_moe, sp.recompute, _ub(scenario, sp), splits_w(sp.schedule)),
                  3 * shapes.tokens * 4,
@@ -898,12 +943,15 @@ def compile_workload(scenario, world_size: int, rank_devices: list[str] | None =
         if plan.stage_dp is not None:  # one program per replica: its own micro-batches and peers
             key += (c["dp"],)
             route = ReplicaRoute(plan.schedule, plan.stage_dp, plan.global_microbatches, c["pp"], c["dp"])
+        load = plan.load_of(c["ep"])
+        if load != 1.0:  # uneven routing: one program per expert load (its experts' share of the tokens)
+            key += ("load", load)
         pid = key_to_pid.get(key)
         if pid is None:
             pid = len(programs)
             key_to_pid[key] = pid
-            programs.append(_build_program(pid, key[0], key[1], *ctx(key[0])[:3], scenario, *ctx(key[0])[3:], sh=sh,
-                                           route=route))
+            cx = ctx(key[0], load)
+            programs.append(_build_program(pid, key[0], key[1], *cx[:3], scenario, *cx[3:], sh=sh, route=route))
         rank_program[r] = pid
     groups = layout.groups()
     if plan.schedule == "dualpipe":  # the two copies of each stage: ranks s and pp - 1 - s of a pipeline
@@ -943,6 +991,10 @@ def compile_workload(scenario, world_size: int, rank_devices: list[str] | None =
         "global_batch_size": tr.global_batch_size, "micro_batch_size": tr.micro_batch_size,
         "seq_length": tr.seq_length,
     }
+    if plan.folded:
+        ir.meta["expert_tp"] = plan.etp
+    if plan.expert_load is not None:
+        ir.meta["moe_expert_load"] = list(plan.expert_load)
     if rank_devices is not None:
         ir.meta["rank_devices"] = list(rank_devices)
     return ir

@@ -106,15 +106,21 @@ class LayerShapes:
     act_eb: int
     attention: str = "auto"
     """Attention implementation (training.attention)."""
+    etp: int = 0
+    """Expert TP degree when folded apart from tp (parallelism.expert_tp); 0 = the experts split by ``tp``, the
+    router run on the TP group's all-gathered tokens (today's MoE block)."""
+    load: float = 1.0
+    """Tokens this rank's experts receive over the mean (uneven routing, parallelism.moe_load_imbalance)."""
 
     @classmethod
-    def of(cls, model, plan, precision: str, attention: str = "auto") -> "LayerShapes":
+    def of(cls, model, plan, precision: str, attention: str = "auto", load: float = 1.0) -> "LayerShapes":
         return cls(b=plan.micro_batch, s=plan.seq, sl=plan.seq_local, h=model.hidden_size,
                    heads=model.num_attention_heads, kv_heads=model.kv_heads, head_dim=model.head_size,
                    ffn=model.ffn_hidden_size, vocab=padded_vocab(model, plan.tp), tp=plan.tp, sp=plan.sp,
                    swiglu=model.activation == "swiglu", num_experts=model.num_experts, top_k=model.moe_top_k,
                    moe_ffn=model.moe_ffn_hidden_size or model.ffn_hidden_size, ep=plan.ep,
-                   gemm_eb=GEMM_ELEM_BYTES[precision], act_eb=ACT_ELEM_BYTES[precision], attention=attention)
+                   gemm_eb=GEMM_ELEM_BYTES[precision], act_eb=ACT_ELEM_BYTES[precision], attention=attention,
+                   etp=plan.etp if getattr(plan, "folded", False) else 0, load=load)
 
     @property
     def tokens(self) -> int:
@@ -177,14 +183,29 @@ class LayerShapes:
         return [self._ln(), gemm(T, n_in, self.h, self.gemm_eb), act, gemm(T, self.h, f, self.gemm_eb),
                 self._dropout_residual()]
 
+    @property
+    def moe_tokens(self) -> int:
+        """Tokens entering the router: the TP group's all-gathered tokens (expert TP = tp), or, folded, this
+        rank's own sequence-parallel shard (Megatron-Core's MoELayer: each TP rank routes and dispatches its
+        own tokens)."""
+        return self.tokens_ew if self.etp else self.tokens
+
     def moe_router(self) -> list[Kernel]:
-        T = self.tokens
+        T = self.moe_tokens
         permute = elementwise(0, 2 * self.act_eb * T * self.top_k * self.h)
         return [self._ln(), gemm(T, self.num_experts, self.h, self.gemm_eb), permute]
 
+    def expert_tokens(self) -> int:
+        """Token copies this rank's local experts process together (tokens x top-k with even routing): folded,
+        the dispatched tokens of the expert-TP group (all-gathered over it: tokens_ew x top-k x expert_tp);
+        scaled by ``load`` (rounded to a whole token) with uneven routing."""
+        T = self.tokens_ew * self.top_k * self.etp if self.etp else self.tokens * self.top_k
+        return T if self.load == 1.0 else int(round(T * self.load))
+
     def moe_experts(self) -> list[Kernel]:
-        """Local experts' grouped GEMMs; tokens are assumed evenly routed."""
-        T, f = self.tokens * self.top_k, self.moe_ffn // self.tp
+        """Local experts' grouped GEMMs (each local expert gets an equal share of the rank's tokens), split by
+        the expert TP degree."""
+        T, f = self.expert_tokens(), self.moe_ffn // (self.etp or self.tp)
         per_expert = max(T * self.ep // self.num_experts, 1)
         n_local = self.num_experts // self.ep
         n_in = 2 * f if self.swiglu else f
@@ -195,7 +216,8 @@ class LayerShapes:
         # scale the per-expert GEMM to all local experts (flops/bytes) but keep its shape for efficiency
         g1 = ("gemm", g1[1] * n_local, g1[2] * n_local, g1[3])
         g2 = ("gemm", g2[1] * n_local, g2[2] * n_local, g2[3])
-        unpermute = elementwise(T * self.h, 2 * self.act_eb * T * self.h)
+        Tu = self.tokens_ew * self.top_k if self.etp else T  # folded: unpermuted after the combine, own tokens
+        unpermute = elementwise(Tu * self.h, 2 * self.act_eb * Tu * self.h)
         return [g1, act, g2, unpermute, self._dropout_residual()]
 
     def embedding(self) -> list[Kernel]:
@@ -229,6 +251,14 @@ class LayerShapes:
         """Bytes one rank sends in one MoE dispatch (or combine) all-to-all."""
         return self.tokens_ew * self.top_k * self.h * self.act_eb
 
+    def etp_gather_bytes(self) -> int:
+        """Folded expert TP: the all-gather over the expert-TP group of the tokens this rank received in the
+        dispatch (nccl-tests convention: the output, expert_tp x tokens_ew x top-k x hidden; the reduce-scatter
+        of the experts' output has the same input). Scaled by ``load``: the group shares one EP coordinate."""
+        n = self.tokens_ew * self.top_k * self.etp
+        n = n if self.load == 1.0 else int(round(n * self.load))
+        return n * self.h * self.act_eb
+
 
 # ---- parameters ------------------------------------------------------------------------------------------
 
@@ -247,7 +277,8 @@ def padded_vocab(model, tp: int) -> int:
     return -(-model.vocab_size // mult) * mult
 
 
-def layer_params(model, tp: int, ep: int) -> LayerParams:
+def layer_params(model, tp: int, ep: int, etp: int = 0) -> LayerParams:
+    """Parameters of one layer on one rank; the experts split by ``etp`` (expert TP) when given, else ``tp``."""
     h, f = model.hidden_size, model.ffn_hidden_size
     gpt = model.activation == "gelu"
     nmat = 3 if model.activation == "swiglu" else 2
@@ -258,7 +289,7 @@ def layer_params(model, tp: int, ep: int) -> LayerParams:
     if not model.is_moe:
         mlp = nmat * h * (f // tp) + ((f // tp) * (nmat - 1) + h if gpt else 0) + norm
         return LayerParams(dense=float(attn + mlp), expert=0.0)
-    fe = (model.moe_ffn_hidden_size or f) // tp
+    fe = (model.moe_ffn_hidden_size or f) // (etp or tp)
     expert = nmat * h * fe + ((nmat - 1) * fe + h if gpt else 0)
     router = h * model.num_experts
     return LayerParams(dense=float(attn + router + norm), expert=float(expert * model.num_experts // ep))

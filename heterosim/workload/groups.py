@@ -9,6 +9,13 @@ listed in increasing coordinate order (so ``pp`` groups are ordered by stage).
 Expert parallelism is carved out of data parallelism (MoE): in the expert layout
 the ``dp`` digit splits into ``ep`` (faster) and ``dp/ep`` (expert data parallel,
 "edp"). Dense groups never see ``ep``.
+
+With an expert TP degree apart from tp (``parallelism.expert_tp``, ``etp``) the expert layout is
+Megatron-Core's "MoE parallel folding" (parallel_state.initialize_model_parallel builds a second
+RankGenerator with tp = expert_tp, ep, dp = world / (expert_tp * ep * pp), cp = 1, the same order): the
+digits of the expert layout are ``etp`` (in tp's place), ``ep``, ``edp`` (in dp's place) and ``pp``, so the
+expert groups are cut out of the tp x cp x dp ranks of each pipeline stage, and ``pp`` groups are the same
+in both layouts. The expert-TP groups are ``etp``.
 """
 from __future__ import annotations
 
@@ -53,20 +60,28 @@ def _groups(sizes: list[int], mask: list[bool]) -> list[tuple[int, ...]]:
 class RankLayout:
     """Coordinates and groups of every rank for one parallel plan."""
 
-    __slots__ = ("world_size", "tp", "pp", "dp", "cp", "ep", "order", "_dense", "_expert")
+    __slots__ = ("world_size", "tp", "pp", "dp", "cp", "ep", "etp", "order", "_dense", "_expert")
 
     def __init__(self, world_size: int, tp: int, pp: int, dp: int, cp: int = 1, ep: int = 1,
-                 order: str = "tp-cp-ep-dp-pp") -> None:
+                 order: str = "tp-cp-ep-dp-pp", etp: int = 0) -> None:
         if tp * pp * dp * cp != world_size:
             raise PlanError(f"GPU count mismatch: tp*pp*cp*dp = {tp * pp * cp * dp} but the cluster has "
                             f"{world_size} GPUs", field="parallelism", value=f"tp={tp} pp={pp} cp={cp} dp={dp}")
-        if dp % ep:
+        etp = 0 if etp == tp else etp
+        if etp and (tp * cp * dp) % (etp * ep):
+            raise PlanError(f"expert_tp * ep = {etp * ep} must divide tp*cp*dp = {tp * cp * dp}",
+                            field="parallelism.expert_tp", value=etp)
+        if not etp and dp % ep:
             raise PlanError(f"expert parallelism is carved out of data parallelism: ep must divide dp ({dp})",
                             field="parallelism.ep", value=ep)
         self.world_size, self.tp, self.pp, self.dp, self.cp, self.ep = world_size, tp, pp, dp, cp, ep
+        self.etp = etp
         self.order = _full_order(order, ep)
         dense_size = {"tp": tp, "cp": cp, "ep": 1, "dp": dp, "pp": pp}
-        expert_size = {"tp": tp, "cp": cp, "ep": ep, "dp": dp // ep, "pp": pp}
+        if etp:  # Megatron-Core's folding: expert RankGenerator(tp=etp, ep, dp=world/(etp*ep*pp), cp=1)
+            expert_size = {"tp": etp, "cp": 1, "ep": ep, "dp": tp * cp * dp // (etp * ep), "pp": pp}
+        else:
+            expert_size = {"tp": tp, "cp": cp, "ep": ep, "dp": dp // ep, "pp": pp}
         self._dense = [(d, dense_size[d]) for d in self.order]
         self._expert = [(d, expert_size[d]) for d in self.order]
 
@@ -85,6 +100,8 @@ class RankLayout:
             "ep": self._make(self._expert, {"ep"}),
             "edp": self._make(self._expert, {"dp", "cp"}),
         }
+        if self.etp:
+            g["etp"] = self._make(self._expert, {"tp"})
         g["tp_pp"] = g["mp"]
         # tied input embedding / LM head: first and last stage of each pipeline
         embd: list[tuple[int, ...]] = []
@@ -114,19 +131,22 @@ class RankLayout:
                 out["ep"] = c
             elif d == "dp":
                 out["edp"] = c
+            elif d == "tp" and self.etp:
+                out["etp"] = c
         return out
 
 
 def build_groups(world_size: int, tp: int, pp: int, dp: int, cp: int = 1, ep: int = 1,
-                 order: str = "tp-cp-ep-dp-pp") -> dict[str, list[tuple[int, ...]]]:
-    """Dimension -> disjoint rank groups covering the world (Megatron RankGenerator)."""
-    return RankLayout(world_size, tp, pp, dp, cp, ep, order).groups()
+                 order: str = "tp-cp-ep-dp-pp", etp: int = 0) -> dict[str, list[tuple[int, ...]]]:
+    """Dimension -> disjoint rank groups covering the world (Megatron RankGenerator); ``etp`` != tp: the
+    expert groups folded as Megatron-Core's parallel_state does (module docstring)."""
+    return RankLayout(world_size, tp, pp, dp, cp, ep, order, etp).groups()
 
 
 def rank_coords(rank: int, world_size: int, tp: int, pp: int, dp: int, cp: int = 1, ep: int = 1,
-                order: str = "tp-cp-ep-dp-pp") -> dict[str, int]:
-    """Coordinates of one rank (tp, cp, dp, pp, ep, edp)."""
-    return RankLayout(world_size, tp, pp, dp, cp, ep, order).coords(rank)
+                order: str = "tp-cp-ep-dp-pp", etp: int = 0) -> dict[str, int]:
+    """Coordinates of one rank (tp, cp, dp, pp, ep, edp; etp when folded)."""
+    return RankLayout(world_size, tp, pp, dp, cp, ep, order, etp).coords(rank)
 
 
 class StageTPLayout:

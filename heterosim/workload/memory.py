@@ -125,9 +125,14 @@ def saved_tensor_bytes(model, plan: Plan, precision: str, recompute: str | None 
     if model.is_moe:
         fe = model.moe_ffn_hidden_size or model.ffn_hidden_size
         k = model.moe_top_k
-        out["rep:expert_inputs"] = (k * h, q)  # permuted tokens, the experts' fc1 input
-        out["tp:fc1_output"] = (k * fc1_width * fe, e)
-        out["tp:fc2_input"] = (k * fe, q)
+        # uneven routing: the most loaded EP rank's experts keep load x the mean (the memory the plan must fit);
+        # folded expert TP: the fc1 input is the expert-TP group's all-gathered tokens (expert_tp x this rank's
+        # dispatched shard), fc1/fc2 activations split by expert_tp: per rank the same as split by tp
+        load = max(plan.expert_load) if getattr(plan, "expert_load", None) else 1.0
+        gathered = plan.etp if getattr(plan, "folded", False) else 1
+        out["rep:expert_inputs"] = (k * h * gathered * load, q)  # permuted tokens, the experts' fc1 input
+        out["tp:fc1_output"] = (k * fc1_width * fe * load, e)
+        out["tp:fc2_input"] = (k * fe * load, q)
     else:
         out["tp:fc1_output"] = (fc1_width * model.ffn_hidden_size, e)
         out["tp:fc2_input"] = (model.ffn_hidden_size, q)
@@ -161,7 +166,7 @@ def activation_bytes_per_layer(model, plan: Plan, precision: str, recompute: str
 
 def _stage_params(model, plan: Plan, stage: int) -> tuple[float, float]:
     """(dense, expert) parameters held by one rank of ``stage``."""
-    lp = layer_params(model, plan.tp, plan.ep)
+    lp = layer_params(model, plan.tp, plan.ep, plan.etp)
     dense = expert = 0.0
     last_vs = plan.num_vstages - 1
     for c in range(plan.chunks):
@@ -226,6 +231,8 @@ def nccl_communicators(model, plan: Plan) -> dict[str, float]:
         out["cp"] = 2 * NCCL_P2P_PEER_BYTES  # ring attention: previous and next rank
     if plan.ep > 1:
         out["ep"] = (plan.ep - 1) * NCCL_P2P_PEER_BYTES  # token all-to-all
+    if getattr(plan, "folded", False) and plan.etp > 1:
+        out["etp"] = coll  # expert-TP all-gather / reduce-scatter of the dispatched tokens
     if plan.pp > 1:
         out["pp"] = 2 * NCCL_P2P_PEER_BYTES  # activations to the next stage, gradients to the previous
         if model.tie_embeddings and plan.schedule not in V_SCHEDULES:  # ZB-V: both on rank 0, one weight
@@ -254,7 +261,7 @@ def activation_reserve_fraction(training) -> float:
 
 def _unit_params(model, plan: Plan, stage: int) -> list[tuple[object, float]]:
     """(key, parameters) of each FSDP unit a rank of ``stage`` holds: embedding, layers, head."""
-    lp = layer_params(model, plan.tp, plan.ep)
+    lp = layer_params(model, plan.tp, plan.ep, plan.etp)
     out: list[tuple[object, float]] = []
     last_vs = plan.num_vstages - 1
     for c in range(plan.chunks):
@@ -325,7 +332,7 @@ def memory_for_plan(scenario, plan: Plan) -> dict[tuple[int, int], dict[str, flo
     for stage in range(whole.pp):
         plan = whole.for_stage(stage)  # its own TP degree (stage_tp), DP degree and micro-batches (stage_dp)
         dp_dense = plan.dp * plan.cp
-        dp_expert = dp_dense // plan.ep
+        dp_expert = plan.edp
         act_layer = activation_bytes_per_layer(model, plan, prec, attention=attn)
         sp_div = plan.tp if plan.sp else 1
         dense, expert = _stage_params(model, plan, stage)

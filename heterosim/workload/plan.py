@@ -46,6 +46,32 @@ class Plan:
     stage: use :meth:`for_stage` (a stage's own dp and counts) or :meth:`mb_count`."""
     global_microbatches: int = 0
     """global_batch_size / micro_batch_size (set with stage_dp)."""
+    etp: int = 0
+    """Expert tensor-parallel size (parallelism.expert_tp); 0 = ``tp`` (today's layout and MoE block)."""
+    expert_load: tuple[float, ...] | None = None
+    """Tokens each EP coordinate's experts receive over the mean (uneven routing, mean 1.0); None = even."""
+
+    @property
+    def expert_tp(self) -> int:
+        """The degree the experts' GEMMs are split by."""
+        return self.etp or self.tp
+
+    @property
+    def folded(self) -> bool:
+        """Expert groups folded out of tp x cp x dp with an expert TP degree apart from tp (Megatron-Core's
+        MoE parallel folding)."""
+        return self.etp not in (0, self.tp)
+
+    @property
+    def edp(self) -> int:
+        """Ranks holding the same experts (the ``edp`` group): dp*cp/ep, or tp*cp*dp/(expert_tp*ep) folded."""
+        if self.folded:
+            return self.tp * self.cp * self.dp // (self.etp * self.ep)
+        return self.dp * self.cp // self.ep
+
+    def load_of(self, ep_coord: int) -> float:
+        """Token load of the experts of EP coordinate ``ep_coord`` over the mean (1.0 with even routing)."""
+        return 1.0 if self.expert_load is None else self.expert_load[ep_coord]
 
     def for_stage(self, stage: int) -> "Plan":
         """This plan as one stage sees it: ``tp`` (and ``sp``) and, with stage_dp, ``dp`` and the micro-batches
@@ -128,7 +154,8 @@ def _resolve(scenario, world_size: int) -> Plan:
     _check_tp(model, tp, "parallelism.tp", tp)
     seq, seq_local, sp = _check_seq(par, tr, tp, "parallelism.tp", tp)
     return _finish(scenario, world_size, tp, pp, dp, seq, seq_local, sp,
-                   lambda: RankLayout(world_size, tp, pp, dp, cp, ep, par.order))
+                   lambda: RankLayout(world_size, tp, pp, dp, cp, ep, par.order,
+                                      etp=par.expert_tp if par.expert_tp not in (None, tp) else 0))
 
 
 def _check_per_stage(values: list[int], pp: int, fld: str, what: str) -> None:
@@ -272,11 +299,16 @@ def _finish(scenario, world_size: int, tp: int, pp: int, dp: int, seq: int, seq_
     if ep > 1 and not model.is_moe:
         raise PlanError("expert parallelism needs a mixture-of-experts model (num_experts > 0)",
                         field="parallelism.ep", value=ep)
-    if dp % ep:
+    etp = _check_expert_tp(scenario, tp, dp)
+    if not etp and dp % ep:
         raise PlanError(f"ep must divide dp ({dp}): experts are carved out of data-parallel ranks",
                         field="parallelism.ep", value=ep)
     if model.is_moe and model.num_experts % ep:
         raise PlanError(f"ep must divide num_experts ({model.num_experts})", field="parallelism.ep", value=ep)
+    expert_load = _expert_load(par)
+    if etp and expert_load is not None:  # a TP group would hold several EP coordinates, i.e. several programs
+        raise PlanError("uneven routing is modelled with expert_tp equal to tp (one EP coordinate per TP group)",
+                        field="parallelism.expert_tp", value=par.expert_tp)
 
     # micro-batches per replica
     mb = tr.micro_batch_size
@@ -292,7 +324,7 @@ def _finish(scenario, world_size: int, tp: int, pp: int, dp: int, seq: int, seq_
         if sum(split) != total_mb:
             raise PlanError(f"entries sum to {sum(split)} but global_batch_size/micro_batch_size = {total_mb}",
                             field="training.microbatch_split", value=split)
-        if ep > 1 and len(set(split)) > 1:
+        if (ep > 1 or etp) and len(set(split)) > 1:
             raise PlanError("replicas of one expert-parallel group must run the same number of micro-batches",
                             field="training.microbatch_split", value=split)
         microbatches = split
@@ -367,7 +399,67 @@ def _finish(scenario, world_size: int, tp: int, pp: int, dp: int, seq: int, seq_
     return Plan(world_size=world_size, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, chunks=chunks, schedule=schedule,
                 micro_batch=mb, seq=seq, seq_local=seq_local, microbatches=microbatches,
                 vstage_layers=vstage_layers, sp=sp, recompute=par.recompute, zero_stage=par.zero_stage,
-                layout=layout)
+                layout=layout, etp=etp, expert_load=expert_load)
+
+
+def _check_expert_tp(scenario, tp: int, dp: int) -> int:
+    """parallelism.expert_tp: 0 when it is unset or equal to tp (today's layout), else the folded degree after
+    Megatron-Core's rules (parallel_state.initialize_model_parallel: world divisible by expert_tp * ep * pp;
+    moe_layer.MoELayer.forward: MoE with tensor parallelism in training needs sequence parallelism)."""
+    par, model = scenario.parallelism, scenario.model
+    etp, fld = par.expert_tp, "parallelism.expert_tp"
+    if etp is None:
+        return 0
+    if not model.is_moe:
+        raise PlanError("expert tensor parallelism needs a mixture-of-experts model (num_experts > 0)", field=fld,
+                        value=etp)
+    if etp == tp:
+        return 0
+    if par.stage_tp is not None or par.stage_dp is not None:
+        raise PlanError("an expert TP degree apart from tp is not modelled with stage_tp / stage_dp", field=fld,
+                        value=etp)
+    n = tp * par.cp * dp
+    if n % (etp * par.ep):
+        raise PlanError(f"expert_tp * ep = {etp * par.ep} must divide tp*cp*dp = {n} (the ranks of a pipeline stage "
+                        "the expert groups are folded out of)", field=fld, value=etp)
+    fe = model.moe_ffn_hidden_size or model.ffn_hidden_size
+    if fe % etp:
+        raise PlanError(f"expert_tp must divide the experts' FFN width ({fe})", field=fld, value=etp)
+    if tp > 1 and not par.sequence_parallel:
+        raise PlanError(f"an expert TP degree apart from tp = {tp} needs sequence_parallel: true (Megatron-Core "
+                        "refuses MoE with tensor parallelism without it)", field=fld, value=etp)
+    if par.moe_dispatcher != "alltoall":
+        raise PlanError("an expert TP degree apart from tp is modelled with moe_dispatcher: alltoall", field=fld,
+                        value=etp)
+    return etp
+
+
+def _expert_load(par) -> tuple[float, ...] | None:
+    """Per-EP-coordinate token load over the mean (mean 1.0), or None when routing is even."""
+    ep = par.ep
+    if par.moe_rank_load is not None:
+        load, fld = list(par.moe_rank_load), "parallelism.moe_rank_load"
+        if ep < 2:
+            raise PlanError("uneven routing needs expert parallelism (ep > 1)", field=fld, value=load)
+        if len(load) != ep:
+            raise PlanError(f"needs one entry per expert-parallel rank (ep = {ep}), got {len(load)}", field=fld,
+                            value=load)
+        total = sum(load)
+        if total <= 0:
+            raise PlanError("at least one entry must be > 0", field=fld, value=load)
+        out = tuple(x * ep / total for x in load)
+        return None if max(out) == min(out) else out
+    x = par.moe_load_imbalance
+    if x == 1.0:
+        return None
+    if ep < 2:
+        raise PlanError("uneven routing needs expert parallelism (ep > 1)", field="parallelism.moe_load_imbalance",
+                        value=x)
+    if x > ep:
+        raise PlanError(f"max/mean tokens per EP rank cannot exceed ep ({ep}): the most loaded rank would get more "
+                        "than every token", field="parallelism.moe_load_imbalance", value=x)
+    rest = (ep - x) / (ep - 1)
+    return (x,) + (rest,) * (ep - 1)
 
 
 def _check_dualpipe(scenario, pp: int, chunks: int, microbatches: list[int]) -> None:

@@ -76,9 +76,9 @@ def sharding_of(scenario, plan) -> Sharding | None:
                         f"data-parallel replica must run the same number of micro-batches",
                         field="training.microbatch_split", value=list(plan.microbatches))
     if replicate > 1:
-        return Sharding(plan.zero_stage, "shard", s * plan.cp, plan.dp * plan.cp // plan.ep, replicate,
+        return Sharding(plan.zero_stage, "shard", s * plan.cp, plan.edp, replicate,
                         par.reshard_after_forward, par.fp8_param_allgather)
-    return Sharding(plan.zero_stage, dense_dim, plan.dp * plan.cp, plan.dp * plan.cp // plan.ep, 1,
+    return Sharding(plan.zero_stage, dense_dim, plan.dp * plan.cp, plan.edp, 1,
                     par.reshard_after_forward, par.fp8_param_allgather)
 
 
