@@ -149,3 +149,15 @@ def test_shipped_scenario_waits_for_the_hot_rank():
     hot = api.run(api.load(path)).summary["iteration_time_ns"]
     even = api.run(api.load(path, ["parallelism.moe_load_imbalance=1.0"])).summary["iteration_time_ns"]
     assert hot > even
+
+
+def test_stand_in_is_labelled_with_its_measured_bound():
+    """A run with uneven routing says its all-to-allv ran as an all-to-all, with the bound measured for the
+    fabric's oversubscription (benchmarks/moe_expert_parallel.py): exact at 1:1, 42.6% at 2:1."""
+    from heterosim.comm.alltoallv import stand_in_label
+
+    path = ROOT / "scenarios" / "moe" / "uneven-routing.yaml"
+    assert stand_in_label(api.load(path))["bound_rel"] == 0.0
+    assert stand_in_label(api.load(path, ["fabric.oversubscription=2.0"]))["bound_rel"] == 0.426
+    assert stand_in_label(api.load(path, ["fabric.oversubscription=8.0"]))["bound_rel"] is None
+    assert stand_in_label(api.load(path, ["parallelism.moe_load_imbalance=1.0"])) is None
