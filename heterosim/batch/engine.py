@@ -39,8 +39,10 @@ DRAIN_BATCH_NS = 1e-3
 """Flows draining within this of the first drain leave together (``netbackend/flow.py`` ``_DRAIN_BATCH_NS``)."""
 MDUE = 8
 """Due events one round processes per experiment (the others wait for the next round, at the same instant)."""
-OVERFLOW_EVENTS, OVERFLOW_FLOWS, STALLED = 1, 2, 4
-"""Row flags: the event or flow pool was too small (the driver reruns with larger pools), or the run stalled."""
+OVERFLOW_EVENTS, OVERFLOW_FLOWS, STALLED, OVERFLOW_COMPUTE = 1, 2, 4, 8
+"""Row flags: the event or flow pool was too small (the driver reruns with larger pools), the run stalled, or more
+compute nodes were started or re-timed in one round than the compute slots (the driver reruns with more)."""
+_OVERFLOW = OVERFLOW_EVENTS | OVERFLOW_FLOWS | OVERFLOW_COMPUTE
 
 
 @dataclass
@@ -212,8 +214,8 @@ def _round(ops: _Ops, P: dict, prm: dict, s: dict) -> dict:
     cont = "eff" in P
     if cont:  # compute contention: SM holds taken and given back, compute ops in flight re-timed, new ones timed
         held, ck, touched = _holds(ops, P, s["held"], s["ck"], nsafe, is_done)
-        ev_t, ev_ci, ev_cw, ev_ct, ev_ck = _retime(xp, P, prm, s, ck, touched, ev_row, T)
-        dur_v, new_ci, new_cw, new_ck = _start_compute(xp, P, prm, ck, ssafe, r3, dur_v)
+        ev_t, ev_ci, ev_cw, ev_ct, ev_ck, over_r = _retime(ops, P, prm, s, ck, touched, ev_row, T)
+        dur_v, new_ci, new_cw, new_ck, over_s = _start_compute(ops, P, prm, ck, ssafe, owner, dur_v)
     t_new = T[:, None, None] + xp.where(kind_v == DELAY, dur_v, 0) \
         + xp.where(kind_v == FLOW, P["pre_ns"][ssafe], 0)
     new_b_n = xp.where(owner, ssafe, -1).reshape(B, M * D)
@@ -285,6 +287,8 @@ def _round(ops: _Ops, P: dict, prm: dict, s: dict) -> dict:
                  "ev_ck": ops.scatter_set(ev_ck, rows, epos, xp.concatenate([zeros, new_ck.reshape(B, M * D)], 1),
                                           want)}
     flags = s["flags"] | xp.where(~efits, OVERFLOW_EVENTS, 0) | xp.where(~ffits, OVERFLOW_FLOWS, 0)
+    if cont:
+        flags = flags | xp.where(over_r | over_s, OVERFLOW_COMPUTE, 0)
     # ---------------------------------------------------------------- rates
     started = start_now.any(axis=1)
     refill = (drain_row & dmask.any(axis=1)) | (ev_row & started)
@@ -359,49 +363,75 @@ def _chain_wall(xp, P, prm, rows, node, i0, w0, num, den):
     return acc
 
 
-def _retime(xp, P, prm, s, ck, touched, ev_row, T):
+def _retime(ops, P, prm, s, ck, touched, ev_row, T):
     """Compute ops in flight on a lane whose SM count changed now (``ContentionTracker._retime``): the node's member
     in flight is found at the old pace from the anchor (a member ending now is done), keeps the work it did, and
-    it and the members after it run at the new pace; a node ending now is left as it is."""
+    it and the members after it run at the new pace; a node ending now is left as it is. The arithmetic runs on
+    the first ``R`` such slots of each row (``R``: compute nodes that can be in flight at once, an overflow flag
+    beyond), not on the whole pool."""
+    xp = ops.xp
     ev_n, ev_t = s["ev_n"], s["ev_t"]
     B = ev_n.shape[0]
+    R = P["cslots"].shape[0]
     rows = xp.arange(B)[:, None]
-    n = xp.where(ev_n >= 0, ev_n, 0)
-    lane = P["c_lane"][n]
-    lsafe = xp.where(lane >= 0, lane, 0)
-    run = ev_row[:, None] & (ev_n >= 0) & (s["ev_k"] == DONE) & (lane >= 0) & (ev_t > T[:, None]) \
-        & touched[rows, lsafe]
+    n_all = xp.where(ev_n >= 0, ev_n, 0)
+    lane_all = P["c_lane"][n_all]
+    run = ev_row[:, None] & (ev_n >= 0) & (s["ev_k"] == DONE) & (lane_all >= 0) & (ev_t > T[:, None]) \
+        & touched[rows, xp.where(lane_all >= 0, lane_all, 0)]
+    sel, have = _first(ops, xp, run, R)
+    over = run.sum(axis=1) > R
+    take = lambda a: xp.take_along_axis(a, sel, axis=1)  # noqa: E731
+    n, t, w, i0, k0 = take(n_all), take(s["ev_ct"]), take(s["ev_cw"]), take(s["ev_ci"]), take(s["ev_ck"])
+    lsafe = xp.where(have, P["c_lane"][n], 0)
     sm = P["lane_sm"][lsafe]
-    k0, k1 = s["ev_ck"], ck[rows, lsafe]
+    k1 = ck[rows, lsafe]
     num0, den0 = _rate(xp, k0, sm)
     num1, den1 = _rate(xp, k1, sm)
-    run = run & ~((k0 != k1) & (num0 * den1 == num1 * den0))  # (a count past S - 1 both times: the same pace)
+    go = have & ~((k0 != k1) & (num0 * den1 == num1 * den0))  # (a count past S - 1 both times: the same pace)
     last = P["mem_ptr"][n + 1]
-    i, t, w = xp.where(run, s["ev_ci"], 0), s["ev_ct"], s["ev_cw"]
+    i = xp.where(go, i0, 0)
     Tc = T[:, None]
+    md, mdc = prm["md"], prm["mdc"]
     for _ in range(MAX_MEMBERS - 1):
-        e = t + _wall(xp, w, prm["md"][rows, i], prm["mdc"][rows, i], num0, den0)
-        adv = run & (e <= Tc) & (i + 1 < last)
+        e = t + _wall(xp, w, md[rows, i], mdc[rows, i], num0, den0)
+        adv = go & (e <= Tc) & (i + 1 < last)
         t = xp.where(adv, e, t)
         i = xp.where(adv, i + 1, i)
-        w = xp.where(adv, prm["md"][rows, i], w)
-    w = xp.maximum(0, w - _work(xp, Tc - t, prm["md"][rows, i], prm["mdc"][rows, i], num0, den0))
+        w = xp.where(adv, md[rows, i], w)
+    w = xp.maximum(0, w - _work(xp, Tc - t, md[rows, i], mdc[rows, i], num0, den0))
     end = Tc + _chain_wall(xp, P, prm, rows, n, i, w, num1, den1)
-    return (xp.where(run, end, ev_t), xp.where(run, i, s["ev_ci"]), xp.where(run, w, s["ev_cw"]),
-            xp.where(run, Tc, s["ev_ct"]), xp.where(run, k1, k0))
+    put = lambda a, v: ops.scatter_set(a, rows, sel, v, go)  # noqa: E731
+    return (put(ev_t, end), put(s["ev_ci"], i), put(s["ev_cw"], w), put(s["ev_ct"], xp.broadcast_to(Tc, sel.shape)),
+            put(s["ev_ck"], k1), over)
 
 
-def _start_compute(xp, P, prm, ck, node, r3, dur):
-    """Durations of the nodes released this round at the SMs held now on their lanes; the anchors of their first
-    members (member id, its work, the SM count)."""
-    lane = P["c_lane"][node]
-    lsafe = xp.where(lane >= 0, lane, 0)
-    k = xp.where(lane >= 0, ck[r3, lsafe], 0)
+def _start_compute(ops, P, prm, ck, node, owner, dur):
+    """Durations of the nodes released this round ([B, M, D]) at the SMs held now on their lanes (the compute ones
+    among the first ``R`` of each row: an overflow flag beyond); the anchors of their first members (member id,
+    its work, the SM count)."""
+    xp = ops.xp
+    B = node.shape[0]
+    R = P["cslots"].shape[0]
+    rows = xp.arange(B)[:, None]
+    flat_n = node.reshape(B, -1)
+    flat_d = dur.reshape(B, -1)
+    lane_all = P["c_lane"][flat_n]
+    comp = owner.reshape(B, -1) & (lane_all >= 0)
+    sel, have = _first(ops, xp, comp, R)
+    over = comp.sum(axis=1) > R
+    n = xp.take_along_axis(flat_n, sel, axis=1)
+    lsafe = xp.where(have, P["c_lane"][n], 0)
+    k = ck[rows, lsafe]
     num, den = _rate(xp, k, P["lane_sm"][lsafe])
-    i0 = P["mem_ptr"][node]
-    w0 = prm["md"][r3, xp.where(i0 < prm["md"].shape[1], i0, 0)]
-    wall = _chain_wall(xp, P, prm, r3, node, i0, w0, num, den)
-    return xp.where(lane >= 0, wall, dur), i0, w0, k
+    i0 = P["mem_ptr"][n]
+    w0 = prm["md"][rows, i0]
+    wall = _chain_wall(xp, P, prm, rows, n, i0, w0, num, den)
+    i0_all = P["mem_ptr"][flat_n]
+    w0_all = prm["md"][rows, i0_all]
+    shape = node.shape
+    return (ops.scatter_set(flat_d, rows, sel, wall, have).reshape(shape), i0_all.reshape(shape),
+            w0_all.reshape(shape), ops.scatter_set(xp.zeros(flat_n.shape, np.int64), rows, sel, k, have).reshape(shape),
+            over)
 
 
 def _duration(xp, P, prm, node, rows):
@@ -494,9 +524,11 @@ def program_arrays(prog: Program) -> dict:
 def _program_arrays(prog: Program) -> dict:
     cont = {}
     if prog.contention:
-        cont = {"c_lane": prog.c_lane, "mem_ptr": prog.member_ptr, "lane_sm": prog.lane_sm, "eff": prog.eff, "eff_sign": prog.eff_sign,
+        cont = {"c_lane": prog.c_lane, "mem_ptr": prog.member_ptr, "lane_sm": prog.lane_sm, "eff": prog.eff,
+                "eff_sign": prog.eff_sign,
                 "hold_lane": prog.hold_lane if len(prog.hold_lane) else np.zeros(1, np.int32),
-                "hold_sms": prog.hold_sms if len(prog.hold_sms) else np.zeros(1, np.int64)}
+                "hold_sms": prog.hold_sms if len(prog.hold_sms) else np.zeros(1, np.int64),
+                "cslots": np.zeros(prog.meta.get("compute_slots_run", prog.meta.get("compute_slots", 8)), np.int8)}
     return {**cont, "kind": prog.kind, "pre_ns": prog.pre_ns, "flow": prog.flow, "succ": prog.succ, "flow_node": prog.flow_node,
             "wire": prog.wire_bytes, "tail": prog.tail_bytes, "path": prog.path, "self_loop": prog.self_loop,
             "conn": prog.conn}
@@ -607,6 +639,11 @@ def _drive(prog: Program, prm: Params, KE, KF, jax: bool, measure: bool = False)
     while True:
         res = _drive_once(prog, prm, KE, KF, jax, measure)
         bad = np.bitwise_or.reduce(res.flags) if len(res.flags) else 0
+        if bad & OVERFLOW_COMPUTE:  # (more compute nodes at once than the program's bound: all the pool's)
+            if prog.meta.get("compute_slots_run", 0) >= KE:
+                raise RuntimeError("internal: compute slots overflow with the whole event pool")
+            prog.meta["compute_slots_run"] = KE
+            continue
         if not bad & (OVERFLOW_EVENTS | OVERFLOW_FLOWS):
             return res
         # (a run stops at its first overflow, so the other pool may be short too: both grow, one recompile)
@@ -630,7 +667,7 @@ def _jax_run(P, pr, s):
 
     def cond(x):
         return jnp.any(((x["ev_n"] >= 0) & (x["ev_k"] != QUEUED)).any(axis=1) | (x["fs_f"] >= 0).any(axis=1)) \
-            & ~jnp.any(x["flags"] & (OVERFLOW_EVENTS | OVERFLOW_FLOWS) != 0)
+            & ~jnp.any(x["flags"] & _OVERFLOW != 0)
 
     return ops.while_loop(cond, lambda x: _round(ops, P, pr, x), s)
 
@@ -673,7 +710,7 @@ def _drive_once(prog: Program, prm: Params, KE: int, KF: int, jax: bool, measure
         s = st
         while True:
             live = ((s["ev_n"] >= 0) & (s["ev_k"] != QUEUED)).any(axis=1) | (s["fs_f"] >= 0).any(axis=1)
-            if not live.any() or np.any(s["flags"] & (OVERFLOW_EVENTS | OVERFLOW_FLOWS)):
+            if not live.any() or np.any(s["flags"] & _OVERFLOW):
                 break
             s = _round(ops, P, pr, s)
         out = s

@@ -1552,6 +1552,22 @@ class Coordinator:
                          inter_node_busy_ns=self._net_busy_ns, symmetry=sym,
                          contention=self._ct.summary(active) if self._ct is not None else None)
 
+    # ----------------------------------------------------------- read by the program export (heterosim/sim/program.py)
+    def local_durations(self, lane: Lane) -> list[int]:
+        """Per op of the lane: its local duration, or -1 (:meth:`_local_durations`)."""
+        return self._local_durations(lane)
+
+    def planned(self, collective: str, ranks: tuple[int, ...], size: int):
+        """(transfers, structure, images) of a collective on these ranks (:meth:`_planned`)."""
+        return self._planned(collective, ranks, size)
+
+    def one_node(self, ranks: tuple[int, ...]) -> bool:
+        return self._one_node(ranks)
+
+    def intra_collective_ns(self, collective: str, group: tuple[int, ...], size: int) -> int:
+        """A collective confined to one node, in closed form (:meth:`_intra_collective_ns`)."""
+        return self._intra_collective_ns(collective, group, size)
+
     def _alias_mirrors(self) -> list[Lane]:
         """A lane that was not executed has its representative's timeline (the same lists, no copy), unless it
         ran a replica-local collective of its own (shifted replicas): then its own timeline from there on

@@ -21,9 +21,11 @@ The coordinator's execution semantics (``heterosim/sim/coordinator.py``), made e
   one is dynamic (the engine keeps per-connection queues), not a static edge.
 
 The program is built with the coordinator's own helpers (its lanes, local duration tables, planned schedules,
-intra-node closed forms), with every lane executed (no symmetry reduction) and communication free for
-compute (``simulation.compute_contention: none``): the engines reproduce that run of the flow backend.
-Compute contention (``sm_share``) couples compute times to the communication in flight and is refused.
+intra-node closed forms, read through its public accessors), with every lane executed (no symmetry reduction):
+the engines reproduce that run of the flow backend. Compute contention (``simulation.compute_contention:
+sm_share``, the default; heterosim/sim/contention.py) is program data too (:class:`_Contention`): SM holds taken
+at a collective instance's start (and by a local TP collective running alone) and given back at the lane's op
+end, and compute nodes whose members the engine re-times in integer ns whenever their lane's count changes.
 """
 from __future__ import annotations
 
@@ -425,9 +427,11 @@ def export_program(prepared) -> Program:
     for lane in lanes:
         prog = coord.programs[lane.program]
         lane.prog = prog
-        table = coord._local_durations(lane)
+        table = coord.local_durations(lane)
         device = get_device(lane.device) if prepared.compute is not None else None
         local_holds = cont.local_holds(lane, table) if cont is not None else None
+        if cont is not None:  # (compute nodes of a lane in flight at once: one per stream its compute ops use)
+            cont.slots += len({op.stream for op in prog.ops if op.kind == "compute" and table[op.id] >= 0})
         prev_on_stream: dict[int, int] = {}
         wait: list[tuple[int, list]] = []
         for op in prog.ops:
@@ -526,7 +530,8 @@ def export_program(prepared) -> Program:
     extra = {}
     if cont is not None:
         eff, sign = b.effect_table()
-        extra = {"c_lane": np.asarray(b.clane, np.int32), "member_share": np.array([x[3] for x in flat], np.float64).reshape(-1, 2),
+        extra = {"c_lane": np.asarray(b.clane, np.int32),
+                 "member_share": np.array([x[3] for x in flat], np.float64).reshape(-1, 2),
                  "lane_sm": np.array([cont.sm(l) for l in lanes], np.int64), "eff": eff, "eff_sign": sign,
                  "hold_lane": np.array(cont.hold_lane, np.int32).reshape(-1),
                  "hold_sms": np.array(cont.hold_sms, np.int64).reshape(-1)}
@@ -543,6 +548,7 @@ def export_program(prepared) -> Program:
         meta={"scenario": sc.name, "seed": seed, "connections": flows.num_conns,
               "contention": sc.simulation.compute_contention if cont is not None else "none",
               "holds_from_baseline_lanes": cont.timing_decided if cont is not None else 0,
+              "compute_slots": max(1, cont.slots) if cont is not None else 0,
               "mtu_bytes": net_cfg.mtu_bytes, "header_bytes": net_cfg.header_bytes},
         reroute=lambda system, scenario, s, failed=(), width=fl["links"].shape[1]: flows.reroute(
             system, scenario, s, width, failed),
@@ -552,9 +558,9 @@ def export_program(prepared) -> Program:
 def _schedule(b: _Builder, coord, flows: "_Flows", collective: str, ranks: tuple, size: int, start: int) -> list[int]:
     """Nodes of one flow schedule started by ``start``; the nodes whose ends end it (the coordinator's
     ``_launch_schedule``: one-node groups in closed form, else the planned transfers)."""
-    if coord._one_node(ranks):
-        return [b.node(DELAY, [start], dur=coord._intra_collective_ns(collective, ranks, size))]
-    xfers, struct, _ = coord._planned(collective, ranks, size)
+    if coord.one_node(ranks):
+        return [b.node(DELAY, [start], dur=coord.intra_collective_ns(collective, ranks, size))]
+    xfers, struct, _ = coord.planned(collective, ranks, size)
     if not xfers:
         return [start]
     _, ndeps, dependents = struct
@@ -775,6 +781,8 @@ class _Contention:
         self.baseline: set | None = None
         self.timing_decided = 0
         """Lanes whose local holds were taken from the baseline run (chains whose links depend on timing)."""
+        self.slots = 0
+        """Compute nodes that can be in flight at once, all lanes (the engine's per-round compute slots)."""
         self.ct = ContentionTracker(coord, MODELS["sm_share"])  # (its NCCL channel counts: ``_sms``)
         self.hold_lane: list[int] = []
         self.hold_sms: list[int] = []

@@ -33,7 +33,8 @@ def sweep_command(
                                                help="Kernel times for every point: builtin | none | folder"),
     batch: bool = typer.Option(True, "--batch/--no-batch", help="Run points that differ only in stragglers, degraded "
                                "links, per-hop latency, ECMP seed or NIC speed on the batch engine"),
-    engine: str = typer.Option("auto", "--engine", help="Batch engine driver: auto (jax where installed) | jax | numpy"),
+    engine: str = typer.Option("auto", "--engine",
+                               help="Batch engine driver: auto (jax where installed) | jax | numpy"),
     quiet: bool = typer.Option(False, "--quiet", "-q"),
 ) -> None:
     """Run a scenario over a grid or list of parameter values; resumable; writes results.csv and summary.png."""
