@@ -22,7 +22,8 @@ class ParallelConfig(Strict):
     cp: Degree = 1
     """Context-parallel size (splits the sequence; ring attention)."""
     ep: Degree = 1
-    """Expert-parallel size (MoE only); carved out of the data-parallel ranks."""
+    """Expert-parallel size (MoE only); carved out of the data-parallel ranks (ep divides dp), or with
+    ``expert_tp`` apart from tp folded out of tp x cp x dp (expert_tp * ep divides tp * cp * dp)."""
     moe_dispatcher: Literal["alltoall", "allgather"] = "alltoall"
     """How MoE tokens reach their experts (Megatron-Core ``moe_token_dispatcher_type``): ``alltoall`` sends each
     token to the ranks of its top-k experts and back (two all-to-alls per pass); ``allgather`` all-gathers the
