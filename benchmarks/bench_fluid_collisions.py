@@ -37,12 +37,12 @@ def topology(k: int, rate_gbps: float, uplink_gbps: float) -> NetTopology:
 
 
 def packet_level(k, sizes, starts, cfg, rate, up, seed) -> tuple[dict[int, int], float, dict]:
-    from netbackend.ns3 import Ns3Backend
+    from netbackend.registry import create_backend  # picks the accelerated backend for mode auto
 
     topo = topology(k, rate, up)
     c0 = time.perf_counter()
     out = {}
-    with Ns3Backend(topo, cfg, seed) as b:
+    with create_backend("ns3", topo, cfg, seed) as b:
         for i in range(k):
             b.send(Message(i, f"s{i}", f"r{i}", sizes[i], starts[i]))
         while b.pending():

@@ -253,10 +253,10 @@ def run_traffic_scenario(path: str, mode: str, arrivals_ns: int = TRAFFIC_ARRIVA
 def _open_loop(topo: NetTopology, cfg: NetworkConfig, seed: int, msgs: list[Message]) -> dict:
     """Post ``msgs`` at their start times on a fresh ns-3 backend and run until all are delivered: the
     result as :func:`run_training`'s (``iteration_ns``: the last delivery)."""
-    from netbackend.ns3 import Ns3Backend
+    from netbackend.registry import create_backend  # picks the accelerated backend for mode auto
 
     t0, c0 = time.perf_counter(), time.process_time()
-    with Ns3Backend(topo, cfg, seed) as b:
+    with create_backend("ns3", topo, cfg, seed) as b:
         for m in msgs:
             b.send(m)
         end = 0

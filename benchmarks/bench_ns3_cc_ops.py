@@ -29,13 +29,13 @@ def fingerprint(tree: str) -> dict:
     import test_ns3_accel as cases
 
     from netbackend.config import NetworkConfig
-    from netbackend.ns3 import Ns3Backend
+    from netbackend.registry import create_backend  # picks the accelerated backend for mode auto
 
     out = {}
     for seed in SEEDS:
         topo, msgs = cases._random_case(seed)
         for cc, mode in CASES:
-            with Ns3Backend(topo, NetworkConfig(backend="ns3", cc=cc, acceleration={"mode": mode}), 0) as b:
+            with create_backend("ns3", topo, NetworkConfig(backend="ns3", cc=cc, acceleration={"mode": mode}), 0) as b:
                 for m in msgs:
                     b.send(m)
                 done = cases.run_all(b)

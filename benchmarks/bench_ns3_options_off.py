@@ -28,7 +28,7 @@ def fingerprint(tree: str, transport: dict | None) -> dict:
     import test_ns3_accel as cases
 
     from netbackend.config import NetworkConfig
-    from netbackend.ns3 import Ns3Backend
+    from netbackend.registry import create_backend  # picks the accelerated backend for mode auto
 
     out = {}
     for seed in SEEDS:
@@ -37,7 +37,7 @@ def fingerprint(tree: str, transport: dict | None) -> dict:
             kw = dict(backend="ns3", cc=cc, acceleration={"mode": "auto"})
             if transport:
                 kw["transport"] = transport
-            with Ns3Backend(topo, NetworkConfig(**kw), 0) as b:
+            with create_backend("ns3", topo, NetworkConfig(**kw), 0) as b:
                 for m in msgs:
                     b.send(m)
                 done = cases.run_all(b)

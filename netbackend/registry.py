@@ -1,5 +1,11 @@
-"""Name -> backend class. Built-in backends are imported lazily so that the
-flow backend never pays for loading ns-3."""
+"""Name -> backend class (and, where a backend has several implementations, the factory that picks one
+from the configuration). Built-in backends are imported lazily so that the flow backend never pays for
+loading ns-3.
+
+``create_backend(name, ...)`` is how scenarios get their backend (``network.backend``): it calls the
+name's factory if one was registered, else the class.  ``ns3`` registers ``create_ns3_backend``, which
+returns the accelerated backend when ``network.acceleration.mode`` is not ``off``; ``backend_class``
+stays the registered class (its ``check_config`` vets every configuration the factory accepts)."""
 from __future__ import annotations
 
 import importlib
@@ -12,12 +18,18 @@ _BUILTIN = {
     "ns3": "netbackend.ns3",
 }
 _REGISTRY: dict[str, type] = {}
+_FACTORY: dict[str, Callable] = {}
+"""Name -> factory(topology, config, seed, **kw) for the names registered with one."""
 
 
-def register_backend(name: str) -> Callable[[type], type]:
+def register_backend(name: str, factory: Callable | None = None) -> Callable[[type], type]:
+    """Class decorator: ``cls`` is backend ``name``; ``factory`` (optional) builds it for a configuration
+    (and may return another NetworkBackend the configuration asks for)."""
     def deco(cls: type) -> type:
         cls.name = name
         _REGISTRY[name] = cls
+        if factory is not None:
+            _FACTORY[name] = factory
         return cls
     return deco
 
@@ -35,5 +47,7 @@ def backend_class(name: str) -> type:
     return _REGISTRY[name]
 
 
-def create_backend(name: str, topology, config=None, seed: int = 0):
-    return backend_class(name)(topology, config, seed)
+def create_backend(name: str, topology, config=None, seed: int = 0, **kw):
+    """Backend ``name`` for ``topology`` and ``config`` (its factory's choice, if it registered one)."""
+    cls = backend_class(name)
+    return _FACTORY.get(name, cls)(topology, config, seed, **kw)

@@ -21,7 +21,7 @@ from netbackend.ns3.wire import data_wire_bytes, header_bytes
 from netbackend.registry import register_backend
 from netbackend.topo import NetTopology
 
-__all__ = ["Ns3Backend", "Ns3InternalError", "example_command", "run_isolated", "unit_test_command"]
+__all__ = ["Ns3Backend", "Ns3InternalError", "create_ns3_backend", "example_command", "run_isolated", "unit_test_command"]
 
 _STATUS = {1: "PFC deadlock", 2: "no progress", 3: "wall-clock limit", 4: "internal error",
            5: "transport error"}
@@ -125,22 +125,26 @@ class Ns3InternalError(RuntimeError):
         super().__init__(f"internal error in the ns3 backend: {detail}")
 
 
-@register_backend("ns3")
+@register_backend("ns3", factory=lambda *a, **kw: create_ns3_backend(*a, **kw))
 class Ns3Backend(NetworkBackend):
-    """ns-3 packet-level fabric: one per process at a time (close() frees it)."""
+    """ns-3 packet-level fabric: one per process at a time (close() frees it).
 
-    def __new__(cls, topology: NetTopology, config: NetworkConfig | None = None, seed: int = 0, **kw):
-        # network.acceleration.mode auto: the same fabric behind the accelerating wrapper (accel.py)
-        if cls is Ns3Backend and config is not None and config.acceleration.mode != "off":
-            from netbackend.ns3.accel import AcceleratedNs3Backend
-
-            return AcceleratedNs3Backend(topology, config, seed, **kw)
-        return super().__new__(cls)
+    This class is plain packet level (``network.acceleration.mode: off``); ``create_ns3_backend`` (what the
+    registry's ``create_backend("ns3", ...)`` calls) picks the accelerated backend when the configuration asks
+    for it.  Besides the NetworkBackend interface, the accelerator (``accel.py`` and the modules it is split
+    into) uses only the operations under "the accelerator's interface" below: what it asks of ns-3 (a
+    connection's congestion-control state, taking a message's unsent steps out, the port counters), never this
+    object's fields.
+    """
 
     def __init__(self, topology: NetTopology, config: NetworkConfig | None = None, seed: int = 0,
                  *, track_message_bytes: bool = False, rate_sample_qps: int = 0):
         super().__init__(topology, config, seed)
         cfg = self.config
+        if cfg.acceleration.mode != "off":  # a choice made before construction, never silently here
+            raise UserError("Ns3Backend is plain packet level: create the accelerated backend with "
+                            "netbackend.ns3.create_ns3_backend or create_backend('ns3', ...)",
+                            field="network.acceleration.mode", value=cfg.acceleration.mode)
         self.check_config(topology, cfg)
         self._host_index = {h: i for i, h in enumerate(topology.hosts)}
         self._rail = ({h: rail_of(i, h) for i, h in enumerate(topology.hosts)} if cfg.ecmp == "rail" else None)
@@ -166,6 +170,7 @@ class Ns3Backend(NetworkBackend):
         self._pending: set[int] = set()
         self._bytes_done = 0
         self._call_wall_s = 0.0
+        self._counter_index: dict[str, int] = {}
 
     # ------------------------------------------------------------------ setup
     @classmethod
@@ -313,7 +318,7 @@ class Ns3Backend(NetworkBackend):
     def now_ns(self) -> int:
         return int(self._sim.Now())
 
-    def _check_ends(self, msg: Message) -> None:
+    def check_ends(self, msg: Message) -> None:
         """Both ends known hosts, linked unless the message stays on its host (the accelerated backend
         checks with this too). One test for the common case; the loop only to name the failing end."""
         hosts, unlinked = self._host_index, self._unlinked
@@ -332,7 +337,7 @@ class Ns3Backend(NetworkBackend):
         if msg.start_ns < now:
             raise UserError(f"message starts before the backend's current time {now} ns",
                             field="message.start_ns", value=msg.start_ns)
-        self._check_ends(msg)
+        self.check_ends(msg)
         if msg.size_bytes <= 0:
             raise UserError("message size must be > 0", field="message.size_bytes", value=msg.size_bytes)
         if msg.id in self._pending or msg.id in self._fct:
@@ -400,6 +405,75 @@ class Ns3Backend(NetworkBackend):
         if msg.id in self._fct:
             return msg.size_bytes
         return int(self._sim.MessageRxBytes(self._host_index[msg.dst], msg.id))
+
+    # ------------------------------------------------ the accelerator's interface
+    # What the accelerated backend (accel.py) asks of plain packet level besides NetworkBackend's
+    # send/advance/pending/stats: ports are indexed as ``port_links`` lists them (each link's two
+    # directions, in topology.links order: the index netbackend.routing.Router uses for a directed link);
+    # hosts by name; messages by the id they were sent with.
+
+    @property
+    def port_links(self) -> list[tuple[str, str]]:
+        """(from node, to node) of each directed port, in port index order."""
+        return self._port_links
+
+    def port_names(self) -> list[str]:
+        """ns-3's name of each port (HeterosimRdmaSim::PortNames), in port index order."""
+        return [str(n) for n in self._sim.PortNames()]
+
+    def port_stat(self, name: str) -> list[float]:
+        """A per-port statistic (HeterosimRdmaSim::PortStat: tx_bytes, tx_packets, ecn_marks, paused_ns,
+        queue_bytes, queue_sample_sum, ...), in port index order."""
+        return self._port_stat(name)
+
+    def queue_samples(self):
+        """The flattened (ns, port index, bytes) queue samples (HeterosimRdmaSim::QueueSamples), for
+        :func:`hot_port_samples`."""
+        return self._sim.QueueSamples()
+
+    def counter(self, name: str) -> int:
+        """One of the fabric-wide counters ``stats().extra["counters"]`` lists (e.g. ``ce_received``), now."""
+        idx = self._counter_index.get(name)
+        if idx is None:
+            idx = self._counter_index[name] = [str(n) for n in self._sim.CounterNames()].index(name)
+        return int(self._sim.CounterValues()[idx])
+
+    def message_size(self, msg_id: int) -> int:
+        """Bytes of in-flight message ``msg_id`` as sent."""
+        return self._size[msg_id]
+
+    def delivered_bytes(self, dst: str, msg_id: int) -> int:
+        """Payload bytes of in-flight message ``msg_id`` that host ``dst`` received so far (needs
+        track_message_bytes): RdmaNic's per-message receive count."""
+        return int(self._sim.MessageRxBytes(self._host_index[dst], msg_id))
+
+    def connection_dcqcn_state(self, src: str, dst: str, connection: int, busy_ok: bool) -> list[float]:
+        """RdmaNic::ConnectionDcqcnState of connection ``connection`` from ``src`` to ``dst``: (line rate,
+        AI, HAI, fast-recovery stages, increase interval, byte counter) then per QP (RC, RT, stages counted by
+        the timer and by the byte counter, next increase, CNP seen, alpha); empty when it cannot be followed
+        (data or a cut check outstanding, unless ``busy_ok`` allows the data)."""
+        hi = self._host_index
+        return [float(x) for x in self._sim.ConnectionDcqcnState(hi[src], hi[dst], connection, busy_ok)]
+
+    def save_connection_cc(self, src: str, dst: str, connection: int) -> list[float]:
+        """RdmaNic::SaveConnectionCc: the connection's congestion-control state (empty: none, or not one
+        DCQCN QP), for :meth:`restore_connection_cc`."""
+        hi = self._host_index
+        return [float(v) for v in self._sim.SaveConnectionCc(hi[src], hi[dst], connection)]
+
+    def restore_connection_cc(self, src: str, dst: str, connection: int, state: list[float]) -> bool:
+        """RdmaNic::RestoreConnectionCc: give the connection's QP a saved state (its queues start empty)."""
+        hi = self._host_index
+        return bool(self._sim.RestoreConnectionCc(hi[src], hi[dst], connection, state))
+
+    def trim_message(self, src: str, dst: str, connection: int, msg_id: int) -> tuple[float, float, float]:
+        """RdmaNic::TrimMessage: take the unsent NCCL steps of in-flight message ``msg_id`` out of ns-3.
+        (status, unsent bytes of the request it keeps, bytes removed): status 0 nothing taken (its last step is being sent); 1 ns-3
+        keeps the work request being sent and completes the message when that is delivered; 2 nothing of
+        it was sent and it left ns-3 whole (call :meth:`forget`)."""
+        hi = self._host_index
+        status, kept, removed = (float(x) for x in self._sim.TrimMessage(hi[src], hi[dst], connection, msg_id))
+        return status, kept, removed
 
     # ------------------------------------------------------------ statistics
     def _port_stat(self, name: str) -> list[float]:
@@ -469,6 +543,19 @@ class Ns3Backend(NetworkBackend):
             self.close()
         except Exception:
             pass
+
+
+def create_ns3_backend(topology: NetTopology, config: NetworkConfig | None = None, seed: int = 0,
+                       **kw) -> NetworkBackend:
+    """The ns-3 backend ``config`` asks for: plain packet level (:class:`Ns3Backend`) with
+    ``network.acceleration.mode: off``, else the accelerated backend over it
+    (:class:`netbackend.ns3.accel.AcceleratedNs3Backend`).  ``kw``: ``track_message_bytes``,
+    ``rate_sample_qps`` (Ns3Backend's).  The registry's ``create_backend("ns3", ...)`` calls this."""
+    if config is not None and config.acceleration.mode != "off":
+        from netbackend.ns3.accel import AcceleratedNs3Backend
+
+        return AcceleratedNs3Backend(topology, config, seed, **kw)
+    return Ns3Backend(topology, config, seed, **kw)
 
 
 def _unlinked_hosts(topology: NetTopology) -> set[str]:

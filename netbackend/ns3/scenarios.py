@@ -40,12 +40,12 @@ def store_and_forward_ns(packets: list[int], rates_gbps: list[float], delays_ns:
 def single_flow(size_bytes: int = 10_000_000, rate_gbps: float = 100.0, delay_ns: int = 1000,
                 cfg: NetworkConfig | None = None) -> dict:
     """One flow h0 -> s0 -> h1 on an idle path."""
-    from netbackend.ns3 import Ns3Backend
+    from netbackend.ns3 import create_ns3_backend
 
     cfg = cfg or NetworkConfig(backend="ns3")
     topo = NetTopology(hosts=["h0", "h1"], switches=["s0"],
                        links=[Link("h0", "s0", rate_gbps, delay_ns), Link("s0", "h1", rate_gbps, delay_ns)])
-    with Ns3Backend(topo, cfg) as b:
+    with create_ns3_backend(topo, cfg) as b:
         b.send(Message(1, "h0", "h1", size_bytes, 0))
         (c,) = b.advance()
         extra = b.stats().extra
@@ -82,7 +82,7 @@ def incast(n_senders: int, size_bytes: int = 20_000_000, cfg: NetworkConfig | No
     Steady state = the last ``steady_fraction`` of the time before the first
     flow finishes (DCQCN has converged by then for these sizes).
     """
-    from netbackend.ns3 import Ns3Backend
+    from netbackend.ns3 import create_ns3_backend
 
     cfg = cfg or NetworkConfig(backend="ns3")
     topo = two_tier_topology(n_senders) if two_tier else star_topology(n_senders)
@@ -90,7 +90,7 @@ def incast(n_senders: int, size_bytes: int = 20_000_000, cfg: NetworkConfig | No
     msgs = [Message(i, f"s{i}", "r0", size_bytes, i * start_spread_ns) for i in range(n_senders)]
     windows: list[tuple[int, list[int]]] = []
     fct: dict[int, int] = {}
-    with Ns3Backend(topo, cfg, seed, track_message_bytes=True) as b:
+    with create_ns3_backend(topo, cfg, seed, track_message_bytes=True) as b:
         for m in msgs:
             b.send(m)
         t = 0

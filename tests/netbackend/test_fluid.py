@@ -172,7 +172,7 @@ import test_ns3_conformance as ns3conf  # noqa: E402
 from conformance import BackendConformance, run_all  # noqa: E402
 
 from hscommon.errors import UserError  # noqa: E402
-from netbackend.ns3 import Ns3Backend  # noqa: E402
+from netbackend.ns3 import create_ns3_backend  # noqa: E402
 
 FLUID = {"mode": "auto", "collisions": "fluid"}
 FLUID_ACC = {"collisions": "fluid"}
@@ -195,7 +195,7 @@ def _traffic(mode: str, seed: int = 1, **acc):
     topo = traffic_topology()
     msgs = traffic_messages(topo, seed)
     cfg = NetworkConfig(backend="ns3", cc="dcqcn", ecmp="hash", acceleration={"mode": mode, **acc})
-    with Ns3Backend(topo, cfg, seed) as b:
+    with create_ns3_backend(topo, cfg, seed) as b:
         for m in msgs:
             b.send(m)
         done = run_all(b)
@@ -292,7 +292,7 @@ def test_fluid_collisions_unsupported_settings_are_one_field_errors(bad, field):
     cfg = NetworkConfig(backend="ns3", cc=bad.get("cc", "dcqcn"), acceleration={**FLUID, **bad.get("acc", {})},
                         transport=bad.get("transport", {}))
     with pytest.raises(UserError) as err:
-        Ns3Backend(star(2), cfg)
+        create_ns3_backend(star(2), cfg)
     assert err.value.field == field
 
 
@@ -325,7 +325,7 @@ def test_fluid_flags_switches_where_packet_level_paused(pfc):
 
     def run(acc, pfc):
         cfg = NetworkConfig(backend="ns3", cc="dcqcn", acceleration=acc, pfc=pfc)
-        with Ns3Backend(topo, cfg, 1) as b:
+        with create_ns3_backend(topo, cfg, 1) as b:
             for m in msgs:
                 b.send(m)
             run_all(b)
@@ -417,7 +417,7 @@ def test_step_credits_match_packet_level():
 
     def fct(acc):
         cfg = NetworkConfig(backend="ns3", cc="dcqcn", acceleration=acc, transport={"max_outstanding_steps": 2})
-        with Ns3Backend(topo, cfg, 0) as b:
+        with create_ns3_backend(topo, cfg, 0) as b:
             b.send(Message(0, "a", "b", 4_000_000, 0, 0, 0, 131_072))
             return run_all(b)[0], b.stats().extra.get("acceleration", {}).get("fluid_share")
 

@@ -21,7 +21,7 @@ from conformance import BackendConformance, leaf_spine, run_all, star  # noqa: E
 from netbackend import Message  # noqa: E402
 from netbackend.config import NetworkConfig  # noqa: E402
 from hscommon.errors import UserError  # noqa: E402
-from netbackend.ns3 import Ns3Backend  # noqa: E402
+from netbackend.ns3 import create_ns3_backend  # noqa: E402
 from netbackend.ns3.accel import AcceleratedNs3Backend  # noqa: E402
 from netbackend.ns3.scenarios import store_and_forward_ns  # noqa: E402
 
@@ -34,7 +34,7 @@ def cfg(mode: str = "auto", cc: str = "dcqcn", rng_run: int = 1, **acc) -> Netwo
 
 
 def run(topo, msgs, mode: str, cc: str = "dcqcn", seed: int = 0, rng_run: int = 1, **acc):
-    with Ns3Backend(topo, cfg(mode, cc, rng_run, **acc), seed) as b:
+    with create_ns3_backend(topo, cfg(mode, cc, rng_run, **acc), seed) as b:
         for m in msgs:
             b.send(m)
         done = run_all(b)
@@ -60,9 +60,9 @@ class TestAccelDcqcnConformance(ns3conf.TestNs3DcqcnConformance):
 
 
 def test_auto_builds_the_wrapper_and_off_does_not():
-    with Ns3Backend(star(2), cfg("auto")) as b:
+    with create_ns3_backend(star(2), cfg("auto")) as b:
         assert isinstance(b, AcceleratedNs3Backend)
-    with Ns3Backend(star(2), cfg("off")) as b:
+    with create_ns3_backend(star(2), cfg("off")) as b:
         assert not isinstance(b, AcceleratedNs3Backend)
 
 
@@ -127,7 +127,7 @@ def test_incast_never_qualifies_and_says_so():
 def test_fallback_flag_when_nothing_qualifies():
     topo = leaf_spine(2, 2, 2)
     slow = cfg().model_copy(update={"transport": cfg().transport.model_copy(update={"max_outstanding_steps": 1})})
-    with Ns3Backend(topo, slow) as b:  # one 4 KiB step in flight cannot cover the BDP: no closed form
+    with create_ns3_backend(topo, slow) as b:  # one 4 KiB step in flight cannot cover the BDP: no closed form
         b.send(Message(1, "h0_0", "h1_1", 1_000_000, 0, connection=0, step_bytes=4096))
         run_all(b)
         acc = b.stats().extra["acceleration"]
@@ -195,7 +195,7 @@ def test_link_bytes_hold_every_byte_sent(acc):
     topo = traffic_topology()
     msgs = traffic_messages(topo, 1)
     c = NetworkConfig(backend="ns3", cc="dcqcn", ecmp="hash", acceleration=acc)
-    with Ns3Backend(topo, c, 1) as b:
+    with create_ns3_backend(topo, c, 1) as b:
         for m in msgs:
             b.send(m)
         run_all(b)
@@ -231,7 +231,7 @@ def assert_links_hold(topo, msgs, st, c: NetworkConfig) -> None:
 
 def test_unsupported_cc_is_one_field_error():
     with pytest.raises(UserError) as err:
-        Ns3Backend(star(2), cfg("auto", cc="hpcc"))
+        create_ns3_backend(star(2), cfg("auto", cc="hpcc"))
     assert err.value.field == "network.cc" and err.value.value == "hpcc"
 
 
@@ -272,7 +272,7 @@ def test_partitions_see_the_paths_ns3_takes(ecmp):
     c = NetworkConfig(backend="ns3", cc="none", ecmp=ecmp)
     router = Router(topo, mode=ecmp, seed=0)
     for key in range(6):
-        with Ns3Backend(topo, c, 0) as b:
+        with create_ns3_backend(topo, c, 0) as b:
             b.send(Message(1, "h0_0", "h1_1", 100_000, 0, flow_key=key))
             run_all(b)
             used = {link for link, n in b.stats().link_bytes.items() if n > 50_000}
@@ -284,7 +284,7 @@ def test_packet_level_after_a_long_closed_form_stretch_is_no_stall():
     """ns-3 idles while flows are computed in closed form; its clock must follow, or its
     watchdog reads the gap before the next packet-level flow as no progress."""
     c = cfg()
-    with Ns3Backend(leaf_spine(2, 2, 2), c) as b:
+    with create_ns3_backend(leaf_spine(2, 2, 2), c) as b:
         b.send(Message(1, "h0_0", "h1_1", 1_000_000, 0))
         run_all(b)
         t = 2 * c.stall_limit_ns
@@ -537,18 +537,17 @@ def test_connection_cc_state_saved_and_restored_with_its_timers():
     alpha, and the increase timer's expiry: the timers are re-armed, not just the numbers)."""
     msgs = [Message(1, "h0", "h3", 4_000_000, 0, connection=0, step_bytes=524_288),
             Message(2, "h1", "h3", 4_000_000, 0, connection=0, step_bytes=524_288)]
-    with Ns3Backend(star(4), cfg("off"), 0) as b:
+    with create_ns3_backend(star(4), cfg("off"), 0) as b:
         for m in msgs:
             b.send(m)
         b.advance(300_000)
-        sim, hi = b._sim, b._host_index
-        saved = [float(v) for v in sim.SaveConnectionCc(hi["h0"], hi["h3"], 0)]
+        saved = b.save_connection_cc("h0", "h3", 0)  # (the public interface the accelerator uses)
         assert len(saved) == 16 and saved[9] == 1.0, "h0's QP has had CNPs 300 us into the incast"
-        assert sim.RestoreConnectionCc(hi["h1"], hi["h3"], 0, saved)
-        a = [float(v) for v in sim.ConnectionDcqcnState(hi["h0"], hi["h3"], 0, True)]
-        c = [float(v) for v in sim.ConnectionDcqcnState(hi["h1"], hi["h3"], 0, True)]
+        assert b.restore_connection_cc("h1", "h3", 0, saved)
+        a = b.connection_dcqcn_state("h0", "h3", 0, True)
+        c = b.connection_dcqcn_state("h1", "h3", 0, True)
         assert a and a == c
-        assert not sim.RestoreConnectionCc(hi["h2"], hi["h3"], 0, saved), "no such connection"
+        assert not b.restore_connection_cc("h2", "h3", 0, saved), "no such connection"
         run_all(b)
 
 

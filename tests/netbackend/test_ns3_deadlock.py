@@ -24,7 +24,7 @@ pytest.importorskip("cppyy", reason="ns-3 backend needs the ns3 wheel (pip insta
 from netbackend import Link, Message, NetTopology  # noqa: E402
 from netbackend.config import NetworkConfig, PfcConfig  # noqa: E402
 from hscommon.errors import NetworkError  # noqa: E402
-from netbackend.ns3 import Ns3Backend, run_isolated  # noqa: E402
+from netbackend.ns3 import create_ns3_backend, run_isolated  # noqa: E402
 
 pytestmark = pytest.mark.ns3
 
@@ -44,7 +44,7 @@ def deadlock_cfg(**kw) -> NetworkConfig:
 
 
 def run(n_flows: int, cfg: NetworkConfig, size: int = 5_000_000):
-    with Ns3Backend(ring(), cfg) as b:
+    with create_ns3_backend(ring(), cfg) as b:
         for i in range(n_flows):
             b.send(Message(i, f"h{i}", f"h{(i + 2) % N}", size, 0))
         done = {}
@@ -98,7 +98,7 @@ def ring_with_bystander() -> NetTopology:
 def _deadlock_with_traffic() -> dict:
     """(child process) ring deadlock + an unrelated long flow; what stopped the run and when."""
     bystander = Message(99, "u0", "u1", UNRELATED_BYTES, 0)
-    with Ns3Backend(ring_with_bystander(), deadlock_cfg(), track_message_bytes=True) as b:
+    with create_ns3_backend(ring_with_bystander(), deadlock_cfg(), track_message_bytes=True) as b:
         for i in range(N):
             b.send(Message(i, f"h{i}", f"h{(i + 2) % N}", 5_000_000, 0))
         b.send(bystander)

@@ -24,7 +24,7 @@ pytest.importorskip("cppyy", reason="ns-3 backend needs the ns3 wheel (pip insta
 from netbackend import Link, Message, NetTopology  # noqa: E402
 from netbackend.config import BufferConfig, NetworkConfig  # noqa: E402
 from netbackend.flow import FlowBackend  # noqa: E402
-from netbackend.ns3 import Ns3Backend, unit_test_command  # noqa: E402
+from netbackend.ns3 import Ns3Backend, create_ns3_backend, unit_test_command  # noqa: E402
 from netbackend.routing import Router  # noqa: E402
 
 pytestmark = pytest.mark.ns3
@@ -51,7 +51,7 @@ def chain(rates_gbps: list[float], delays_ns: list[int]) -> NetTopology:
 
 
 def one_fct(topo: NetTopology, size: int, cfg: NetworkConfig) -> int:
-    with Ns3Backend(topo, cfg) as b:
+    with create_ns3_backend(topo, cfg) as b:
         b.send(Message(1, "h0", "h1", size, 0))
         (c,) = b.advance()
         assert b.stats().extra["drops"] == 0
@@ -136,7 +136,7 @@ def random_flows(topo: NetTopology, n: int, seed: int) -> list[tuple[str, str, i
 
 def ns3_links_of_lone_flow(topo, cfg, seed, src, dst, key, size) -> set[int]:
     """Directed links (= ns-3 ports) that carried at least one data packet of the flow."""
-    with Ns3Backend(topo, cfg, seed=seed) as b:
+    with create_ns3_backend(topo, cfg, seed=seed) as b:
         b.send(Message(1, src, dst, size, 0, flow_key=key))
         b.advance()
         tx = [float(v) for v in b._sim.PortStat("tx_bytes")]
@@ -207,7 +207,7 @@ def tiny_buffer_incast(**cfg):
     topo = NetTopology(hosts=hosts, switches=["sw"], links=[Link(h, "sw", 100, 100) for h in hosts])
     config = NetworkConfig(backend="ns3", cc="none", stall_limit_ns=1_000_000,
                            buffer=BufferConfig(shared_buffer_mb=0.2), **cfg)
-    with Ns3Backend(topo, config) as b:
+    with create_ns3_backend(topo, config) as b:
         for i in range(4):
             b.send(Message(i, f"s{i}", "r", 500_000, 0))
         done = []

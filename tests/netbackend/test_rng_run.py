@@ -11,7 +11,7 @@ pytest.importorskip("cppyy", reason="ns-3 backend needs the ns3 wheel (pip insta
 from conformance import run_all  # noqa: E402
 
 from netbackend.config import NetworkConfig  # noqa: E402
-from netbackend.ns3 import Ns3Backend  # noqa: E402
+from netbackend.ns3 import create_ns3_backend  # noqa: E402
 
 pytestmark = pytest.mark.ns3
 
@@ -27,7 +27,7 @@ def _run(mode: str, seed: int, rng_run: int, **acc):
 
     topo = traffic_topology()
     cfg = NetworkConfig(backend="ns3", cc="dcqcn", ecmp="hash", rng_run=rng_run, acceleration={"mode": mode, **acc})
-    with Ns3Backend(topo, cfg, seed) as b:
+    with create_ns3_backend(topo, cfg, seed) as b:
         for m in traffic_messages(topo, 1):
             b.send(m)
         done = run_all(b)
