@@ -216,7 +216,7 @@ class LayerShapes:
         # scale the per-expert GEMM to all local experts (flops/bytes) but keep its shape for efficiency
         g1 = ("gemm", g1[1] * n_local, g1[2] * n_local, g1[3])
         g2 = ("gemm", g2[1] * n_local, g2[2] * n_local, g2[3])
-        Tu = self.tokens_ew * self.top_k if self.etp else T  # folded: unpermuted after the combine, own tokens
+        Tu = self.moe_tokens * self.top_k  # unpermuted after the combine: this rank's own tokens (any load)
         unpermute = elementwise(Tu * self.h, 2 * self.act_eb * Tu * self.h)
         return [g1, act, g2, unpermute, self._dropout_residual()]
 

@@ -52,6 +52,10 @@ def test_per_rank_programs_scale_expert_compute():
     assert ir.meta["moe_expert_load"] == [2.0] + [6 / 7] * 7
     even = compile_workload(scenario(moe(), gbs=8, ep=8), 8)
     assert _expert_gemm_flops(even, 0) == 2 * (2.0 * 512 * FE * H)
+    # the unpermute after the combine restores this rank's own 256 x 2 token copies, whatever its experts' load
+    for r in (0, 1):
+        op = next(o for o in ir.ops_of(r) if o.name == "moe_experts")
+        assert [k[1] for k in op.kernels if k[0] == "elementwise" and k[3] is None] == [256 * K * H]
 
 
 def test_dispatch_sized_by_largest_receiver():
