@@ -306,9 +306,6 @@ def _finish(scenario, world_size: int, tp: int, pp: int, dp: int, seq: int, seq_
     if model.is_moe and model.num_experts % ep:
         raise PlanError(f"ep must divide num_experts ({model.num_experts})", field="parallelism.ep", value=ep)
     expert_load = _expert_load(par)
-    if etp and expert_load is not None:  # a TP group would hold several EP coordinates, i.e. several programs
-        raise PlanError("uneven routing is modelled with expert_tp equal to tp (one EP coordinate per TP group)",
-                        field="parallelism.expert_tp", value=par.expert_tp)
 
     # micro-batches per replica
     mb = tr.micro_batch_size
@@ -396,6 +393,8 @@ def _finish(scenario, world_size: int, tp: int, pp: int, dp: int, seq: int, seq_
         start += c
 
     layout = make_layout()
+    if etp and expert_load is not None:
+        _check_one_load_per_tp_group(layout, par)
     return Plan(world_size=world_size, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, chunks=chunks, schedule=schedule,
                 micro_batch=mb, seq=seq, seq_local=seq_local, microbatches=microbatches,
                 vstage_layers=vstage_layers, sp=sp, recompute=par.recompute, zero_stage=par.zero_stage,
@@ -432,6 +431,18 @@ def _check_expert_tp(scenario, tp: int, dp: int) -> int:
         raise PlanError("an expert TP degree apart from tp is modelled with moe_dispatcher: alltoall", field=fld,
                         value=etp)
     return etp
+
+
+def _check_one_load_per_tp_group(layout, par) -> None:
+    """Uneven routing with folded expert TP: the ranks of a TP group run one program, so they must share their
+    EP coordinate (true when expert_tp is a multiple of tp with tp fastest in the order; not when expert_tp < tp,
+    whose EP groups run through the TP groups)."""
+    for g in layout.groups()["tp"]:
+        eps = {layout.coords(r)["ep"] for r in g}
+        if len(eps) > 1:
+            raise PlanError(f"uneven routing needs one EP coordinate per TP group; TP group {g[0]}-{g[-1]} holds EP "
+                            f"ranks {sorted(eps)} (use expert_tp = tp or a multiple of it)",
+                            field="parallelism.expert_tp", value=par.expert_tp)
 
 
 def _expert_load(par) -> tuple[float, ...] | None:

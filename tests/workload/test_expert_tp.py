@@ -207,7 +207,8 @@ def test_expert_grads_reduced_over_the_folded_edp():
     (dict(tp=2, sequence_parallel=True, ep=2, expert_tp=1, moe_dispatcher="allgather"),
      "parallelism.expert_tp = 1: an expert TP degree apart from tp is modelled with moe_dispatcher: alltoall"),
     (dict(tp=2, sequence_parallel=True, ep=2, expert_tp=1, moe_load_imbalance=1.5),
-     "parallelism.expert_tp = 1: uneven routing is modelled with expert_tp equal to tp"),
+     "parallelism.expert_tp = 1: uneven routing needs one EP coordinate per TP group; TP group 0-1 holds EP ranks "
+     "[0, 1]"),
 ])
 def test_plan_errors_one_line(kw, msg):
     with pytest.raises(PlanError) as ei:

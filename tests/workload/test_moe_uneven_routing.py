@@ -165,3 +165,21 @@ def test_stand_in_is_labelled_with_its_measured_bound():
     assert stand_in_label(api.load(path, ["fabric.oversubscription=2.0"]))["bound_rel"] == 0.426
     assert stand_in_label(api.load(path, ["fabric.oversubscription=8.0"]))["bound_rel"] is None
     assert stand_in_label(api.load(path, ["parallelism.moe_load_imbalance=1.0"])) is None
+
+
+def test_uneven_routing_with_expert_tp_a_multiple_of_tp():
+    """tp 2, expert_tp 4, ep 2 on 8 GPUs: expert rank = etp + 4 ep, so ranks 0-3 are EP rank 0 (load 1.5) and
+    4-7 EP rank 1 (0.5); each TP group holds one. SP: 128 tokens per rank, 128 x 2 x 256 x 2 B = 131,072 B sent
+    per rank, all-to-all sized by the largest receiver: 131,072 x 1.5 = 196,608 B; the hot expert-TP group
+    all-gathers 4 x 131,072 x 1.5 = 786,432 B and its 4 local experts get 4 x 128 x 2 x 1.5 / 4 = 384 token
+    copies each (fc1 1024 / 4 = 256 wide); the cold group all-gathers 4 x 131,072 x 0.5 = 262,144 B."""
+    ir = compile_workload(scenario(moe(), gbs=8, tp=2, sequence_parallel=True, ep=2, expert_tp=4,
+                                   moe_load_imbalance=1.5), 8)
+    assert [ir.rank_program[r] for r in range(8)] == [0, 0, 0, 0, 1, 1, 1, 1]
+    sizes = {o.name: o.size_bytes for o in ir.ops_of(0) if o.group in ("ep", "etp")}
+    assert sizes == {"ep_dispatch": 196608, "ep_combine": 196608, "ep_combine_bwd": 196608,
+                     "ep_dispatch_bwd": 196608, "etp_allgather": 786432, "etp_reducescatter": 786432}
+    fc1 = next(k for k in next(o for o in ir.ops_of(0) if o.name == "moe_experts").kernels if k[0] == "gemm")
+    assert fc1[3] == (384, 256, H, "fwd")
+    cold = {o.name: o.size_bytes for o in ir.ops_of(4) if o.group == "etp"}
+    assert cold == {"etp_allgather": 262144, "etp_reducescatter": 262144}
