@@ -198,8 +198,8 @@ def whatif(scenario: Path = typer.Argument(..., help="Scenario YAML"),
                                                            "heterosim.whatif.DEFAULT_BATCH)"),
            top: int = typer.Option(10, "--top", help="Rows of the ranked table to print"),
            quiet: bool = typer.Option(False, "--quiet", "-q")) -> None:
-    """Many variants of one iteration (links degraded, stragglers, per-hop latency, ECMP seeds) in one batched
-    run, ranked by impact (docs/batch-engine.md)."""
+    """Many variants of one iteration (links degraded or failed, stragglers, per-hop latency, ECMP seeds, NIC
+    speeds) in one batched run, ranked by impact (docs/batch-engine.md)."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from heterosim.whatif import DEFAULT_BATCH, whatif as _whatif
