@@ -374,7 +374,7 @@ class BackgroundConfig(_Strict):
     """First arrival no earlier than this."""
     end_ns: int | None = Field(None, gt=0)
     """No arrivals after this; None = until the iteration ends."""
-    seed_offset: int = 0
+    seed_offset: Bounded(int, 0, 2**32 - 1) = 0
     """Added to the scenario seed, so background and training randomness can be varied separately."""
 
     @model_validator(mode="after")

@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
+from hscommon.bounds import Bounded
 from netbackend.config import NetworkConfig, StrictModel
 from topologies.config import FabricConfig
 
@@ -103,7 +104,8 @@ class TrafficScenario(StrictModel):
     drain_ns: int | None = Field(None, ge=0)
     """Simulate this long after the arrival window, then stop (flows still running are reported as
     unfinished); None = until every flow has finished."""
-    seed: int = 0
+    seed: Bounded(int, 0, 2**32 - 1) = 0
+    """Seed of the arrivals, ECMP hashes and random marks (the training scenario's ``seed`` range)."""
 
     @model_validator(mode="before")
     @classmethod
