@@ -129,7 +129,12 @@ def main() -> None:
         make_log(args.make_log)
         return
     if args.child:
-        print(json.dumps(fingerprint(args.child, args.log)))
+        import time
+
+        c0 = time.process_time()
+        out = fingerprint(args.child, args.log)
+        out["cpu_s"] = time.process_time() - c0
+        print(json.dumps(out))
         return
     if not args.against:
         ap.error("--against is required")
@@ -149,6 +154,7 @@ def main() -> None:
                                  check=True).stdout
             res[label] = json.loads(out.strip().splitlines()[-1])
     base, new = res[args.against], res["this tree"]
+    cpu = base.pop("cpu_s"), new.pop("cpu_s")
     print(f"| case | completions {args.against} / this tree | statistics {args.against} / this tree | identical "
           "| exercised (this tree) |")
     print("|---|---|---|---|---|")
@@ -157,6 +163,8 @@ def main() -> None:
         print(f"| {k} | {bc} / {nc} | {bs} / {ns} | {'yes' if (bc, bs) == (nc, ns) else 'NO'} | {used} |")
     same = sum(new[k][:2] == base[k][:2] for k in base)
     print(f"this tree: {same} of {len(base)} cases identical to {args.against} (completions and statistics)")
+    print(f"CPU s of all cases (one process each, one after the other): {args.against} {cpu[0]:.1f}, this tree "
+          f"{cpu[1]:.1f} (ratio {cpu[0] / cpu[1]:.3f}; > 1: this tree faster)")
 
 
 if __name__ == "__main__":
