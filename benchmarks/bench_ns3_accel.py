@@ -282,7 +282,11 @@ def _call(name: str, arg, mode: str, ecmp: str | None, acc: dict, kw: dict) -> d
     return fn(mode, **kw) if arg is None else fn(arg, mode, **kw)
 
 
-OFF_ONLY_EXCLUDED = ("netbackend/ns3/accel.py", "netbackend/ns3/fluid.py", "fluid-net.h", "fluid-net.cc")
+OFF_ONLY_EXCLUDED = ("netbackend/ns3/accel.py", "netbackend/ns3/accel_stats.py", "netbackend/ns3/closed_form.py",
+                     "netbackend/ns3/fastforward.py", "netbackend/ns3/handback.py", "netbackend/ns3/islands.py",
+                     "netbackend/ns3/memo.py", "netbackend/ns3/packet.py", "netbackend/ns3/partitions.py",
+                     "netbackend/ns3/paths.py", "netbackend/ns3/ports.py", "netbackend/ns3/fluid.py", "fluid-net.h",
+                     "fluid-net.cc")
 """Sources only ``mode: auto`` runs: a change there leaves a cached ``off`` reference valid."""
 
 

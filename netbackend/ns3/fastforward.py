@@ -81,7 +81,7 @@ class FastForward:
         ns-3, and each flow has at least four windows of bytes left (else the saving is nil).
         Then every flow's unsent steps leave ns-3 (RdmaNic::TrimMessage, as for migration) and are
         delivered at the last window's rate (_Steady) until the first flow ends or a message
-        starts on one of its ports; what is left then goes back to ns-3 (_ff_end)."""
+        starts on one of its ports; what is left then goes back to ns-3 (end)."""
         self.next = None
         active = [i for i in self.b.packet.inner_of if i not in self.b.packet.migrated]
         if not active:

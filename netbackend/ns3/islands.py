@@ -61,7 +61,7 @@ class FluidIslands:
         return 0, False
 
     def state(self, msg: Message, key) -> list[Trajectory] | None:
-        """As :meth:`_conn_state`, from the fluid model's QP: None while it has bytes, CNPs or a cut
+        """As :meth:`PacketSide.conn_state`, from the fluid model's QP: None while it has bytes, CNPs or a cut
         check pending there (the next message joins it in the model)."""
         v = self.side.idle_state(key, self.b.now_ns)
         if v is None or v[15] >= 0:
@@ -79,8 +79,8 @@ class FluidIslands:
 
     def done(self, piece: int, fin: int) -> Completion | None:
         """The fluid model delivered a message: free its ports; its connection's DCQCN state now
-        lives in the model (dirty: _conn_state follows it from there).  The NICs left alone on
-        ports it shared may carry on in closed form (_fluid_migrate)."""
+        lives in the model (dirty: PacketSide.conn_state follows it from there).  The NICs left alone on
+        ports it shared may carry on in closed form (migrate)."""
         orig, ports, key, _ = self.of.pop(piece)
         src = self.b.msgs[orig].src
         self.by_src[src].remove(piece)
@@ -98,7 +98,7 @@ class FluidIslands:
         return self.b.part_done(orig, fin)
 
     def migrate(self, src: str) -> None:
-        """Move the unsent bytes of ``src``'s fluid messages into closed form, as _migrate does for
+        """Move the unsent bytes of ``src``'s fluid messages into closed form, as PacketSide.migrate does for
         ns-3: when every port they cross carries only them, no queue is left there, and no CNP,
         mark or cut check is in flight for their connections, nothing can slow them but their NIC
         and their DCQCN increase timers.  Each keeps in the model the packets it has started."""

@@ -108,7 +108,7 @@ class Memo:
         NICs (not source-bounded: it goes to ns-3).  It must find every port idle (no flow of any
         kind, so ns-3 runs it on empty queues as it did the first time) and each connection fresh
         (no CNP ever) or settled (SETTLED_ALPHA).  Messages that start later on its ports join it
-        (_memo_touch); it ends when all have completed.  Its key is the first batch's (hosts, ECMP
+        (touch); it ends when all have completed.  Its key is the first batch's (hosts, ECMP
         key, connection, size, step, state) per message; the paths follow from hosts and keys."""
         srcs: dict[int, set] = {}
         for m in batch:
@@ -273,7 +273,7 @@ class Memo:
                 del self.rec_of[m.id]
 
     def done(self, rid: int, msg: Message, fin: int) -> None:
-        """A message of a recorded or replayed episode completed (from _complete)."""
+        """A message of a recorded or replayed episode completed (from AcceleratedNs3Backend.complete)."""
         rec = self.rec.get(rid)
         if rec is None:
             return

@@ -116,7 +116,7 @@ class PacketSide:
 
     def migrate_candidates(self) -> None:
         """After packet-level messages completed: NICs whose packet-level flows now have their
-        ports to themselves carry on in closed form (see _migrate)."""
+        ports to themselves carry on in closed form (see migrate)."""
         cands, self.candidates = self.candidates, set()
         if self.b.paths.qps_per_conn > 1 or self.b.paths.per_message_qp:
             return

@@ -95,7 +95,7 @@ class Partitions:
         caps = dict(g.caps) if g is not None else {}
         state = self.states.get(msg.id)
         if state:
-            tr = dataclasses.replace(state[0])  # a copy: _join replays the one read
+            tr = dataclasses.replace(state[0])  # a copy: join replays the one read
             tr.advance_to(float(self.b.now_ns))
             if not tr.at_line():
                 caps[key] = tr
@@ -153,7 +153,7 @@ class Partitions:
         on its DCQCN trajectory (``state``), if any.  True if that leaves it below line rate."""
         capped = False
         if state is not None and key not in g.qps:
-            for tr in state:  # one QP per connection here (_why_not, _migrate)
+            for tr in state:  # one QP per connection here (why_not, PacketSide.migrate)
                 tr.advance_to(float(t))
                 if not tr.at_line():
                     g.caps[key] = tr
@@ -184,7 +184,7 @@ class Partitions:
         g.advance_to(t)
         if not g.qps and not g.caps:
             # emptied (its last flows departed, half the calls): no rate to set or capacity to
-            # check, and the rate is set again before it carries a flow (_join, _migrate); its
+            # check, and the rate is set again before it carries a flow (join, migrate); its
             # departure events go stale as a re-schedule would make them
             g.version = next(self.b.seq)
             return
@@ -247,7 +247,7 @@ class Partitions:
         t = g.next_departure()
         cap = g.next_cap_change()
         if cap is not None and (t is None or cap < t):
-            t = cap  # a QP's rate rises: re-allocate then (_departures finds no departure)
+            t = cap  # a QP's rate rises: re-allocate then (departures finds no departure)
         if t is not None:
             heapq.heappush(self.b.events, (t, next(self.b.seq), "dep", (g.src, g.version)))
 
