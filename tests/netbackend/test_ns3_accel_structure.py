@@ -125,6 +125,18 @@ def test_the_accelerator_reaches_ns3_only_through_the_public_interface():
     assert not bad
 
 
+def test_the_accelerator_parts_use_no_private_member_of_one_another():
+    """Its collaborators reach each other (and the model's objects) by public names only: an underscored
+    attribute is read only on ``self``."""
+    bad = []
+    for name, tree in _accel_trees():
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")
+                    and not (isinstance(node.value, ast.Name) and node.value.id == "self")):
+                bad.append(f"{name}:{node.lineno} {ast.unparse(node)}")
+    assert not bad
+
+
 def test_the_accelerator_keeps_the_size_rules():
     """Each class at most 500 lines and 25 attributes (its own ``self.x =`` and dataclass fields, with the
     three NetworkBackend sets for a backend), each function at most 100 lines."""
