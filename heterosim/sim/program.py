@@ -393,10 +393,11 @@ def export_program(prepared) -> Program:
     """The prepared scenario's iteration (the last of ``training.iterations``, whose seed it routes with) as a
     :class:`Program`. Raises :class:`UserError` (one line) where the batch engine cannot reproduce the run.
 
-    (Over 100 lines: its passes — lanes' ops, collective instances, pipeline pairs — fill the same node tables
-    and index maps, in the order the coordinator's semantics are listed in the module docstring.)"""
+    Passes: every lane's ops (:func:`_lane_nodes`), collective instances (:func:`_instances`), pipeline pairs
+    (:func:`_pipeline_pairs`), in the order the coordinator's semantics are listed in the module docstring; then
+    the reduced arrays (:meth:`_Builder.arrays`)."""
     from heterosim.pipeline import intra_config
-    from heterosim.sim.coordinator import Coordinator, reshard_transfers
+    from heterosim.sim.coordinator import Coordinator
     from heterosim.sim.intra import effective_intra
     from netbackend.routing import Router
 
@@ -414,71 +415,120 @@ def export_program(prepared) -> Program:
     nets = _Links(routers["net"], routers["intra"], system.net, intra_topo)
     b = _Builder(MAX_MEMBERS if sc.simulation.compute_contention != "none" else 0)
     flows = _Flows(nets, net_cfg, intra_cfg)
-    from heterosim.hardware import get_device
-
     cont = _Contention(coord, prepared) if sc.simulation.compute_contention != "none" and prepared.compute is not None \
         else None
 
     lanes = coord.lanes
-    end_of: dict[tuple[int, int], int] = {}
     instances: dict[tuple, dict] = {}
     p2p: dict[tuple, dict] = {}
-    # pass 1: every lane's ops; local ops as DELAY, communication ops as a post (JOIN) and an end (JOIN, preds later)
-    for lane in lanes:
-        prog = coord.programs[lane.program]
-        lane.prog = prog
-        table = coord.local_durations(lane)
-        device = get_device(lane.device) if prepared.compute is not None else None
-        local_holds = cont.local_holds(lane, table) if cont is not None else None
-        if cont is not None:  # (compute nodes of a lane in flight at once: one per stream its compute ops use)
-            cont.slots += len({op.stream for op in prog.ops if op.kind == "compute" and table[op.id] >= 0})
-        prev_on_stream: dict[int, int] = {}
-        wait: list[tuple[int, list]] = []
-        for op in prog.ops:
-            s = prog.stream_of[op.id]
-            preds: list[int] = []  # (filled once every op of the lane has its nodes: deps may point forward)
-            wait.append((op, preds))
-            if s in prev_on_stream:
-                preds.append(prev_on_stream[s])
-            d = table[op.id]
-            if d >= 0:
-                ck = cont.compute_node(lane, op, device) if cont is not None and op.kind == "compute" else {}
-                if op.kind == "compute" and op.duration_ns < 0 and device is not None:
-                    base = prepared.compute.op_time_ns(op, device, sc.training.precision)
-                    n = b.node(DELAY, preds, dur=0, cns=base, lane=lane.id, **ck)
-                elif local_holds is not None and local_holds[op.id]:  # (runs alone: holds SMs meanwhile)
-                    hid = cont.local_hold(lane, op)
-                    if hid >= 0:
-                        n = b.node(DELAY, [b.node(JOIN, preds, eff=[(hid, 1)])], dur=d, eff=[(hid, -1)])
-                    else:
-                        n = b.node(DELAY, preds, dur=d)
-                else:
-                    n = b.node(DELAY, preds, dur=d, **ck)
-                end = n
+    for lane in lanes:  # pass 1: every lane's ops
+        _lane_nodes(b, coord, prepared, cont, lane, instances, p2p)
+    _instances(b, coord, flows, cont, instances)  # pass 2: collective instances
+    _pipeline_pairs(b, coord, flows, cont, p2p)  # pass 3: pipeline send/recv pairs
+    succ, indeg = b.arrays()
+    fl = flows.arrays()
+    flow_of = np.asarray(b.flow, np.int32)
+    flow_node = np.full(len(fl["size"]), -1, np.int32)
+    idx = np.nonzero(flow_of >= 0)[0]
+    flow_node[flow_of[idx]] = idx
+    mem = b.members
+    ptr = np.zeros(len(mem) + 1, np.int64)
+    ptr[1:] = np.cumsum([len(m) for m in mem])
+    flat = [x for m in mem for x in m]
+    member_ns = np.array([c if c >= 0 else d for c, d, _, _ in flat], np.int64)
+    member_lane = np.array([l if c >= 0 else -1 for c, _, l, _ in flat], np.int32)
+    extra = {}
+    if cont is not None:
+        eff, sign = b.effect_table()
+        extra = {"c_lane": np.asarray(b.clane, np.int32),
+                 "member_share": np.array([x[3] for x in flat], np.float64).reshape(-1, 2),
+                 "lane_sm": np.array([cont.sm(l) for l in lanes], np.int64), "eff": eff, "eff_sign": sign,
+                 "hold_lane": np.array(cont.hold_lane, np.int32).reshape(-1),
+                 "hold_sms": np.array(cont.hold_sms, np.int64).reshape(-1)}
+    return Program(
+        kind=np.asarray(b.kind, np.int8), member_ptr=ptr, member_ns=member_ns, member_lane=member_lane,
+        pre_ns=np.asarray(b.pre, np.int64), flow=flow_of, succ=succ, indeg=indeg, flow_node=flow_node,
+        size_bytes=fl["size"], wire_bytes=fl["wire"], tail_bytes=fl["tail"],
+        path=fl["path"], links=fl["links"], lat_links=fl["lat_links"], prop_ns=fl["prop"], hops=fl["hops"],
+        self_loop=fl["self"], conn=fl["conn"], link_gbps=nets.gbps, link_names=nets.names,
+        link_undirected=nets.undirected, nic_links=nets.nic_links, nic_gbps=nets.nic_gbps,
+        nic_access=nets.nic_access, num_links=nets.num_links,
+        lane_ranks=[tuple(l.ranks) for l in lanes],
+        rank_slowdown=np.array([g.slowdown for g in system.gpus], np.float64),
+        gpu_names=[g.name for g in system.gpus], hop_ns=int(net_cfg.per_hop_latency_ns),
+        meta={"scenario": sc.name, "seed": seed, "connections": flows.num_conns,
+              "contention": sc.simulation.compute_contention if cont is not None else "none",
+              "holds_from_baseline_lanes": cont.timing_decided if cont is not None else 0,
+              "compute_slots": max(1, cont.slots) if cont is not None else 0,
+              "mtu_bytes": net_cfg.mtu_bytes, "header_bytes": net_cfg.header_bytes},
+        reroute=lambda system, scenario, s, failed=(), width=fl["links"].shape[1]: flows.reroute(
+            system, scenario, s, width, failed),
+        **extra)
+
+
+def _lane_nodes(b: _Builder, coord, prepared, cont, lane, instances: dict, p2p: dict) -> None:
+    """Pass 1 for one lane: local ops as DELAYs (compute ops with their unscaled time; under contention with their
+    compute-bound share, a TP collective running alone between a JOIN taking its SMs and its own end giving them
+    back), communication ops as a post (JOIN) and an end (JOIN, its predecessors added by passes 2 and 3); stream
+    order and ``deps`` as edges. Collective posts go to ``instances``, pipeline ones to ``p2p``."""
+    from heterosim.hardware import get_device
+
+    sc, ir = prepared.scenario, coord.ir
+    prog = coord.programs[lane.program]
+    lane.prog = prog
+    table = coord.local_durations(lane)
+    device = get_device(lane.device) if prepared.compute is not None else None
+    local_holds = cont.local_holds(lane, table) if cont is not None else None
+    if cont is not None:  # (compute nodes of a lane in flight at once: one per stream its compute ops use)
+        cont.slots += len({op.stream for op in prog.ops if op.kind == "compute" and table[op.id] >= 0})
+    end_of: dict[int, int] = {}
+    prev_on_stream: dict[int, int] = {}
+    wait: list[tuple[int, list]] = []
+    for op in prog.ops:
+        s = prog.stream_of[op.id]
+        preds: list[int] = []  # (filled once every op of the lane has its nodes: deps may point forward)
+        wait.append((op, preds))
+        if s in prev_on_stream:
+            preds.append(prev_on_stream[s])
+        d = table[op.id]
+        if d >= 0:
+            ck = cont.compute_node(lane, op, device) if cont is not None and op.kind == "compute" else {}
+            if op.kind == "compute" and op.duration_ns < 0 and device is not None:
+                base = prepared.compute.op_time_ns(op, device, sc.training.precision)
+                end = b.node(DELAY, preds, dur=0, cns=base, lane=lane.id, **ck)
+            elif local_holds is not None and local_holds[op.id] and cont.local_hold(lane, op) >= 0:
+                hid = cont.local_hold(lane, op)  # (runs alone: holds SMs meanwhile)
+                end = b.node(DELAY, [b.node(JOIN, preds, eff=[(hid, 1)])], dur=d, eff=[(hid, -1)])
             else:
-                post = b.node(JOIN, preds)
-                end = b.node(JOIN, [])
-                if op.collective in ("send", "recv"):
-                    peer = coord.lane_of_rank[ir.peer_of(lane.ranks[0], op.peer_offset)]
-                    key = (lane.id, peer, op.tag) if op.collective == "send" else (peer, lane.id, op.tag)
-                    side = p2p.setdefault(key, {})
-                    if op.collective in side:
-                        raise UserError("a pipeline send/recv tag repeats between two lanes; the batch engine "
-                                        "matches them by tag", field="workload", value=op.tag)
-                    side[op.collective] = (lane.id, op.id, post, end)
-                else:
-                    gids = sorted({ir.group_id(r, op.group) for r in lane.ranks})
-                    for gid in gids:
-                        inst = instances.setdefault((op.group, gid, op.tag),
-                                                    {"op": op, "posts": [], "ends": [], "lanes": []})
-                        inst["posts"].append(post)
-                        inst["ends"].append(end)
-                        inst["lanes"].append((lane.id, op.id, end))
-            end_of[(lane.id, op.id)] = end
-            prev_on_stream[s] = end
-        for op, preds in wait:
-            preds.extend(end_of[(lane.id, d)] for d in op.deps)
-    # pass 2: collective instances
+                end = b.node(DELAY, preds, dur=d, **ck)
+        else:
+            post = b.node(JOIN, preds)
+            end = b.node(JOIN, [])
+            if op.collective in ("send", "recv"):
+                peer = coord.lane_of_rank[ir.peer_of(lane.ranks[0], op.peer_offset)]
+                key = (lane.id, peer, op.tag) if op.collective == "send" else (peer, lane.id, op.tag)
+                side = p2p.setdefault(key, {})
+                if op.collective in side:
+                    raise UserError("a pipeline send/recv tag repeats between two lanes; the batch engine "
+                                    "matches them by tag", field="workload", value=op.tag)
+                side[op.collective] = (lane.id, op.id, post, end)
+            else:
+                for gid in sorted({ir.group_id(r, op.group) for r in lane.ranks}):
+                    inst = instances.setdefault((op.group, gid, op.tag),
+                                                {"op": op, "posts": [], "ends": [], "lanes": []})
+                    inst["posts"].append(post)
+                    inst["ends"].append(end)
+                    inst["lanes"].append((lane.id, op.id, end))
+        end_of[op.id] = end
+        prev_on_stream[s] = end
+    for op, preds in wait:
+        preds.extend(end_of[d] for d in op.deps)
+
+
+def _instances(b: _Builder, coord, flows: "_Flows", cont, instances: dict) -> None:
+    """Each collective instance starts at the JOIN of its lanes' posts (where it takes its SMs under contention);
+    every lane's op end waits for its schedule (:func:`export_program`, pass 2)."""
+    ir = coord.ir
     for (dim, gid, tag), inst in instances.items():
         op = inst["op"]
         ranks = ir.groups[dim][gid]
@@ -492,6 +542,14 @@ def export_program(prepared) -> Program:
         done = _schedule(b, coord, flows, op.collective, tuple(ranks), op.size_bytes, start)
         for e in inst["ends"]:
             b.preds[e].extend(done)
+
+
+def _pipeline_pairs(b: _Builder, coord, flows: "_Flows", cont, p2p: dict) -> None:
+    """Each pipeline send/recv pair is one instance started when both sides have posted; its transfers (one per
+    TP rank pair, or the re-sharding between TP groups of different degree) end both ops (pass 3)."""
+    from heterosim.sim.coordinator import reshard_transfers
+
+    lanes = coord.lanes
     for key, side in p2p.items():
         if set(side) != {"send", "recv"}:
             raise UserError("a pipeline send has no matching receive", field="workload", value=str(key[2]))
@@ -515,44 +573,6 @@ def export_program(prepared) -> Program:
         fin = b.node(JOIN, done or [start])
         b.preds[send_end].append(fin)
         b.preds[recv_end].append(fin)
-    succ, indeg = b.arrays()
-    fl = flows.arrays()
-    flow_of = np.asarray(b.flow, np.int32)
-    flow_node = np.full(len(fl["size"]), -1, np.int32)
-    idx = np.nonzero(flow_of >= 0)[0]
-    flow_node[flow_of[idx]] = idx
-    mem = b.members
-    ptr = np.zeros(len(mem) + 1, np.int64)
-    ptr[1:] = np.cumsum([len(m) for m in mem])
-    flat = [x for m in mem for x in m]
-    member_ns = np.array([c if c >= 0 else d for c, d, _, _ in flat], np.int64)
-    member_lane = np.array([l if c >= 0 else -1 for c, _, l, _ in flat], np.int32)
-    extra = {}
-    if cont is not None:
-        eff, sign = b.effect_table()
-        extra = {"c_lane": np.asarray(b.clane, np.int32),
-                 "member_share": np.array([x[3] for x in flat], np.float64).reshape(-1, 2),
-                 "lane_sm": np.array([cont.sm(l) for l in lanes], np.int64), "eff": eff, "eff_sign": sign,
-                 "hold_lane": np.array(cont.hold_lane, np.int32).reshape(-1),
-                 "hold_sms": np.array(cont.hold_sms, np.int64).reshape(-1)}
-    return Program(
-        kind=np.asarray(b.kind, np.int8), member_ptr=ptr, member_ns=member_ns, member_lane=member_lane,
-        pre_ns=np.asarray(b.pre, np.int64), flow=flow_of, succ=succ, indeg=indeg, flow_node=flow_node, size_bytes=fl["size"], wire_bytes=fl["wire"], tail_bytes=fl["tail"],
-        path=fl["path"], links=fl["links"], lat_links=fl["lat_links"], prop_ns=fl["prop"], hops=fl["hops"],
-        self_loop=fl["self"], conn=fl["conn"], link_gbps=nets.gbps, link_names=nets.names,
-        link_undirected=nets.undirected, nic_links=nets.nic_links, nic_gbps=nets.nic_gbps,
-        nic_access=nets.nic_access, num_links=nets.num_links,
-        lane_ranks=[tuple(l.ranks) for l in lanes],
-        rank_slowdown=np.array([g.slowdown for g in system.gpus], np.float64),
-        gpu_names=[g.name for g in system.gpus], hop_ns=int(net_cfg.per_hop_latency_ns),
-        meta={"scenario": sc.name, "seed": seed, "connections": flows.num_conns,
-              "contention": sc.simulation.compute_contention if cont is not None else "none",
-              "holds_from_baseline_lanes": cont.timing_decided if cont is not None else 0,
-              "compute_slots": max(1, cont.slots) if cont is not None else 0,
-              "mtu_bytes": net_cfg.mtu_bytes, "header_bytes": net_cfg.header_bytes},
-        reroute=lambda system, scenario, s, failed=(), width=fl["links"].shape[1]: flows.reroute(
-            system, scenario, s, width, failed),
-        **extra)
 
 
 def _schedule(b: _Builder, coord, flows: "_Flows", collective: str, ranks: tuple, size: int, start: int) -> list[int]:
