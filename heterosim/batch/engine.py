@@ -124,6 +124,12 @@ class _Ops:
         """Masked entries must name distinct cells."""
         return self._scatter(arr, rows, cols, vals, mask, "set")
 
+    def cond(self, pred, true_fn, false_fn, *operands):
+        """``true_fn(*operands)`` if ``pred`` else ``false_fn(*operands)`` (JAX: ``lax.cond``, one branch runs)."""
+        if self.is_jax:
+            return self.lax.cond(pred, true_fn, false_fn, *operands)
+        return true_fn(*operands) if bool(pred) else false_fn(*operands)
+
     def while_loop(self, cond, body, state):
         if self.is_jax:
             return self.lax.while_loop(cond, body, state)
@@ -214,8 +220,14 @@ def _round(ops: _Ops, P: dict, prm: dict, s: dict) -> dict:
     cont = "eff" in P
     if cont:  # compute contention: SM holds taken and given back, compute ops in flight re-timed, new ones timed
         held, ck, touched = _holds(ops, P, s["held"], s["ck"], nsafe, is_done)
-        ev_t, ev_ci, ev_cw, ev_ct, ev_ck, over_r = _retime(ops, P, prm, s, ck, touched, ev_row, T)
-        dur_v, new_ci, new_cw, new_ck, over_s = _start_compute(ops, P, prm, ck, ssafe, owner, dur_v)
+        # (each skipped in a round where no row needs it: most rounds at small B)
+        ev_t, ev_ci, ev_cw, ev_ct, ev_ck, over_r = ops.cond(
+            xp.any(touched & ev_row[:, None]), lambda: _retime(ops, P, prm, s, ck, touched, ev_row, T),
+            lambda: (s["ev_t"], s["ev_ci"], s["ev_cw"], s["ev_ct"], s["ev_ck"], xp.zeros(B, bool)))
+        dur_v, new_ci, new_cw, new_ck, over_s = ops.cond(
+            xp.any(owner & (P["c_lane"][ssafe] >= 0)), lambda: _start_compute(ops, P, prm, ck, ssafe, owner, dur_v),
+            lambda: (dur_v, xp.zeros(dur_v.shape, np.int64), xp.zeros(dur_v.shape, np.int64),
+                     xp.zeros(dur_v.shape, np.int64), xp.zeros(B, bool)))
     t_new = T[:, None, None] + xp.where(kind_v == DELAY, dur_v, 0) \
         + xp.where(kind_v == FLOW, P["pre_ns"][ssafe], 0)
     new_b_n = xp.where(owner, ssafe, -1).reshape(B, M * D)
