@@ -236,6 +236,10 @@ def print_summary(s: dict, dest: Path | None = None) -> None:
     for k, v in b["exposed_comm"].items():
         if v > 0:
             t.add_row(f"exposed {k.upper()} comm", f"{v:.1%}")
+        if k == "dp":
+            for name, part in b.get("exposed_dp_detail", {}).items():
+                t.add_row(f"  of which {name.replace('_', ' ').replace('fsdp', 'FSDP').replace('hsdp', 'HSDP')}",
+                          f"{part:.1%}")
     t.add_row("pipeline bubble", f"{b['bubble']:.1%}")
     t.add_row("idle", f"{b['idle']:.1%}")
     t.add_row("inter-node comm share", f"{s['inter_node_comm_share']:.1%}")

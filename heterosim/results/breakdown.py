@@ -21,6 +21,10 @@ from collections import defaultdict
 COMM_KINDS = ("tp", "cp", "ep", "pp", "dp")
 BUCKETS = ("compute", *[f"exposed_{k}" for k in COMM_KINDS], "bubble", "idle")
 _EXPOSED = {k: f"exposed_{k}" for k in COMM_KINDS}
+DP_DETAIL = {"fsdp_param_allgather": "fsdp_allgather", "fsdp_grad_reducescatter": "fsdp_reducescatter",
+             "fsdp_grad_replicate_allreduce": "hsdp_allreduce"}
+"""Sharded data parallelism's collectives (heterosim/workload/sharding.py op names) -> the part of the exposed DP
+bucket reported apart (``detail_<name>`` buckets, counted inside ``exposed_dp`` too)."""
 
 
 def _overlap(a0: int, a1: int, b0: int, b1: int) -> int:
@@ -31,7 +35,7 @@ class _ProgramView:
     """What the attribution reads of a program's ops, in flat lists: computed once per program and shared
     by its lanes (a 1,024-GPU run has 128 lanes of 16 programs, 15k ops each, and about 600k waits to split)."""
 
-    __slots__ = ("deps", "exposed", "pp_recv", "prev", "compute_stream", "comm_ops", "has_pp_recv")
+    __slots__ = ("deps", "exposed", "detail", "pp_recv", "prev", "compute_stream", "comm_ops", "has_pp_recv")
 
     def __init__(self, prog) -> None:
         ops = prog.ops
@@ -39,6 +43,10 @@ class _ProgramView:
         self.exposed = [None if op.kind != "comm" else
                         (_EXPOSED.get(op.comm_kind or "dp") or f"exposed_{op.comm_kind or 'dp'}") for op in ops]
         """Per op: the bucket its data movement counts in (None: not a comm op)."""
+        self.detail = [None if op.kind != "comm" else
+                       next((f"detail_{v}" for k, v in DP_DETAIL.items() if op.name.startswith(k)), None)
+                       for op in ops]
+        """Per op: the part of its bucket it is also reported in (:data:`DP_DETAIL`), or None."""
         self.pp_recv = [op.collective == "recv" and (op.comm_kind or "dp") == "pp" for op in ops]
         self.has_pp_recv = any(op.collective == "recv" and op.comm_kind == "pp" for op in ops)
         self.prev = _stream_predecessors(prog)
@@ -95,7 +103,7 @@ def _attribute_wait(out, lane, view: _ProgramView, deps, g0: int, g1: int) -> No
     """
     cursor_end = g1
     end_ns, start_ns, moving_at = lane.end_ns, lane.start_ns, lane.comm_start_ns
-    exposed, pp_recv, all_deps, prev = view.exposed, view.pp_recv, view.deps, view.prev
+    exposed, pp_recv, all_deps, prev, detail = view.exposed, view.pp_recv, view.deps, view.prev, view.detail
     idle = 0
     while True:
         # the blocker: the candidate (a dep, or the op before it on its stream) that ended last after g0,
@@ -123,6 +131,9 @@ def _attribute_wait(out, lane, view: _ProgramView, deps, g0: int, g1: int) -> No
         if moving_from < g0:
             moving_from = g0
         out[key] = out.get(key, 0) + cursor_end - moving_from
+        sub = detail[x]
+        if sub is not None:
+            out[sub] = out.get(sub, 0) + cursor_end - moving_from
         cursor_end = moving_from
         if cursor_end <= g0:
             break
@@ -166,4 +177,7 @@ def breakdown(sim, ir) -> tuple[dict[str, float], list[dict[str, int]]]:
         for k, v in b.items():
             tot[k] += v * n
     overall = {k: tot[k] / gpus / T if T else 0.0 for k in BUCKETS}
+    for k in tot:
+        if k.startswith("detail_"):
+            overall[k] = tot[k] / gpus / T if T else 0.0
     return overall, per_lane

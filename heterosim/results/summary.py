@@ -25,9 +25,11 @@ def make_summary(scenario, system, ir, sim, *, backend: str, wall_s: float,
     for lane, b in zip(sim.lanes, per_lane):
         for r in lane.ranks:
             per_rank.append({"rank": r, "device": lane.device, "stage": ir.program_of(r).stage,
-                             **{k: v / 1e9 for k, v in b.items()}})
+                             **{k: v / 1e9 for k, v in b.items() if not k.startswith("detail_")}})
     per_rank.sort(key=lambda x: x["rank"])
     exposed = {k[len("exposed_"):]: overall[k] for k in BUCKETS if k.startswith("exposed_")}
+    # sharded data parallelism's own collectives, a part of the DP figure (results/breakdown.py DP_DETAIL)
+    dp_detail = {k[len("detail_"):]: v for k, v in sorted(overall.items()) if k.startswith("detail_")}
     # counted during the run: message records may be partial (or absent) and stand for their copies
     net_bytes = sim.net_bytes
     inter_share = sim.inter_node_busy_ns / T_ns if T_ns else 0.0
@@ -46,6 +48,7 @@ def make_summary(scenario, system, ir, sim, *, backend: str, wall_s: float,
             "compute": overall["compute"],
             "exposed_comm": exposed,
             "exposed_comm_total": sum(exposed.values()),
+            **({"exposed_dp_detail": dp_detail} if dp_detail else {}),
             "bubble": overall["bubble"],
             "idle": overall["idle"],
             "unit": "fraction of iteration time, averaged over GPUs",
