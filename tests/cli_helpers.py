@@ -44,3 +44,18 @@ def one_line_message(exc_info, *needles) -> str:
     for n in needles:
         assert n in msg, msg
     return msg
+
+
+def validate_refuses(scenario, change, tmp_path, *needles) -> str:
+    """``heterosim validate`` on a copy of the scenario file ``scenario`` edited by ``change(dict)`` is refused in
+    one line (exit 2, no traceback) naming the copy's path and every needle; returns the line."""
+    from pathlib import Path
+
+    import yaml
+
+    src = yaml.safe_load(Path(scenario).read_text())
+    change(src)
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(src))
+    r = cli_subprocess("validate", path)
+    return one_line(r.returncode, r.stderr, str(path), *needles, out=r.stdout)

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from cli_helpers import validate_refuses
 from heterosim import api
 from heterosim.config import ClusterConfig, DeviceGroup, ParallelConfig, Scenario, TrainingConfig
 from heterosim.errors import PlanError
@@ -250,19 +251,10 @@ def test_shipped_scenario_runs_and_beats_zb_h1_and_1f1b():
 
 
 def test_cli_refusal_is_one_line_exit_2(tmp_path):
-    import subprocess
-
-    import yaml
-
-    src = yaml.safe_load((ROOT / "scenarios" / "schedules" / "dualpipe.yaml").read_text())
-    src["training"]["global_batch_size"] = 6  # 6 micro-batches < 2 pp = 8
-    path = tmp_path / "bad.yaml"
-    path.write_text(yaml.safe_dump(src))
-    r = subprocess.run([str(Path(sys.executable).parent / "heterosim"), "validate", str(path)], capture_output=True,
-                       text=True, cwd=ROOT)
-    out = (r.stdout + r.stderr).strip()
-    assert r.returncode == 2 and "Traceback" not in out and len(out.splitlines()) == 1, out
-    assert str(path) in out and "training.global_batch_size = 6" in out and ">= 2 pp = 8" in out
+    # 6 micro-batches < 2 pp = 8
+    validate_refuses(ROOT / "scenarios" / "schedules" / "dualpipe.yaml",
+                     lambda src: src["training"].update(global_batch_size=6), tmp_path,
+                     "training.global_batch_size = 6", ">= 2 pp = 8")
 
 
 def test_same_layer_work_as_1f1b_and_twice_the_optimizer():

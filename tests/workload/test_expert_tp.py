@@ -8,11 +8,10 @@ string; with order tp-cp-ep-dp-pp a rank's expert coordinates are its digits in 
 (expert_tp, ep, edp, pp), fastest first. The groups below are those digits varied by hand."""
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
-import yaml
+from cli_helpers import validate_refuses
 from wl_factory import gpt, scenario
 
 from heterosim.errors import PlanError
@@ -225,17 +224,8 @@ def test_expert_tp_needs_moe_and_divides_ffn():
 
 
 def test_cli_refusal_is_one_line_exit_2(tmp_path):
-    import subprocess
-
-    src = yaml.safe_load((ROOT / "scenarios" / "moe" / "expert-tp.yaml").read_text())
-    src["parallelism"]["expert_tp"] = 3
-    path = tmp_path / "bad.yaml"
-    path.write_text(yaml.safe_dump(src))
-    r = subprocess.run([str(Path(sys.executable).parent / "heterosim"), "validate", str(path)], capture_output=True,
-                       text=True, cwd=ROOT)
-    out = (r.stdout + r.stderr).strip()
-    assert r.returncode == 2 and "Traceback" not in out and len(out.splitlines()) == 1, out
-    assert str(path) in out and "parallelism.expert_tp = 3" in out
+    validate_refuses(ROOT / "scenarios" / "moe" / "expert-tp.yaml",
+                     lambda src: src["parallelism"].update(expert_tp=3), tmp_path, "parallelism.expert_tp = 3")
 
 
 def test_shipped_scenario_runs_and_folds():

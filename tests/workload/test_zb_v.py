@@ -15,13 +15,12 @@ stage's pass times F = 2f, B = 2b, W = 2w: bubbles (p - 1) t, 2 (p - 1) t and 6 
 """
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
+from cli_helpers import validate_refuses
 from heterosim import api
 from heterosim.config import ClusterConfig, DeviceGroup, ParallelConfig, Scenario, TrainingConfig
 from heterosim.errors import PlanError
@@ -177,15 +176,8 @@ def test_not_combinable_is_refused_naming_field_and_value(par, field, value):
 
 
 def test_cli_refusal_is_one_line_exit_2(tmp_path):
-    src = yaml.safe_load((ROOT / "scenarios" / "schedules" / "zb-v.yaml").read_text())
-    src["parallelism"]["zero_stage"] = 3
-    path = tmp_path / "bad.yaml"
-    path.write_text(yaml.safe_dump(src))
-    cli = Path(sys.executable).parent / "heterosim"
-    r = subprocess.run([str(cli), "validate", str(path)], capture_output=True, text=True, cwd=ROOT)
-    out = (r.stdout + r.stderr).strip()
-    assert r.returncode == 2 and "Traceback" not in out, out
-    assert str(path) in out and "parallelism.zero_stage = 3" in out and len(out.splitlines()) == 1
+    validate_refuses(ROOT / "scenarios" / "schedules" / "zb-v.yaml",
+                     lambda src: src["parallelism"].update(zero_stage=3), tmp_path, "parallelism.zero_stage = 3")
 
 
 # ----------------------------------------------------------------------------------------------- time
