@@ -20,9 +20,7 @@ import hashlib
 import json
 import os
 import pickle
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 SEEDS = (1, 2, 3, 5, 8)
@@ -141,18 +139,8 @@ def main() -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import revisions
 
-    here = str(Path(__file__).resolve().parents[1])
-    res = {}
-    with tempfile.TemporaryDirectory(prefix="hs-accel-id-") as tmp:
-        old = args.against
-        if not Path(old).is_dir():
-            revisions.extract(args.against, tmp)
-            old = tmp
-        for label, tree in ((args.against, old), ("this tree", here)):
-            cmd = [sys.executable, __file__, "--child", tree] + (["--log", os.path.abspath(args.log)] if args.log else [])
-            out = subprocess.run(cmd, env={**os.environ, "PYTHONPATH": tree}, cwd=tree, capture_output=True, text=True,
-                                 check=True).stdout
-            res[label] = json.loads(out.strip().splitlines()[-1])
+    log = ["--log", os.path.abspath(args.log)] if args.log else []
+    res = revisions.last_json_of_both(args.against, lambda tree: [__file__, "--child", tree, *log], "hs-accel-id-")
     base, new = res[args.against], res["this tree"]
     cpu = base.pop("cpu_s"), new.pop("cpu_s")
     print(f"| case | completions {args.against} / this tree | statistics {args.against} / this tree | identical "

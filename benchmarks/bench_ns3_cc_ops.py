@@ -13,10 +13,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 SEEDS = (1, 2, 3, 5, 8)
@@ -54,18 +51,8 @@ def main() -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import revisions
 
-    here = str(Path(__file__).resolve().parents[1])
-    res = {}
-    with tempfile.TemporaryDirectory(prefix="hs-ccops-") as tmp:
-        old = args.against
-        if not Path(old).is_dir():
-            revisions.extract(args.against, tmp)
-            old = tmp
-        for label, tree in ((args.against, old), ("this tree", here)):
-            out = subprocess.run([sys.executable, __file__, "--against", args.against, "--child", tree],
-                                 env={**os.environ, "PYTHONPATH": tree}, cwd=tree, capture_output=True, text=True,
-                                 check=True).stdout
-            res[label] = json.loads(out.strip().splitlines()[-1])
+    res = revisions.last_json_of_both(args.against, lambda tree: [__file__, "--against", args.against, "--child", tree],
+                                      "hs-ccops-")
     base, new = res[args.against], res["this tree"]
     print("| case | " + args.against + " | this tree | identical |\n|---|---|---|---|")
     for k in base:
