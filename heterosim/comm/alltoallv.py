@@ -7,14 +7,13 @@ input_splits)`` with per-peer split sizes counted from the router's choices).
 bytes split over the channels), ``largest_receiver_bytes`` the nccl-tests size of the all-to-all that moves
 as much through the busiest rank.
 
-How the training compiler uses it (heterosim/workload/compiler.py): the coordinator runs one size per
-collective instance (``Op.size_bytes``: heterosim/sim/coordinator.py ``_start_instance`` passes
-``op.size_bytes`` to the planner), so an all-to-allv with per-pair sizes cannot be run from a training IR
-without a change there. The compiler therefore runs the dispatch / combine as an all-to-all sized
-``largest_receiver_bytes`` (every pair carries what the most loaded rank receives from each peer). On one
-node the analytic NVLink model times both alike (the busiest receiver's ingress binds both; tested in
-tests/comm/test_alltoallv.py); across nodes the uniform version puts more bytes into the fabric core than the
-all-to-allv: benchmarks/moe_expert_parallel.py measures the difference on the flow backend.
+How a training run uses it: the compiler gives each dispatch / combine op of uneven routing its rank's row of
+the matrix (``Op.peer_bytes``, heterosim/workload/compiler.py ``_a2a_rows``; ``size_bytes`` is the largest
+receiver's bytes, max load x what each rank sends), and the coordinator (heterosim/sim/coordinator.py
+``Coordinator._what``) hands the group's rows to ``plan_alltoallv``: the flow and ns-3 backends run the
+all-to-allv itself, with its per-pair sizes; inside one node the analytic NVLink model times its schedule.
+benchmarks/moe_expert_parallel.py compares it with the uniform all-to-all sized ``largest_receiver_bytes``
+(which moves more through an oversubscribed fabric core; docs/moe.md).
 """
 from __future__ import annotations
 
@@ -86,27 +85,3 @@ def plan_alltoallv(ranks: Sequence[int], sizes: Sequence[Sequence[int]], system,
     sched.channels = C
     sched.inflation = b.inflation
     return sched
-
-
-STAND_IN_BOUNDS = {1.0: 0.0, 2.0: 0.426, 4.0: 1.279}
-"""Leaf-spine oversubscription -> worst measured (uniform stand-in - all-to-allv) / all-to-allv time of one
-dispatch, max/mean load 1.0-4.0 on 8 single-NIC nodes (benchmarks/moe_expert_parallel.py, docs/moe.md table 3;
-exact at 1:1 and inside a node, tests/comm/test_alltoallv.py)."""
-
-
-def stand_in_label(scenario) -> dict | None:
-    """The run summary's ``approximations`` entry of a scenario with uneven MoE routing (None without it)."""
-    par = getattr(scenario, "parallelism", None)
-    if par is None or (par.moe_rank_load is None and par.moe_load_imbalance == 1.0):
-        return None
-    over = getattr(getattr(scenario, "fabric", None), "oversubscription", 1.0) or 1.0
-    bound = next((b for o, b in sorted(STAND_IN_BOUNDS.items()) if over <= o), None)
-    return {"name": "moe all-to-allv as all-to-all",
-            "what": "uneven MoE routing: each dispatch / combine all-to-allv runs as an all-to-all sized by its "
-                    "largest receiver (every pair carries what the most loaded rank gets); exact inside a node and "
-                    "on a non-blocking fabric, slower where the fabric core is oversubscribed (bound: on each EP "
-                    "all-to-all, not the iteration)",
-            "bound_rel": bound, "measured_by": "benchmarks/moe_expert_parallel.py",
-            "measured_on": f"8 single-NIC nodes, leaf-spine {over:g}:1 (nearest measured oversubscription above), "
-                           "max/mean load 1-4",
-            "doc": "docs/moe.md"}

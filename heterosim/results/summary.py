@@ -110,11 +110,6 @@ def approximations(scenario, sim, backend: str) -> list[dict]:
                     "measured_on": "iteration time against the full run (symmetry off), 103 small fabrics and plans "
                                    "and GPT-3 175B at 256-4,096 GPUs",
                     "doc": "docs/symmetry-reduction.md"})
-    from heterosim.comm.alltoallv import stand_in_label
-
-    moe = stand_in_label(scenario)  # uneven MoE routing (docs/moe.md)
-    if moe is not None:
-        out.append(moe)
     acc = _acceleration_used(scenario, sim, backend)
     if acc is not None:
         out.append({"name": f"acceleration=auto (collisions: {acc})",

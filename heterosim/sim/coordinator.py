@@ -333,6 +333,8 @@ class Coordinator:
                                    shadow_schedules=0)
         self._merge_memo: dict[tuple, Any] = {}
         self._links_memo: dict[tuple, tuple[int, ...]] = {}
+        self._peer_tags: dict[int, dict[str, Op]] = {}
+        """Program id -> its all-to-allv ops (``Op.peer_bytes``) by tag (:meth:`_what`)."""
         # what results need even when messages are not recorded
         self.net_bytes = 0
         self.net_messages = 0
@@ -821,7 +823,13 @@ class Coordinator:
         if len(ready) > 1 and self.symmetry:
             # the TP ranks of a lane start the same collective on parallel groups (one per rail) at once:
             # one schedule, the others' transfers as copies, when their paths are alike
-            groups = self._merge_plan(op.collective, op.size_bytes, tuple(inst.ranks for inst in ready))
+            collective, size = op.collective, op.size_bytes
+            if op.peer_bytes is not None:
+                collective, size = self._what(ready[0])
+                if any(self._what(inst)[1] != size for inst in ready[1:]):
+                    collective = None  # all-to-allvs of different per-pair sizes: each its own schedule
+            groups = None if collective is None else \
+                self._merge_plan(collective, size, tuple(inst.ranks for inst in ready))
             if groups is not None:
                 self._start_instance(ready[0], followers=ready[1:], images=groups)
                 return
@@ -973,8 +981,9 @@ class Coordinator:
         if inst.pending == 0:
             self._finish_instance(inst)
 
-    def _intra_collective_ns(self, collective: str, group: tuple[int, ...], size: int) -> int:
-        if len(group) <= 1 or size <= 0:
+    def _intra_collective_ns(self, collective: str, group: tuple[int, ...], size) -> int:
+        """``size``: bytes, or an all-to-allv's per-pair matrix (:meth:`_what`)."""
+        if len(group) <= 1 or (collective != "alltoallv" and size <= 0):
             return 0
         direct = (collective, size, group)  # the same group repeats its collectives every layer
         d = self._intra_memo.get(direct)
@@ -984,7 +993,7 @@ class Coordinator:
                     tuple(self.system.gpus[r].local for r in group))
         d = self._intra_memo.get(spec_key)
         if d is None:
-            sched = self.plan(collective, group, size, self.system, **self._plan_kwargs(collective))
+            sched = self._plan_call(collective, group, size)
             d = int(self.intra_time(sched, self.system))
             self._intra_memo[spec_key] = d
         self._intra_memo[direct] = d
@@ -1010,9 +1019,38 @@ class Coordinator:
             opts["channels"] = self.comm_options["channels"]
         return opts
 
+    def _what(self, inst: _Instance) -> tuple[str, Any]:
+        """(collective, size) the comm planner is given for an instance: the op's own, or for an all-to-allv
+        (``Op.peer_bytes``) ``("alltoallv", matrix)``, row i from rank ranks[i]'s own op of the instance's tag
+        (read from its program, so lanes the symmetry reduction leaves out still give theirs)."""
+        op = inst.op
+        if op.peer_bytes is None:
+            return op.collective, op.size_bytes
+        rows = []
+        for r in inst.ranks:
+            pid = self.ir.rank_program[r]
+            tags = self._peer_tags.get(pid)
+            if tags is None:
+                tags = self._peer_tags[pid] = {o.tag: o for o in self.programs[pid].ops if o.peer_bytes is not None}
+            mine = tags.get(op.tag)
+            if mine is None or len(mine.peer_bytes) != len(inst.ranks):
+                raise SimulationError(f"op {op.name!r} ({op.tag}): rank {r} has no all-to-allv row of "
+                                      f"{len(inst.ranks)} entries")
+            rows.append(mine.peer_bytes)
+        return "alltoallv", tuple(rows)
+
+    def _plan_call(self, collective: str, ranks: tuple[int, ...], size):
+        """The comm planner's schedule: ``plan_collective``, or for ``alltoallv`` (size: the per-pair matrix)
+        ``heterosim.comm.alltoallv.plan_alltoallv``."""
+        if collective == "alltoallv":
+            from heterosim.comm.alltoallv import plan_alltoallv
+
+            return plan_alltoallv(ranks, size, self.system, **self._plan_kwargs(collective))
+        return self.plan(collective, ranks, size, self.system, **self._plan_kwargs(collective))
+
     def _start_instance(self, inst: _Instance, followers=(), images=None) -> None:
         inst.start_ns = self._now
-        op = inst.op
+        collective, size = self._what(inst)
         if self._ct is not None:
             self._ct.comm_moving(inst, followers)
         del self._instances[inst.key]
@@ -1021,17 +1059,17 @@ class Coordinator:
                 f.start_ns = self._now
                 del self._instances[f.key]
             inst.followers = followers  # type: ignore[attr-defined]
-            self._launch_schedule(inst, op.collective, inst.ranks, op.size_bytes, images=images,
+            self._launch_schedule(inst, collective, inst.ranks, size, images=images,
                                   merged_groups=len(followers))
             if inst.pending == 0:
                 self._finish_instance(inst)
             return
         if self._one_node(inst.ranks):
-            d = self._intra_collective_ns(op.collective, inst.ranks, op.size_bytes)
+            d = self._intra_collective_ns(collective, inst.ranks, size)
             inst.pending = 1
             self._push(self._now + d, _EV_XFER_READY, ("instance_done", inst))
             return
-        self._launch_schedule(inst, op.collective, inst.ranks, op.size_bytes)
+        self._launch_schedule(inst, collective, inst.ranks, size)
         if inst.pending == 0:
             self._finish_instance(inst)
 
@@ -1171,7 +1209,7 @@ class Coordinator:
             # group's NICs are, heterosim/comm/collnet.py) is its group's own: never relabelled for another
             hit = self._plan_memo.get((shape, ranks))
         if hit is None:
-            sched = self.plan(collective, ranks, size, self.system, **self._plan_kwargs(collective))
+            sched = self._plan_call(collective, ranks, size)
             switch_ends = any(x.src == SHARP_SWITCH or x.dst == SHARP_SWITCH for x in sched.transfers)
             hit = (ranks, sched.transfers, _structure(sched.transfers), switch_ends)
             self._plan_memo[(shape, ranks) if shape in self._plan_memo else shape] = hit

@@ -73,12 +73,12 @@ class _Prog:
 
     def comm(self, name: str, collective: str, group: str, size: int, tag: str, deps: tuple, phase: str,
              mb: int = -1, layer: int = -1, chunk: int = 0, stream: str | None = None, kind: str | None = None,
-             peer: int = 0) -> tuple:
+             peer: int = 0, peer_bytes: tuple[int, ...] | None = None) -> tuple:
         i = len(self.ops)
         self.ops.append(Op(id=i, kind="comm", name=name, phase=phase, deps=deps, stream=stream or group,
                            microbatch=mb, layer=layer, chunk=chunk, collective=collective,
                            group="" if peer else group, size_bytes=int(size), peer_offset=peer, tag=tag,
-                           comm_kind=kind or group))
+                           comm_kind=kind or group, peer_bytes=peer_bytes))
         return (i,)
 
     def zip_halves(self, start: int, mid: int) -> dict[int, int]:
@@ -277,7 +277,9 @@ def _kernel_table_1(sh: LayerShapes, moe: bool, recompute: str, ub: bool = False
 class _Emitter:
     """Emits the ops of one layer / embedding / head pass into a _Prog."""
 
-    def __init__(self, prog: _Prog, moe: bool, ub: bool = False, dispatcher: str = "alltoall") -> None:
+    def __init__(self, prog: _Prog, moe: bool, ub: bool = False, dispatcher: str = "alltoall",
+                 a2a_rows: tuple | None = None) -> None:
+        """``a2a_rows``: uneven routing, (dispatch row, combine row) of this rank's all-to-allv (:func:`_a2a_rows`)."""
         self.p = prog
         self.moe = moe
         pl, sh = prog.plan, prog.shapes
@@ -290,8 +292,12 @@ class _Emitter:
         """Userbuffers around a context-parallel attention block (its pieces exist: not under zero-bubble)."""
         self.kv = sh.kv_bytes() * pl.cp  # all-gather output
         self.a2a = sh.a2a_bytes()
-        if pl.expert_load is not None:  # the all-to-allv run as an all-to-all sized by its largest receiver
+        if pl.expert_load is not None:  # an all-to-allv: size_bytes its largest receiver, per-pair sizes its rows
             self.a2a = int(round(self.a2a * max(pl.expert_load)))
+        # per-pair rows of the uneven all-to-allv: the combine is the dispatch's transpose, each backward the
+        # transpose of its forward (combine_bwd moves as the dispatch, dispatch_bwd as the combine)
+        d, c = a2a_rows or (None, None)
+        self.rows = {"dispatch": d, "combine": c, "combine_bwd": d, "dispatch_bwd": c}
         self.folded = pl.folded
         self.etp_bytes = sh.etp_gather_bytes() if pl.folded and pl.etp > 1 else 0
         # (collective, bytes) of the MoE dispatch and combine in forward (backward: each one's transpose)
@@ -301,6 +307,11 @@ class _Emitter:
                              "combine_bwd": ("allgather", g), "dispatch_bwd": ("reducescatter", g)}
         else:
             self.moe_comm = dict.fromkeys(("dispatch", "combine", "combine_bwd", "dispatch_bwd"), ("alltoall", self.a2a))
+
+    def _rows(self, which: str) -> tuple[int, ...] | None:
+        """The per-pair row of an all-to-allv dispatch / combine (None: a plain collective, or the allgather
+        dispatcher's gather / scatter, which moves every token whatever the routing)."""
+        return self.rows[which] if self.moe_comm[which][0] == "alltoall" else None
 
     def pre_tp(self, tag, deps, phase, mb, layer, chunk) -> tuple:
         """SP: all-gather of the sharded hidden state before a block (nothing otherwise)."""
@@ -413,23 +424,24 @@ class _Emitter:
         collective around the block (its output stays sequence-parallel)."""
         p = self.p
         r = p.compute(pre + "moe_router", "router_fwd", h, ph, mb, layer, chunk)
-        d = p.comm("ep_dispatch", "alltoall", "ep", self.a2a, f"ep:{t}:mb{mb}:L{layer}:0", r, ph, mb, layer, chunk)
+        d = p.comm("ep_dispatch", "alltoall", "ep", self.a2a, f"ep:{t}:mb{mb}:L{layer}:0", r, ph, mb, layer, chunk,
+                   peer_bytes=self.rows["dispatch"])
         d = self._etp("etp_allgather", "allgather", f"etp:{t}:mb{mb}:L{layer}:0", d, ph, mb, layer, chunk)
         e = p.compute(pre + "moe_experts", "experts_fwd", d, ph, mb, layer, chunk)
         e = self._etp("etp_reducescatter", "reducescatter", f"etp:{t}:mb{mb}:L{layer}:1", e, ph, mb, layer, chunk)
         return p.comm("ep_combine", "alltoall", "ep", self.a2a, f"ep:{t}:mb{mb}:L{layer}:1", e, ph, mb, layer,
-                      chunk)
+                      chunk, peer_bytes=self.rows["combine"])
 
     def _moe_bwd_folded(self, deps, mb, layer, chunk) -> tuple:
         """The transposes of :meth:`_moe_fwd_folded` in reverse order."""
         p, ph = self.p, "bwd"
         d = p.comm("ep_combine_bwd", "alltoall", "ep", self.a2a, f"ep:b:mb{mb}:L{layer}:0", deps, ph, mb, layer,
-                   chunk)
+                   chunk, peer_bytes=self.rows["combine_bwd"])
         d = self._etp("etp_allgather", "allgather", f"etp:b:mb{mb}:L{layer}:0", d, ph, mb, layer, chunk)
         e = p.compute("moe_experts_bwd", "experts_bwd", d, ph, mb, layer, chunk)
         e = self._etp("etp_reducescatter", "reducescatter", f"etp:b:mb{mb}:L{layer}:1", e, ph, mb, layer, chunk)
         c = p.comm("ep_dispatch_bwd", "alltoall", "ep", self.a2a, f"ep:b:mb{mb}:L{layer}:1", e, ph, mb, layer,
-                   chunk)
+                   chunk, peer_bytes=self.rows["dispatch_bwd"])
         return p.compute("moe_router_bwd", "router_bwd", c, ph, mb, layer, chunk)
 
     def _moe_fwd(self, h, tg, pre, t, ph, mb, layer, chunk) -> tuple:
@@ -439,10 +451,10 @@ class _Emitter:
         h = self.pre_tp(tg + ":2", h, ph, mb, layer, chunk)
         r = p.compute(pre + "moe_router", "router_fwd", h, ph, mb, layer, chunk)
         d = p.comm("ep_dispatch", self.moe_comm["dispatch"][0], "ep", self.moe_comm["dispatch"][1],
-                   f"ep:{t}:mb{mb}:L{layer}:0", r, ph, mb, layer, chunk)
+                   f"ep:{t}:mb{mb}:L{layer}:0", r, ph, mb, layer, chunk, peer_bytes=self._rows("dispatch"))
         e = p.compute(pre + "moe_experts", "experts_fwd", d, ph, mb, layer, chunk)
         m = p.comm("ep_combine", self.moe_comm["combine"][0], "ep", self.moe_comm["combine"][1],
-                   f"ep:{t}:mb{mb}:L{layer}:1", e, ph, mb, layer, chunk)
+                   f"ep:{t}:mb{mb}:L{layer}:1", e, ph, mb, layer, chunk, peer_bytes=self._rows("combine"))
         return self.post_tp(tg + ":3", m, ph, mb, layer, chunk)
 
     def layer_bwd(self, deps: tuple, mb: int, layer: int, chunk: int) -> tuple:
@@ -479,10 +491,10 @@ class _Emitter:
         h = self.pre_tp(tg + ":0", deps, ph, mb, layer, chunk)
         if self.moe:
             d = p.comm("ep_combine_bwd", self.moe_comm["combine_bwd"][0], "ep", self.moe_comm["combine_bwd"][1],
-                       f"ep:b:mb{mb}:L{layer}:0", h, ph, mb, layer, chunk)
+                       f"ep:b:mb{mb}:L{layer}:0", h, ph, mb, layer, chunk, peer_bytes=self._rows("combine_bwd"))
             e = p.compute("moe_experts_bwd", "experts_bwd", d, ph, mb, layer, chunk)
             c = p.comm("ep_dispatch_bwd", self.moe_comm["dispatch_bwd"][0], "ep", self.moe_comm["dispatch_bwd"][1],
-                       f"ep:b:mb{mb}:L{layer}:1", e, ph, mb, layer, chunk)
+                       f"ep:b:mb{mb}:L{layer}:1", e, ph, mb, layer, chunk, peer_bytes=self._rows("dispatch_bwd"))
             m = p.compute("moe_router_bwd", "router_bwd", c, ph, mb, layer, chunk)
         else:
             m = p.compute("mlp_bwd", "mlp_bwd", h, ph, mb, layer, chunk)
@@ -491,18 +503,20 @@ class _Emitter:
 
 def _build_program(pid: int, stage: int, m: int, plan: Plan, shapes: LayerShapes, kern: dict, scenario,
                    loss_bytes: int, pp_bytes: int, grad_items: dict, sh: Sharding | None = None,
-                   route: ReplicaRoute | None = None) -> Program:
+                   route: ReplicaRoute | None = None, a2a_rows: tuple | None = None) -> Program:
     """The ops of one (stage, micro-batch count) program. Beyond a plain forward/backward schedule:
     ZeRO-1/2's parameter all-gathers (``gate``), ZeRO-2's per-micro-batch gradient reduce-scatters after
     each backward step, ZeRO-3's per-unit all-gathers and reduce-scatters (``FsdpEmitter``: ``pre`` before
     every unit's forward and backward, ``post_bwd`` after its backward). ``route`` (parallelism.stage_dp): one
     replica's own steps, global micro-batch ids and the peer of each pipeline message. ZB-V / DualPipe: peers
     by virtual stage and chunk (``owner``), the V's local turn (``handoff``), DualPipe's F&B pairs (``pair_*``,
-    ``_Prog.zip_halves``) and the copies' gradient sum (``_emit_copy_sum``). Walks the schedule once; long
+    ``_Prog.zip_halves``) and the copies' gradient sum (``_emit_copy_sum``); ``a2a_rows``: uneven MoE
+    routing's per-pair rows (:func:`_a2a_rows`). Walks the schedule once; long
     because each phase's emission is spelled out in order (the order is the stream order)."""
     moe = scenario.model.is_moe
     prog = _Prog(plan, shapes, kern)
-    em = _Emitter(prog, moe, ub=_ub(scenario, plan), dispatcher=scenario.parallelism.moe_dispatcher)
+    em = _Emitter(prog, moe, ub=_ub(scenario, plan), dispatcher=scenario.parallelism.moe_dispatcher,
+                  a2a_rows=a2a_rows)
     pp, last_vs = plan.pp, plan.num_vstages - 1
     steps = schedule_for(plan.schedule, pp, m, stage, plan.chunks) if route is None else route.steps
     prev_peer = (lambda mb, vs, c: -1) if route is None else (lambda mb, vs, c: route.offset(mb, stage - 1))
@@ -897,6 +911,22 @@ def _grad_items(plan: Plan, model) -> dict:
     return out
 
 
+def _a2a_rows(plan: Plan, layout, groups: dict, rank: int, send_bytes: int, matrices: dict) -> tuple:
+    """(dispatch row, combine row) of ``rank``'s all-to-allv under uneven routing: bytes it sends to each member
+    of its ``ep`` group, in the group's order, from ``routing_matrix`` over EP coordinates (each rank sends
+    ``send_bytes``; the combine sends back what the dispatch brought, the transpose). ``matrices``: memo by
+    ``send_bytes``."""
+    from heterosim.comm.alltoallv import routing_matrix
+
+    m = matrices.get(send_bytes)
+    if m is None:
+        m = matrices[send_bytes] = routing_matrix(send_bytes, plan.expert_load)
+    group = next(g for g in groups["ep"] if rank in g)
+    coords = [layout.coords(q)["ep"] for q in group]
+    own = layout.coords(rank)["ep"]
+    return tuple(m[own][c] for c in coords), tuple(m[c][own] for c in coords)
+
+
 def compile_workload(scenario, world_size: int, rank_devices: list[str] | None = None,
                      file: str | None = None) -> IR:
     """Build the IR of one training iteration for ``world_size`` GPUs.
@@ -933,9 +963,11 @@ def compile_workload(scenario, world_size: int, rank_devices: list[str] | None =
         return c
 
     layout = plan.layout
+    groups = layout.groups()
     programs: list[Program] = []
     key_to_pid: dict[tuple[int, int], int] = {}
     rank_program = [0] * world_size
+    matrices: dict[int, list[list[int]]] = {}
     for r in range(world_size):
         c = layout.coords(r)
         key = (c["pp"], plan.mb_count(c))
@@ -946,14 +978,18 @@ def compile_workload(scenario, world_size: int, rank_devices: list[str] | None =
         load = plan.load_of(c["ep"])
         if load != 1.0:  # uneven routing: one program per expert load (its experts' share of the tokens)
             key += ("load", load)
+        rows = None
+        if plan.expert_load is not None and model.is_moe:  # and one per all-to-allv row (its own share's place)
+            rows = _a2a_rows(plan, layout, groups, r, ctx(key[0], load)[1].a2a_bytes(), matrices)
+            key += ("a2a", rows)
         pid = key_to_pid.get(key)
         if pid is None:
             pid = len(programs)
             key_to_pid[key] = pid
             cx = ctx(key[0], load)
-            programs.append(_build_program(pid, key[0], key[1], *cx[:3], scenario, *cx[3:], sh=sh, route=route))
+            programs.append(_build_program(pid, key[0], key[1], *cx[:3], scenario, *cx[3:], sh=sh, route=route,
+                                           a2a_rows=rows))
         rank_program[r] = pid
-    groups = layout.groups()
     if plan.schedule == "dualpipe":  # the two copies of each stage: ranks s and pp - 1 - s of a pipeline
         groups["dual"] = [(g[s], g[plan.pp - 1 - s]) for g in groups["pp"] for s in range(plan.pp // 2)]
     if sh is not None and sh.hybrid:

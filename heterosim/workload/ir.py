@@ -16,7 +16,8 @@ Version 1 layout (``IR.to_json``):
   stage, -1 = previous) instead of a group.
 * ``size_bytes`` follows nccl-tests: all-reduce/broadcast/reduce = buffer size;
   all-gather = output size; reduce-scatter = input size; all-to-all = bytes each
-  rank sends in total; send/recv = the message.
+  rank sends in total; send/recv = the message. An all-to-all with ``peer_bytes`` is an all-to-allv:
+  per-pair sizes, one row per rank.
 """
 from __future__ import annotations
 
@@ -69,6 +70,12 @@ class Op:
     duration_ns: int = -1
     """A compute op's recorded time (an imported trace, heterosim/chakra): used as is, on any device;
     -1 = timed by the compute model."""
+    peer_bytes: tuple[int, ...] | None = None
+    """An all-to-allv's per-pair sizes (uneven MoE routing): bytes this rank sends to each member of its
+    ``group``, in the group's order, its own entry being the share it keeps (no byte moves). The coordinator
+    hands the group's rows, each from its rank's own op, to ``heterosim.comm.alltoallv.plan_alltoallv``;
+    ``size_bytes`` is then the all-to-allv's largest receiver (what its busiest rank receives). None: a plain
+    collective of ``size_bytes``."""
 
     @property
     def is_comm(self) -> bool:
@@ -173,6 +180,8 @@ class IR:
                 o["deps"] = tuple(o.get("deps", ()))
                 if o.get("gemm_mnk"):
                     o["gemm_mnk"] = tuple(o["gemm_mnk"])
+                if o.get("peer_bytes") is not None:
+                    o["peer_bytes"] = tuple(o["peer_bytes"])
                 if o.get("kernels"):
                     o["kernels"] = tuple((k[0], k[1], k[2], tuple(k[3]) if k[3] else None) for k in o["kernels"])
                 ops.append(Op(**o))
