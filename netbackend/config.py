@@ -22,8 +22,9 @@ class DcqcnConfig(_Strict):
     """DCQCN reaction/notification point parameters (per QP).
 
     Every field left at None takes its value from the preset that ``network.cc``
-    names (:data:`DCQCN_PRESETS`): ``dcqcn`` is DCQCN as deployed NICs run it, in the
-    form the HPCC simulator's ``dcqcn`` (Mellanox) preset models; ``dcqcn_paper`` is
+    names (:data:`DCQCN_PRESETS`): ``dcqcn`` is the HPCC simulator's ``dcqcn`` (Mellanox)
+    model (no byte counter, no minimum decrease factor, CE echoed on every ACK); ``dcqcn_cx``
+    is that model with those three at NVIDIA ConnectX defaults; ``dcqcn_paper`` is
     Zhu et al., SIGCOMM 2015.  A value set here overrides the preset's.
     """
 
@@ -55,17 +56,32 @@ class DcqcnConfig(_Strict):
     reaction: Literal["vendor", "paper"] | None = None
     """Reaction-point state machine: ``vendor`` (alpha and cut checks on fixed periods, HPCC
     simulator's Mellanox model) or ``paper`` (cut on each CNP, alpha timer restarted by CNPs)."""
+    min_decrease_factor: float | None = Field(None, ge=0, le=1)
+    """One cut keeps at least this fraction of the current rate: RC <- RC max(1 - alpha/2, f)
+    (NVIDIA ``rpg_min_dec_fac`` / 100; ``dcqcn_cx``: 0.5).  0 = no floor (``dcqcn``, ``dcqcn_paper``:
+    neither source has one).  With alpha <= 1 a factor up to 0.5 never binds."""
 
 
 DCQCN_PRESETS: dict[str, dict] = {
-    # DCQCN as deployed NICs run it, as the HPCC simulator's dcqcn (Mellanox) preset models it:
+    # DCQCN as the HPCC simulator's dcqcn (Mellanox) preset models deployed NICs:
     # shared/network-reference.md, column "HPCC simulator dcqcn preset" and the text above it
     # (ECN echoed on every ACK, alpha every 1 us, cut check every 4 us, no target clamping,
     # min rate 1000 Mb/s from its run.py).  R_AI/R_HAI scale with line rate (None here).
     "dcqcn": dict(g=1 / 256, alpha_update_interval_ns=1_000, rate_decrease_interval_ns=4_000,
                   rate_increase_interval_ns=300_000, byte_counter_bytes=0, fast_recovery_stages=1,
                   rate_ai_mbps=None, rate_hai_mbps=None, min_rate_mbps=1000.0, clamp_target_rate=False,
-                  cnp_interval_ns=0, cnp_mode="ack_piggyback", reaction="vendor"),
+                  cnp_interval_ns=0, cnp_mode="ack_piggyback", reaction="vendor", min_decrease_factor=0.0),
+    # The same vendor reaction point with the three settings the HPCC simulator's model leaves out, at
+    # NVIDIA ConnectX defaults (docs/congestion-control.md, "DCQCN presets", has the sources):
+    # rpg_min_dec_fac 50 % (NVIDIA DOCA "DCQCN CC Parameters", Rate Decrease table), CNP packets paced
+    # at min_time_between_cnps = 4 us per QP, and the rate-increase byte counter rpg_byte_reset = 32767
+    # (both as an `mlxconfig -q` of a ConnectX reports them, MIN_TIME_BETWEEN_CNPS 4 and
+    # RPG_BYTE_RESET 32767; the byte counter's unit read as bytes, not confirmed from NVIDIA's own
+    # page here).  Everything else as "dcqcn".
+    "dcqcn_cx": dict(g=1 / 256, alpha_update_interval_ns=1_000, rate_decrease_interval_ns=4_000,
+                     rate_increase_interval_ns=300_000, byte_counter_bytes=32_767, fast_recovery_stages=1,
+                     rate_ai_mbps=None, rate_hai_mbps=None, min_rate_mbps=1000.0, clamp_target_rate=False,
+                     cnp_interval_ns=4_000, cnp_mode="interval", reaction="vendor", min_decrease_factor=0.5),
     # Zhu et al., SIGCOMM 2015 (network-reference.md, column "DCQCN paper"): 50 us CNP interval,
     # 55 us alpha and increase timers, 10 MB byte counter, F = 5, R_AI = 40 Mb/s.  The paper
     # gives no R_HAI or floor: R_HAI = 10 x R_AI and 100 Mb/s are the HPCC simulator's
@@ -74,7 +90,7 @@ DCQCN_PRESETS: dict[str, dict] = {
                         rate_increase_interval_ns=55_000, byte_counter_bytes=10_000_000,
                         fast_recovery_stages=5, rate_ai_mbps=40.0, rate_hai_mbps=400.0,
                         min_rate_mbps=100.0, clamp_target_rate=True, cnp_interval_ns=50_000,
-                        cnp_mode="interval", reaction="paper"),
+                        cnp_mode="interval", reaction="paper", min_decrease_factor=0.0),
 }
 """Each preset is one coherent column of shared/network-reference.md; never mixed."""
 
@@ -141,7 +157,9 @@ class HpccConfig(_Strict):
     eta: float = Field(0.95, gt=0, le=1)
     """Target utilisation (paper and simulator: 0.95)."""
     max_stage: int = Field(0, ge=0)
-    """Additive-increase stages before a multiplicative update (simulator: 0; paper: 5)."""
+    """Additive-increase stages before a multiplicative update (Algorithm 1's maxStage).  0: the authors'
+    simulations (shared/network-reference.md: the paper's printed 5 is a typo, per the authors' site); 5: the
+    paper as printed.  Neither gives Jain >= 0.99 in a 4- or 8-flow incast (docs/congestion-control.md)."""
     w_ai_bytes: float = Field(80.0, gt=0)
     """Additive increase W_AI per update (paper, SIGCOMM 2019 section 5: 80 B, i.e. B T (1 - eta) / N
     for N = 100 flows at 100G, T = 13 us)."""
@@ -384,13 +402,15 @@ class BackgroundConfig(_Strict):
         return self
 
 
-CcKind = Literal["dcqcn", "dcqcn_paper", "hpcc", "timely", "dctcp", "swift", "none"]
+CcKind = Literal["dcqcn", "dcqcn_cx", "dcqcn_paper", "hpcc", "timely", "dctcp", "swift", "none"]
 """Congestion-control presets, each coherent with one named source (see :data:`CC_SOURCES`)."""
 
 CC_SOURCES: dict[str, str] = {
-    "dcqcn": "DCQCN as NICs run it: HPCC simulator's dcqcn (Mellanox) preset",
+    "dcqcn": "DCQCN, the HPCC simulator's dcqcn (Mellanox) model: no byte counter, no minimum decrease factor, "
+             "CE echoed on every ACK",
+    "dcqcn_cx": "DCQCN as ConnectX NICs default it: dcqcn plus minimum decrease factor, CNP pacing, byte counter",
     "dcqcn_paper": "DCQCN as in Zhu et al., SIGCOMM 2015",
-    "hpcc": "HPCC, Li et al., SIGCOMM 2019 (paper's W_AI and eta)",
+    "hpcc": "HPCC, Li et al., SIGCOMM 2019 (paper's W_AI and eta; maxStage 0 as the authors' simulator)",
     "timely": "TIMELY, Mittal et al., SIGCOMM 2015 (HPCC simulator's settings)",
     "dctcp": "DCTCP, Alizadeh et al., SIGCOMM 2010 / RFC 8257 (window; K as in the HPCC paper)",
     "swift": "Swift, Kumar et al., SIGCOMM 2020 (delay target; paper's formulas, chosen constants)",
@@ -499,7 +519,7 @@ def port_ecn_bytes(rate_gbps: float, cfg: "NetworkConfig") -> tuple[float, float
 
 def resolved_dcqcn(cfg: "NetworkConfig") -> dict:
     """The DCQCN parameters in force: the preset's column, overridden by fields set explicitly."""
-    preset = dict(DCQCN_PRESETS["dcqcn_paper" if cfg.cc == "dcqcn_paper" else "dcqcn"])
+    preset = dict(DCQCN_PRESETS[cfg.cc if cfg.cc in DCQCN_PRESETS else "dcqcn"])
     for name, value in cfg.dcqcn.model_dump().items():
         if value is not None:
             preset[name] = value

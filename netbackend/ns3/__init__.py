@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from netbackend.base import Completion, Message, NetStats, NetworkBackend
-from netbackend.config import NetworkConfig, port_ecn_bytes, resolved_dcqcn
+from netbackend.config import DCQCN_PRESETS, NetworkConfig, port_ecn_bytes, resolved_dcqcn
 from netbackend.routing import Router, check_fabric, rail_of
 from hscommon.errors import NetworkError, UserError
 from netbackend.ns3 import driver
@@ -33,13 +33,13 @@ _CC_TYPE = {"dcqcn": "ns3::RdmaCcDcqcn", "hpcc": "ns3::RdmaCcHpcc", "timely": "n
             "dctcp": "ns3::RdmaCcDctcp", "swift": "ns3::RdmaCcSwift", "none": "ns3::RdmaCcNone"}
 """network.cc -> the TypeId of its RdmaCongestionOps class (rdma-cc-ops.h); the DCQCN presets take
 the class of their reaction point (``_cc_type``)."""
-_CC_IMPLEMENTED = ("dcqcn", "dcqcn_paper", "hpcc", "timely", "dctcp", "swift", "none")
+_CC_IMPLEMENTED = ("dcqcn", "dcqcn_cx", "dcqcn_paper", "hpcc", "timely", "dctcp", "swift", "none")
 
 
 def _cc_type(cfg: NetworkConfig) -> str:
     """TypeId name of the NIC's CongestionOps for ``cfg``: the DCQCN presets by their reaction point
     (``dcqcn.reaction``: vendor -> ns3::RdmaCcDcqcn, paper -> ns3::RdmaCcDcqcnPaper)."""
-    if cfg.cc in ("dcqcn", "dcqcn_paper"):
+    if cfg.cc in DCQCN_PRESETS:
         return "ns3::RdmaCcDcqcn" if resolved_dcqcn(cfg)["reaction"] == "vendor" else "ns3::RdmaCcDcqcnPaper"
     return _CC_TYPE[cfg.cc]
 _HOT_PORTS = 8
@@ -250,6 +250,7 @@ class Ns3Backend(NetworkBackend):
             dq + "RateAi": _bps(d["rate_ai_mbps"]) if d["rate_ai_mbps"] else "0bps",
             dq + "RateHai": _bps(d["rate_hai_mbps"]) if d["rate_hai_mbps"] else "0bps",
             dq + "MinRate": _bps(d["min_rate_mbps"]),
+            dq + "MinDecreaseFactor": repr(float(d["min_decrease_factor"])),
             "ns3::RdmaCcDctcp::G": repr(float(cfg.dctcp.g)),
             hc + "IntHeaderBytes": str(hp.int_bytes),
             hc + "Eta": repr(float(hp.eta)),

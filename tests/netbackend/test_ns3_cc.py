@@ -67,9 +67,18 @@ def test_windowed_cc_runs_a_lone_flow_at_line_rate_on_a_long_path(cc, window):
 
 # ------------------------------------------------------------------ incast
 # Measured deviations from the Jain >= 0.99 target, kept visible (strict: a fix turns them red).
+# HPCC: measured 2026-11-28 with maxStage 0 (the preset, the authors' simulator) and with the paper's
+# printed maxStage 5 (test_hpcc_paper_max_stage_fairness below); neither reaches 0.99 at 4 or 8 flows.
+# dcqcn_cx: ConnectX's byte counter (rpg_byte_reset 32,767 B: an increase event every 32 KB sent) keeps
+# raising the flows that send most; with byte_counter_bytes=0 it is 1.0000 / 0.9939 / 0.9986 / 0.9978.
 _UNFAIR = {
-    ("hpcc", 4): "HPCC with the paper's W_AI = 80 B: Jain 0.60 (unequal windows persist; MIMD + small W_AI)",
-    ("hpcc", 8): "HPCC with the paper's W_AI = 80 B: Jain 0.96",
+    ("hpcc", 4): "HPCC, paper's W_AI = 80 B, maxStage 0: Jain 0.564 (unequal windows persist; MIMD + small W_AI); "
+                 "maxStage 5: 0.891",
+    ("hpcc", 8): "HPCC, paper's W_AI = 80 B, maxStage 0: Jain 0.972; maxStage 5: 0.897",
+    ("dcqcn_cx", 2): "ConnectX byte counter (32,767 B): Jain 0.9876",
+    ("dcqcn_cx", 4): "ConnectX byte counter (32,767 B): Jain 0.9633",
+    ("dcqcn_cx", 8): "ConnectX byte counter (32,767 B): Jain 0.9899",
+    ("dcqcn_cx", 16): "ConnectX byte counter (32,767 B): Jain 0.8761",
 }
 
 
@@ -157,7 +166,7 @@ def test_incast_lossless_and_queue_where_the_cc_puts_it(cc, n, incast_results):
     r = _incast(incast_results, cc, n)
     assert r["drops"] == 0 and len(r["fct_ns"]) == n
     q = r["steady_queue_mean_bytes"]
-    if cc == "dcqcn":  # RED band Kmin..Kmax (400 KB .. 1.6 MB at 100G)
+    if cc in ("dcqcn", "dcqcn_cx"):  # RED band Kmin..Kmax (400 KB .. 1.6 MB at 100G)
         kmin, kmax, _ = ecn_defaults(100, cc)
         assert 0.5 * kmin * 1e3 <= q <= kmax * 1e3, q
         assert r["cnps"] > 0 and _pauses_only_at_start_up(r, n)
@@ -191,6 +200,19 @@ def test_incast_lossless_and_queue_where_the_cc_puts_it(cc, n, incast_results):
 @pytest.mark.parametrize("cc, n", list(_incast_cases()))
 def test_incast_fair_in_steady_state(cc, n, incast_results):
     r = _incast(incast_results, cc, n)
+    assert r["jain"] >= 0.99, r["per_flow_gbps"]
+
+
+@pytest.mark.parametrize("n", [
+    pytest.param(4, marks=pytest.mark.xfail(strict=True, reason="maxStage 5: Jain 0.891 (maxStage 0: 0.564)")),
+    pytest.param(8, marks=pytest.mark.xfail(strict=True, reason="maxStage 5: Jain 0.897 (maxStage 0: 0.972)")),
+])
+def test_hpcc_paper_max_stage_fairness(n):
+    """HPCC with the paper's printed maxStage = 5 (Li et al., SIGCOMM 2019, Algorithm 1: incStage < maxStage
+    adds W_AI without the multiplicative step; shared/network-reference.md records the authors' note that
+    the simulations ran 0).  Same incast, same Jain >= 0.99 target as the preset; it does not reach it."""
+    r = sc.incast(n, size_bytes=40_000_000, cfg=NetworkConfig(backend="ns3", cc="hpcc", hpcc=HpccConfig(max_stage=5)))
+    assert r["drops"] == 0 and r["steady_queue_mean_bytes"] < 50e3 and r["ecn_marks"] == 0
     assert r["jain"] >= 0.99, r["per_flow_gbps"]
 
 

@@ -31,7 +31,9 @@ DcqcnRp::Cut()
     {
         target = rate;
     }
-    rate = std::max(m_p->minRateBps, rate * (1.0 - alpha / 2.0));
+    // The minimum decrease factor bounds one cut (NVIDIA rpg_min_dec_fac); 0 leaves
+    // RC (1 - alpha/2) as it was (alpha <= 1 keeps that factor >= 0.5 > 0).
+    rate = std::max(m_p->minRateBps, rate * std::max(1.0 - alpha / 2.0, m_p->minDecreaseFactor));
     timerStage = byteStage = 0;
     bytesSinceEvent = 0;
 }

@@ -3,7 +3,8 @@
 //
 // Reaction point per QP (see shared/network-reference.md, "DCQCN roles"):
 //  * CNP (at most one cut per rate-decrease interval): RT <- RC,
-//    RC <- max(min, RC (1 - alpha/2)), alpha <- (1-g) alpha + g, stages reset.
+//    RC <- max(min, RC max(1 - alpha/2, f)), alpha <- (1-g) alpha + g, stages reset
+//    (f: the minimum decrease factor, 0 = none).
 //    The first CNP of a QP sets alpha = 1 before the cut.
 //  * Alpha timer: alpha <- (1-g) alpha for every alpha interval without a CNP.
 //    It is evaluated lazily (alpha (1-g)^k at the next CNP), which equals a
@@ -48,6 +49,9 @@ struct DcqcnParams
     double lineRateBps{100e9};
     bool vendor{false};         //!< VENDOR reaction point (else PAPER)
     bool clampTargetRate{true}; //!< RT <- RC on every cut
+    //! A cut keeps at least this fraction of RC: RC <- RC max(1 - alpha/2, f) (NVIDIA
+    //! rpg_min_dec_fac / 100).  0 = no floor; with alpha <= 1 any f <= 0.5 never binds.
+    double minDecreaseFactor{0};
 };
 
 /// Reaction-point state of one queue pair.

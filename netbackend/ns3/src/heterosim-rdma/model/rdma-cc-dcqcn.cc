@@ -77,7 +77,14 @@ RdmaCcDcqcn::GetTypeId()
                           "RT <- RC on every cut; false: only on cuts after an increase event.",
                           BooleanValue(false),
                           MakeBooleanAccessor(&RdmaCcDcqcn::m_clamp),
-                          MakeBooleanChecker());
+                          MakeBooleanChecker())
+            .AddAttribute("MinDecreaseFactor",
+                          "A cut keeps at least this fraction of the current rate: RC <- RC max(1 - alpha/2, f) "
+                          "(NVIDIA rpg_min_dec_fac / 100, ConnectX default 0.5); 0 = no floor (the HPCC "
+                          "simulator's model).",
+                          DoubleValue(0.0),
+                          MakeDoubleAccessor(&RdmaCcDcqcn::m_minDecreaseFactor),
+                          MakeDoubleChecker<double>(0, 1));
     return tid;
 }
 
@@ -111,6 +118,7 @@ RdmaCcDcqcn::Configure(const RdmaCcLink& link, RdmaCcOwner* owner)
     m_p.minRateBps = static_cast<double>(m_minRate.GetBitRate());
     m_p.vendor = Vendor();
     m_p.clampTargetRate = m_clamp;
+    m_p.minDecreaseFactor = m_minDecreaseFactor;
 }
 
 std::unique_ptr<RdmaCcState>

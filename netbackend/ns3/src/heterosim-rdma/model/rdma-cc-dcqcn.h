@@ -69,6 +69,7 @@ class RdmaCcDcqcn : public RdmaCongestionOps
     DataRate m_rateHai;
     DataRate m_minRate;
     bool m_clamp;
+    double m_minDecreaseFactor;
 };
 
 class RdmaCcDcqcnPaper : public RdmaCcDcqcn

@@ -32,7 +32,8 @@ RdmaCcHpcc::GetTypeId()
                           MakeDoubleAccessor(&RdmaCcHpcc::m_eta),
                           MakeDoubleChecker<double>(0.01, 1.0))
             .AddAttribute("MaxStage",
-                          "Additive-increase stages before a multiplicative update (paper: 5; simulator: 0).",
+                          "Additive-increase stages before a multiplicative update (the authors' simulator: 0; "
+                          "the paper as printed: 5, a typo per the authors).",
                           UintegerValue(0),
                           MakeUintegerAccessor(&RdmaCcHpcc::m_maxStage),
                           MakeUintegerChecker<uint32_t>())

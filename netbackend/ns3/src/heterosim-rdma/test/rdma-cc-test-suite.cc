@@ -1,6 +1,10 @@
 // Congestion control behind RdmaCongestionOps: the registry of names, and Swift's window arithmetic
 // against hand calculations (Kumar et al., SIGCOMM 2020, Algorithm 1 and section 3.5).
 #include "ns3/config.h"
+#include "ns3/dcqcn.h"
+#include "ns3/double.h"
+#include "ns3/nstime.h"
+#include "ns3/rdma-cc-dcqcn.h"
 #include "ns3/rdma-cc-ops.h"
 #include "ns3/rdma-cc-swift.h"
 #include "ns3/rdma-network-helper.h"
@@ -8,6 +12,7 @@
 #include "ns3/string.h"
 #include "ns3/swift.h"
 #include "ns3/test.h"
+#include "ns3/uinteger.h"
 
 #include <cmath>
 #include <string>
@@ -218,6 +223,133 @@ class SwiftNicTestCase : public TestCase
     }
 };
 
+// The minimum decrease factor (NVIDIA rpg_min_dec_fac): one cut keeps at least f of the current rate,
+// RC <- RC max(1 - alpha/2, f).  Paper reaction point (every CNP cuts), g = 1/256, alpha timer 1 us,
+// f = 0.75, 100 Gb/s.  CNP at 0: alpha = 1, unfloored 50 Gb/s, floored 75 Gb/s.  CNP at 200 us:
+// alpha = (1 - g)^200 = 0.4571 (200 periods without CNP), 1 - alpha/2 = 0.7714 > f: not floored,
+// RC = 75 G x 0.7714.  With f = 0 (the HPCC simulator's model) the first cut gives 50 Gb/s.
+class DcqcnMinDecreaseFactorTestCase : public TestCase
+{
+  public:
+    DcqcnMinDecreaseFactorTestCase()
+        : TestCase("DCQCN minimum decrease factor floors one cut")
+    {
+    }
+
+  private:
+    void DoRun() override
+    {
+        DcqcnParams p;
+        p.g = 1.0 / 256;
+        p.alphaIntervalNs = 1000;
+        p.rateDecreaseIntervalNs = 0;
+        p.rateIncreaseIntervalNs = 55000;
+        p.minRateBps = 100e6;
+        p.lineRateBps = 100e9;
+        p.vendor = false;
+        p.clampTargetRate = true;
+        p.minDecreaseFactor = 0.75;
+        DcqcnRp rp;
+        rp.Init(&p, 0);
+        NS_TEST_ASSERT_MSG_EQ(rp.OnCnp(0), true, "first CNP cuts");
+        NS_TEST_ASSERT_MSG_EQ_TOL(rp.rate, 75e9, 1, "alpha = 1 would halve; the floor keeps 75%");
+        NS_TEST_ASSERT_MSG_EQ(rp.OnCnp(200000), true, "second CNP cuts");
+        const double alpha = std::pow(1 - p.g, 200);
+        NS_TEST_ASSERT_MSG_EQ_TOL(alpha, 0.4571, 1e-4, "alpha after 200 quiet periods");
+        NS_TEST_ASSERT_MSG_EQ_TOL(rp.rate, 75e9 * (1 - alpha / 2), 1, "1 - alpha/2 above the floor: unchanged rule");
+        DcqcnParams q = p;
+        q.minDecreaseFactor = 0;
+        DcqcnRp r0;
+        r0.Init(&q, 0);
+        r0.OnCnp(0);
+        NS_TEST_ASSERT_MSG_EQ_TOL(r0.rate, 50e9, 1, "no floor: RC (1 - 1/2)");
+        // The vendor reaction point cuts through the same rule at its check.
+        DcqcnParams v = p;
+        v.vendor = true;
+        v.rateDecreaseIntervalNs = 4000;
+        DcqcnRp rv;
+        rv.Init(&v, 0);
+        rv.OnCnp(0);
+        NS_TEST_ASSERT_MSG_EQ(rv.OnDecreaseCheck(rv.NextDecreaseCheckNs(0)), true, "vendor check cuts");
+        NS_TEST_ASSERT_MSG_EQ_TOL(rv.rate, 75e9, 1, "vendor cut floored at 75%");
+    }
+};
+
+// CNP pacing at the notification point (the receiver NIC's CnpMode interval / CnpInterval; NVIDIA
+// min_time_between_cnps): at most one CNP per QP per interval.  h0 -> s0 -> h1 at 100 Gb/s, 1 us
+// links; the switch marks every data packet (Kmin = Kmax = -1 B: a queue of 0 B is above Kmax).
+// DCQCN paper reaction point with RateDecreaseInterval 0 (every CNP cuts), 100 packets of 4096 B.
+// Paced at 1 ms: the first CE-marked packet arrives at h1 and gets a CNP; the rest arrive after at
+// most 99 x 4174 B at 50 Gb/s (the one cut from alpha = 1) = 66 us < 1 ms, so they get none: one
+// CNP, one cut.  Unpaced (interval 0): every one of the 100 CE-marked packets gets a CNP.
+class CnpPacingTestCase : public TestCase
+{
+  public:
+    CnpPacingTestCase()
+        : TestCase("CNP pacing: a CE burst within one interval yields one CNP and one cut")
+    {
+    }
+
+  private:
+    static RdmaCounters Run(int64_t intervalNs, double minDecreaseFactor, double* factorSeen)
+    {
+        Config::SetDefault("ns3::RdmaNic::CongestionControl", StringValue("dcqcn_paper"));
+        Config::SetDefault("ns3::RdmaCcDcqcn::RateDecreaseInterval", TimeValue(NanoSeconds(0)));
+        Config::SetDefault("ns3::RdmaCcDcqcn::MinDecreaseFactor", DoubleValue(minDecreaseFactor));
+        FabricSpec f;
+        f.hosts = {"h0", "h1"};
+        f.switches = {"s0"};
+        f.linkA = {0, 2};
+        f.linkB = {2, 1};
+        f.rateBps = {100e9, 100e9};
+        f.delayNs = {1000, 1000};
+        f.kminBytes = {-1, -1};
+        f.kmaxBytes = {-1, -1};
+        f.pmax = {1, 1};
+        f.headroomBytes = {200000, 200000};
+        f.switchBufferBytes = {32000000};
+        Ptr<RdmaNetworkHelper> net = CreateObject<RdmaNetworkHelper>();
+        net->Build(f);
+        // Back to the defaults for the other tests of this process.
+        Config::SetDefault("ns3::RdmaNic::CongestionControl", StringValue(""));
+        Config::SetDefault("ns3::RdmaCcDcqcn::RateDecreaseInterval", TimeValue(MicroSeconds(4)));
+        Config::SetDefault("ns3::RdmaCcDcqcn::MinDecreaseFactor", DoubleValue(0.0));
+        for (uint32_t i = 0; i < 2; ++i)
+        {
+            net->GetNic(i)->SetAttribute("CnpMode", StringValue("interval"));
+            net->GetNic(i)->SetAttribute("CnpInterval", TimeValue(NanoSeconds(intervalNs)));
+        }
+        Ptr<RdmaCcDcqcn> ops = DynamicCast<RdmaCcDcqcn>(net->GetNic(0)->GetCongestionOps());
+        *factorSeen = ops ? ops->GetParams().minDecreaseFactor : -1;
+        net->AddMessage(1, 0, 1, 100 * 4096, 0, 7, -1, 0);
+        while (net->Pending() > 0 && net->Run(-1) == RdmaNetworkHelper::OK)
+        {
+            net->DrainCompletions();
+        }
+        Simulator::Stop(MicroSeconds(10));
+        Simulator::Run();
+        RdmaCounters c = net->GetCounters();
+        net->Dispose();
+        Simulator::Destroy();
+        return c;
+    }
+
+    void DoRun() override
+    {
+        double factor = -1;
+        RdmaCounters paced = Run(1000000, 0.75, &factor);
+        NS_TEST_ASSERT_MSG_EQ_TOL(factor, 0.75, 1e-12, "MinDecreaseFactor reaches the reaction point");
+        NS_TEST_ASSERT_MSG_EQ(paced.ceReceived, 100u, "every packet CE-marked");
+        NS_TEST_ASSERT_MSG_EQ(paced.cnpsSent, 1u, "one CNP for the burst");
+        NS_TEST_ASSERT_MSG_EQ(paced.rateCuts, 1u, "one cut");
+        RdmaCounters unpaced = Run(0, 0.0, &factor);
+        NS_TEST_ASSERT_MSG_EQ_TOL(factor, 0.0, 1e-12, "default: no floor");
+        NS_TEST_ASSERT_MSG_EQ(unpaced.ceReceived, 100u, "every packet CE-marked");
+        NS_TEST_ASSERT_MSG_EQ(unpaced.cnpsSent, 100u, "one CNP per CE-marked packet");
+        NS_TEST_ASSERT_MSG_GT(unpaced.rateCuts, 1u, "several cuts without pacing");
+    }
+};
+
 class HeterosimRdmaCcTestSuite : public TestSuite
 {
   public:
@@ -228,6 +360,8 @@ class HeterosimRdmaCcTestSuite : public TestSuite
         AddTestCase(new SwiftTargetTestCase, Duration::QUICK);
         AddTestCase(new SwiftWindowTestCase, Duration::QUICK);
         AddTestCase(new SwiftNicTestCase, Duration::QUICK);
+        AddTestCase(new DcqcnMinDecreaseFactorTestCase, Duration::QUICK);
+        AddTestCase(new CnpPacingTestCase, Duration::QUICK);
     }
 };
 
