@@ -5,11 +5,15 @@
    bytes each rank's MoE block puts into collectives per layer and micro-batch (forward), expert parameters per
    rank.
 2. Uneven routing on scenarios/moe/uneven-routing.yaml (TP2 SP, EP8): iteration time against max/mean tokens
-   per EP rank.
-3. The stand-in's bound: an all-to-allv with per-pair sizes (heterosim.comm.alltoallv) against the uniform
-   all-to-all sized by its largest receiver (what the training compiler runs), each replayed alone on the flow
-   backend over 8 single-GPU, single-NIC nodes of a leaf-spine (4 hosts per leaf, 400 Gb/s), non-blocking, 2:1 and 4:1
-   oversubscribed. Lower bound: the largest receiver's bytes from its peers at the NIC's 400 Gb/s.
+   per EP rank (the dispatch / combine run as all-to-allvs with their per-pair sizes).
+3. One dispatch: an all-to-allv with per-pair sizes (heterosim.comm.alltoallv) against the uniform all-to-all
+   sized by its largest receiver (the stand-in training runs used before the all-to-allv ran itself), each
+   replayed alone on the flow backend over 8 single-GPU, single-NIC nodes of a leaf-spine (4 hosts per leaf,
+   400 Gb/s), non-blocking, 2:1 and 4:1 oversubscribed. Lower bound: the largest receiver's bytes from its peers
+   at the NIC's 400 Gb/s.
+4. The shipped uneven scenario at 1:1, 2:1 and 4:1: the training run with its all-to-allvs, the same run with
+   the symmetry reduction off, and the old stand-in (every all-to-allv op stripped of its per-pair rows, so the
+   coordinator runs the uniform all-to-all of its ``size_bytes``, the largest receiver).
 
     .venv/bin/python benchmarks/moe_expert_parallel.py
 """
@@ -64,17 +68,19 @@ def expert_tp_table() -> None:
 
 def uneven_table() -> None:
     path = ROOT / "scenarios" / "moe" / "uneven-routing.yaml"
-    print("| max/mean tokens per EP rank | iteration (ms) | vs even | exposed EP | dispatch all-to-all per rank (MiB) |")
-    print("|---|---|---|---|---|")
+    print("| max/mean tokens per EP rank | iteration (ms) | vs even | exposed EP | dispatch: sent per rank (MiB) | "
+          "dispatch: largest receiver (MiB) |")
+    print("|---|---|---|---|---|---|")
     base = None
     for x in (1.0, 1.25, 1.5, 2.0, 4.0):
         prep = api.prepare(api.load(path, [f"parallelism.moe_load_imbalance={x}"]))
         s = api.simulate(prep, record_messages=False).summary
         t = s["iteration_time_ns"]
         base = base or t
-        a2a = next(o.size_bytes for o in prep.ir.ops_of(0) if o.name == "ep_dispatch")
+        op = next(o for o in prep.ir.ops_of(0) if o.name == "ep_dispatch")
+        sent = sum(op.peer_bytes) if op.peer_bytes is not None else op.size_bytes
         print(f"| {x} | {t / 1e6:.1f} | {t / base:.3f} | {s['breakdown']['exposed_comm'].get('ep', 0):.1%} | "
-              f"{a2a / 2**20:.2f} |")
+              f"{sent / 2**20:.2f} | {op.size_bytes / 2**20:.2f} |")
 
 
 def _replay(sched, system) -> int:
@@ -110,12 +116,38 @@ def alltoallv_bound_table(send_bytes: int = 64 << 20) -> None:
             print(f"| leaf-spine {over:g}:1 | {x} | {v / 1e3:.0f} | {u / 1e3:.0f} | {u / v:.3f} | {nic / 1e3:.0f} |")
 
 
+def _iteration(path, sets: list[str], stand_in: bool = False) -> tuple[int, float]:
+    prep = api.prepare(api.load(path, sets))
+    if stand_in:
+        for prog in prep.ir.programs:
+            for op in prog.ops:
+                op.peer_bytes = None
+    s = api.simulate(prep, record_messages=False).summary
+    return s["iteration_time_ns"], s["breakdown"]["exposed_comm"].get("ep", 0)
+
+
+def real_vs_stand_in_table() -> None:
+    path = ROOT / "scenarios" / "moe" / "uneven-routing.yaml"
+    print("| fabric | all-to-allv run (ms) | exposed EP | symmetry off (ms) | stand-in (ms) | exposed EP | "
+          "stand-in / all-to-allv |")
+    print("|---|---|---|---|---|---|---|")
+    for over in (1.0, 2.0, 4.0):
+        sets = [f"fabric.oversubscription={over}"]
+        t, ep = _iteration(path, sets)
+        off, _ = _iteration(path, sets + ["simulation.symmetry=false"])
+        u, uep = _iteration(path, sets, stand_in=True)
+        print(f"| leaf-spine {over:g}:1 | {t / 1e6:.1f} | {ep:.1%} | {off / 1e6:.1f}{'' if off == t else ' (differs)'} "
+              f"| {u / 1e6:.1f} | {uep:.1%} | {u / t:.3f} |")
+
+
 def main() -> None:
     expert_tp_table()
     print()
     uneven_table()
     print()
     alltoallv_bound_table()
+    print()
+    real_vs_stand_in_table()
 
 
 if __name__ == "__main__":
