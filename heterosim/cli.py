@@ -222,6 +222,10 @@ def whatif(scenario: Path = typer.Argument(..., help="Scenario YAML"),
     for k, (i, rel) in enumerate(res.ranked()[:top], 1):
         t.add_row(str(k), res.variants[i].name, human_seconds(res.times_ns[i] / 1e9), f"{rel:+.3%}")
     out.print(t)
+    rr = res.info.get("flow_backend_reruns") or {}
+    if rr.get("count"):
+        out.print(f"{rr['count']} variant(s) run through the flow backend: a chain decision taken from the baseline "
+                  "run would go the other way under them (variants.csv: engine, note)")
     out.print(f"results: {out_dir}/ (variants.csv, sensitivity.csv, summary.json, histogram.png, ranked.png)")
 
 

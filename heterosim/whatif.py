@@ -56,6 +56,11 @@ class WhatIfResult:
     engine: str
     info: dict = field(default_factory=dict)
     out_dir: Path | None = None
+    ran_on: list = field(default_factory=list)
+    """Per variant: ``batch``, or ``flow backend`` where a chain decision the program took from the baseline run
+    would go the other way under the variant (:func:`heterosim.batch.decisions.flipped`): run normally instead."""
+    notes: list = field(default_factory=list)
+    """Per variant: why it ran on the flow backend ('' where it did not)."""
 
     def ranked(self) -> list[tuple[int, float]]:
         """(variant index, relative change) from the largest slowdown down (the baseline left out)."""
@@ -172,6 +177,7 @@ def whatif(scenario, vary: list[str], out_dir: str | Path | None = None, *, over
 
     from heterosim import pipeline
     from heterosim.batch import engine as eng
+    from heterosim.batch.decisions import flipped
     from heterosim.batch.variants import Variant, check_variant, params
     from heterosim.results.writer import check_out_dir
     from heterosim.sim.program import export_program
@@ -205,6 +211,7 @@ def whatif(scenario, vary: list[str], out_dir: str | Path | None = None, *, over
     run = eng.run_jax if which == "jax" else eng.run_numpy
     times = np.zeros(len(variants), np.int64)
     flags = np.zeros(len(variants), np.int32)
+    why: list = [None] * len(variants)
     rounds, wall, compile_s = 0, 0.0, 0.0
     done = 0
     for lo in range(0, len(variants), batch):
@@ -215,6 +222,7 @@ def whatif(scenario, vary: list[str], out_dir: str | Path | None = None, *, over
         n = min(batch, len(variants) - lo)
         times[lo:lo + n] = res.iteration_time_ns[:n]
         flags[lo:lo + n] = res.flags[:n]
+        why[lo:lo + n] = flipped(prog, res.probe_ns)[:n]
         rounds = max(rounds, res.rounds)
         wall += res.wall_s
         compile_s += res.compile_s
@@ -225,19 +233,45 @@ def whatif(scenario, vary: list[str], out_dir: str | Path | None = None, *, over
         bad = int(np.nonzero(flags)[0][0])
         raise UserError("the batch engine did not finish this variant (stalled: a dependency it cannot meet)",
                         field="--vary", value=variants[bad].name)
+    rerun = _rerun_flipped(prepared, variants, times, why)
     info = {"scenario": sc.name, "engine": f"batch ({which})", "device": _device(which), "variants": len(variants),
             "batch": min(batch, len(variants)), "rounds_max": rounds, "wall_s": wall, "compile_s": compile_s,
             "export_s": export_s, "program": {"nodes": prog.num_nodes, "flows": prog.num_flows,
                                               "links": prog.num_links},
             "memory_per_variant_bytes": _memory_per_variant(prog),
             "compute_contention": sc.simulation.compute_contention,
+            "decision_checks": prog.meta.get("decision_checks", 0),
+            "flow_backend_reruns": rerun,
             "reproduces": "the flow backend run of each variant with simulation.symmetry false and the scenario's "
                           f"simulation.compute_contention ({sc.simulation.compute_contention}) (tests/batch: within "
-                          "1e-6 relative; measured equal to the ns on every case tested, docs/batch-engine.md)"}
-    result = WhatIfResult(int(times[0]), variants, times, flags, which, info)
+                          "1e-6 relative; measured equal to the ns on every case tested, docs/batch-engine.md); a "
+                          "variant under which a chain decision taken from the baseline run would go the other way "
+                          "is run through the flow backend instead (flow_backend_reruns, the engine column)"}
+    result = WhatIfResult(int(times[0]), variants, times, flags, which, info, ran_on=[
+        "flow backend" if w else "batch" for w in why], notes=[w or "" for w in why])
     if out_dir is not None:
         write(result, out_dir)
     return result
+
+
+def _rerun_flipped(prepared, variants: list, times, why: list) -> dict:
+    """The variants under which a chain decision taken from the baseline run would go the other way (``why``):
+    each run through the flow backend (every lane simulated, as the engine reproduces), its time put in ``times``.
+    What was rerun, with the engine's time beside the flow backend's."""
+    from heterosim import pipeline
+
+    out = {"count": 0, "differed": 0, "variants": []}
+    for i, w in enumerate(why):
+        if not w:
+            continue
+        r = pipeline.simulate(variants[i].prepare(prepared.scenario), symmetry=False, record_messages=False)
+        t = int(r.sim.iteration_time_ns)
+        out["count"] += 1
+        out["differed"] += int(t != int(times[i]))
+        out["variants"].append({"variant": variants[i].name, "batch_engine_ns": int(times[i]), "flow_backend_ns": t,
+                                "why": w})
+        times[i] = t
+    return out
 
 
 def _device(which: str) -> str:
@@ -256,7 +290,8 @@ def _memory_per_variant(prog) -> int:
     ke, kf = prog.meta.get("pools", (64, 64))
     np_, p = prog.links.shape
     return int(n * (4 + 8) + (prog.num_links + 1) * 8 * 4 + prog.meta.get("connections", 0) * 9
-               + ke * (4 + 8 + 1 + 8) + kf * (4 + 8 * 6) + np_ * (p * 4 * 2 + 16))
+               + ke * (4 + 8 + 1 + 8) + kf * (4 + 8 * 6) + np_ * (p * 4 * 2 + 16)
+               + (prog.checks.num_probes * 8 if prog.checks is not None else 0))
 
 
 def write(result: WhatIfResult, out_dir: str | Path) -> Path:
@@ -266,10 +301,13 @@ def write(result: WhatIfResult, out_dir: str | Path) -> Path:
     with atomic_dir(out_dir) as tmp:
         with open(tmp / "variants.csv", "w", newline="") as fh:
             w = csv.writer(fh)
-            w.writerow(["variant", "kind", "target", "value", "iteration_time_ns", "delta_ns", "delta_pct"])
-            for v, t in zip(result.variants, result.times_ns):
+            w.writerow(["variant", "kind", "target", "value", "iteration_time_ns", "delta_ns", "delta_pct", "engine",
+                        "note"])
+            ran_on = result.ran_on or ["batch"] * len(result.variants)
+            notes = result.notes or [""] * len(result.variants)
+            for v, t, e, note in zip(result.variants, result.times_ns, ran_on, notes):
                 w.writerow([v.name, v.tags.get("kind", ""), v.tags.get("target", ""), v.tags.get("value", ""),
-                            int(t), int(t - base), f"{100 * (t - base) / base:.6f}"])
+                            int(t), int(t - base), f"{100 * (t - base) / base:.6f}", e, note])
         _parquet(tmp / "variants.parquet", result)
         ranked = result.ranked()
         with open(tmp / "sensitivity.csv", "w", newline="") as fh:
@@ -300,7 +338,8 @@ def _parquet(path: Path, result: WhatIfResult) -> None:
         "variant": [x.name for x in v], "kind": [str(x.tags.get("kind", "")) for x in v],
         "target": [str(x.tags.get("target", "")) for x in v], "value": [str(x.tags.get("value", "")) for x in v],
         "iteration_time_ns": [int(t) for t in result.times_ns],
-        "delta_pct": [100 * (int(t) - base) / base for t in result.times_ns]}), path)
+        "delta_pct": [100 * (int(t) - base) / base for t in result.times_ns],
+        "engine": list(result.ran_on or ["batch"] * len(v)), "note": list(result.notes or [""] * len(v))}), path)
 
 
 def _plots(tmp: Path, result: WhatIfResult, ranked) -> None:

@@ -81,6 +81,9 @@ class BatchResult:
     compile_s: float = 0.0
     pools: tuple[int, int] = (0, 0)
     """(KE, KF): event and flow pool sizes per experiment."""
+    probe_ns: np.ndarray | None = None
+    """int64[B, W]: when each probe node of the program ended (``Program.probe``; None without probes): the times
+    :func:`heterosim.batch.decisions.flipped` tests the baseline's chain decisions on."""
 
 
 class _Ops:
@@ -233,6 +236,13 @@ def _round(ops: _Ops, P: dict, prm: dict, s: dict) -> dict:
     new_b_n = xp.where(owner, ssafe, -1).reshape(B, M * D)
     new_b_t = t_new.reshape(B, M * D)
     new_b_k = xp.where(kind_v == FLOW, POST, DONE).astype(np.int8).reshape(B, M * D)
+    if "probe" in P:  # (the ends the baseline's chain decisions are tested on)
+        pid = P["probe"][nsafe]
+        pm = is_done & (pid >= 0)
+        extra_p = {"probe_t": ops.scatter_set(s["probe_t"], rows, xp.where(pm, pid, 0),
+                                              xp.broadcast_to(T[:, None], pid.shape), pm)}
+    else:
+        extra_p = {}
     ndone = is_done.sum(axis=1)
     done_n = s["done_n"] + ndone
     t_end = xp.where(ndone > 0, xp.maximum(s["t_end"], T), s["t_end"])
@@ -311,7 +321,7 @@ def _round(ops: _Ops, P: dict, prm: dict, s: dict) -> dict:
             "conn_busy": conn_busy, "conn_free": conn_free, "done_n": done_n, "t_end": t_end, "flags": flags,
             "rounds": s["rounds"] + live.astype(np.int64),
             "peak_ev": xp.maximum(s["peak_ev"], (ev_n2 >= 0).sum(axis=1).astype(np.int32)),
-            "peak_fl": xp.maximum(s["peak_fl"], (fs_f >= 0).sum(axis=1).astype(np.int32)), **extra}
+            "peak_fl": xp.maximum(s["peak_fl"], (fs_f >= 0).sum(axis=1).astype(np.int32)), **extra, **extra_p}
 
 
 def _rate(xp, k, sm):
@@ -541,6 +551,8 @@ def _program_arrays(prog: Program) -> dict:
                 "hold_lane": prog.hold_lane if len(prog.hold_lane) else np.zeros(1, np.int32),
                 "hold_sms": prog.hold_sms if len(prog.hold_sms) else np.zeros(1, np.int64),
                 "cslots": np.zeros(prog.meta.get("compute_slots_run", prog.meta.get("compute_slots", 8)), np.int8)}
+        if prog.probe is not None:
+            cont["probe"] = prog.probe
     return {**cont, "kind": prog.kind, "pre_ns": prog.pre_ns, "flow": prog.flow, "succ": prog.succ, "flow_node": prog.flow_node,
             "wire": prog.wire_bytes, "tail": prog.tail_bytes, "path": prog.path, "self_loop": prog.self_loop,
             "conn": prog.conn}
@@ -569,7 +581,9 @@ def initial_state(prog: Program, B: int, KE: int, KF: int) -> dict:
             "conn_busy": np.zeros((B, max(1, prog.meta.get("connections", 0))), bool),
             "conn_free": np.zeros((B, max(1, prog.meta.get("connections", 0))), np.int64),
             "done_n": np.zeros(B, np.int64), "t_end": np.zeros(B, np.int64), "flags": np.zeros(B, np.int32),
-            "rounds": np.zeros(B, np.int64), "peak_ev": np.zeros(B, np.int32), "peak_fl": np.zeros(B, np.int32)}
+            "rounds": np.zeros(B, np.int64), "peak_ev": np.zeros(B, np.int32), "peak_fl": np.zeros(B, np.int32),
+            **({"probe_t": np.full((B, max(1, prog.checks.num_probes)), INF, np.int64)} if prog.probe is not None
+               else {})}
 
 
 _INT_LIMIT = 1 << 62
@@ -730,4 +744,5 @@ def _drive_once(prog: Program, prm: Params, KE: int, KF: int, jax: bool, measure
     flags = out["flags"].copy()
     flags |= np.where(out["done_n"] < prog.num_nodes, STALLED, 0).astype(np.int32)
     return BatchResult(out["t_end"].copy(), flags, int(out["rounds"].max()) if B else 0, wall, compile_s,
-                       (int(out["peak_ev"].max()), int(out["peak_fl"].max())) if measure else (KE, KF))
+                       (int(out["peak_ev"].max()), int(out["peak_fl"].max())) if measure else (KE, KF),
+                       out["probe_t"].copy() if "probe_t" in out else None)

@@ -149,6 +149,11 @@ class Program:
     """int32[H]: the lane of each hold (a (lane, communication op) pair, or a local TP collective running alone)."""
     hold_sms: np.ndarray | None = None
     """int64[H]: its SMs (NCCL channels the comm planner gives the collective; userbuffers' ``num_sm``)."""
+    probe: np.ndarray | None = None
+    """int32[N]: the probe id of a node whose end the engine records (-1: none; None: no probes). Probes are JOINs
+    without successors ending when an op of a lane ends or starts (:class:`DecisionChecks`)."""
+    checks: "DecisionChecks | None" = None
+    """The chain decisions taken from the baseline run (timing-dependent), as tests on probe times."""
 
     @property
     def contention(self) -> bool:
@@ -179,13 +184,16 @@ class _Builder:
         self.cshare: list[tuple[float, float]] = []
         self.eff: list[list[tuple[int, int]]] = []
         self.preds: list[list[int]] = []
+        self.probe: list[int] = []
+        """Probe id of a node whose end the engine records (-1: none); such a JOIN is never removed."""
 
     _COLUMNS = (("kind", JOIN), ("dur", 0), ("cns", -1), ("lane", -1), ("pre", 0), ("flow", -1), ("clane", -1),
-                ("cshare", (0.0, 1.0)))
+                ("cshare", (0.0, 1.0)), ("probe", -1))
     """Per-node columns and their values on an appended JOIN."""
 
     def node(self, kind: int, preds, dur: int = 0, cns: int = -1, lane: int = -1, pre: int = 0,
-             flow: int = -1, clane: int = -1, cshare: tuple[float, float] = (0.0, 1.0), eff=None) -> int:
+             flow: int = -1, clane: int = -1, cshare: tuple[float, float] = (0.0, 1.0), eff=None,
+             probe: int = -1) -> int:
         self.kind.append(kind)
         self.dur.append(int(dur))
         self.cns.append(int(cns))
@@ -195,6 +203,7 @@ class _Builder:
         self.clane.append(clane)
         self.cshare.append(cshare)
         self.eff.append(list(eff or ()))
+        self.probe.append(probe)
         self.preds.append(preds if type(preds) is list else list(preds))  # (a list given is kept: filled later)
         return len(self.kind) - 1
 
@@ -261,7 +270,7 @@ class _Builder:
         n = len(self.kind)
         removed = [False] * n
         for j in range(n):
-            if self.kind[j] != JOIN:
+            if self.kind[j] != JOIN or self.probe[j] >= 0:
                 continue
             pj, sj = preds[j], succs[j]
             if self.eff[j]:
@@ -425,6 +434,7 @@ def export_program(prepared) -> Program:
         _lane_nodes(b, coord, prepared, cont, lane, instances, p2p)
     _instances(b, coord, flows, cont, instances)  # pass 2: collective instances
     _pipeline_pairs(b, coord, flows, cont, p2p)  # pass 3: pipeline send/recv pairs
+    checks = _decision_checks(b, cont) if cont is not None else None  # pass 4: baseline decisions as tests
     succ, indeg = b.arrays()
     fl = flows.arrays()
     flow_of = np.asarray(b.flow, np.int32)
@@ -445,6 +455,8 @@ def export_program(prepared) -> Program:
                  "lane_sm": np.array([cont.sm(l) for l in lanes], np.int64), "eff": eff, "eff_sign": sign,
                  "hold_lane": np.array(cont.hold_lane, np.int32).reshape(-1),
                  "hold_sms": np.array(cont.hold_sms, np.int64).reshape(-1)}
+        if checks is not None and checks.count:
+            extra.update(probe=np.asarray(b.probe, np.int32), checks=checks)
     return Program(
         kind=np.asarray(b.kind, np.int8), member_ptr=ptr, member_ns=member_ns, member_lane=member_lane,
         pre_ns=np.asarray(b.pre, np.int64), flow=flow_of, succ=succ, indeg=indeg, flow_node=flow_node,
@@ -459,6 +471,7 @@ def export_program(prepared) -> Program:
         meta={"scenario": sc.name, "seed": seed, "connections": flows.num_conns,
               "contention": sc.simulation.compute_contention if cont is not None else "none",
               "holds_from_baseline_lanes": cont.timing_decided if cont is not None else 0,
+              "decision_checks": checks.count if checks is not None else 0,
               "compute_slots": max(1, cont.slots) if cont is not None else 0,
               "mtu_bytes": net_cfg.mtu_bytes, "header_bytes": net_cfg.header_bytes},
         reroute=lambda system, scenario, s, failed=(), width=fl["links"].shape[1]: flows.reroute(
@@ -523,6 +536,8 @@ def _lane_nodes(b: _Builder, coord, prepared, cont, lane, instances: dict, p2p: 
         prev_on_stream[s] = end
     for op, preds in wait:
         preds.extend(end_of[d] for d in op.deps)
+    if cont is not None and lane.id in cont.timing_lanes:  # (the nodes its baseline decisions are tested on)
+        cont.timing_lanes[lane.id] = (lane, end_of, {op.id: preds for op, preds in wait})
 
 
 def _instances(b: _Builder, coord, flows: "_Flows", cont, instances: dict) -> None:
@@ -799,8 +814,12 @@ class _Contention:
 
         self.coord, self.prepared = coord, prepared
         self.baseline: set | None = None
+        self.baseline_runs: dict[int, list[list[int]]] = {}
+        """Lane id -> the runs (op ids started as one step) of the baseline run, in their order."""
         self.timing_decided = 0
         """Lanes whose local holds were taken from the baseline run (chains whose links depend on timing)."""
+        self.timing_lanes: dict[int, object] = {}
+        """Those lanes: id -> (lane, its ops' end nodes, its ops' input nodes) once pass 1 has made them."""
         self.slots = 0
         """Compute nodes that can be in flight at once, all lanes (the engine's per-round compute slots)."""
         self.ct = ContentionTracker(coord, MODELS["sm_share"])  # (its NCCL channel counts: ``_sms``)
@@ -889,11 +908,184 @@ class _Contention:
         if hit is not None:
             return hit
         if self.baseline is None:
-            self.baseline = _baseline_local_holds(self.prepared)
+            self.baseline, self.baseline_runs = _baseline_local_holds(self.prepared)
             self.timing_decided = 0
         self.timing_decided += 1
+        self.timing_lanes[lane.id] = None
         held = self.baseline
         return [(lane.id, o) in held for o in range(len(table))]
+
+
+@dataclass
+class DecisionChecks:
+    """The chain decisions a program takes from the baseline run (:func:`_baseline_local_holds`) where they depend
+    on timing, as tests on the times the engine records at probes (``Program.probe``).
+
+    The coordinator starts a run at op ``r`` and takes the next op ``z`` after ``cur`` into it (``start_local``)
+    only if every op ``z`` waits on besides ``cur`` has ended when ``r`` starts; where such an op is no ancestor of
+    ``r`` (a ZeRO all-gather, say), that depends on timing. Check ``c`` is one such link of a possible run: it is
+    taken iff every probe ``wait[wait_ptr[c]:wait_ptr[c+1]]`` (an op's end) comes before probe ``start[c]`` (``r``'s
+    start: the end of its last input). ``base`` are the checks of the baseline's own runs, ``taken`` their outcome
+    there. ``lanes`` replays the coordinator's runs of each such lane from the checks' outcomes under a variant
+    (:func:`replay_holds`): a variant whose local TP collectives would hold SMs otherwise than the program's
+    (the baseline's) is found by :func:`heterosim.batch.decisions.flipped`. Links the chain rules decide at export
+    are not checks (the same in every variant)."""
+
+    start: np.ndarray
+    """int32[C]: probe id of the run's first op's start."""
+    wait_ptr: np.ndarray
+    """int64[C+1]."""
+    wait: np.ndarray
+    """int32[W]: probe ids of the ends the link waits on."""
+    base: np.ndarray
+    """int32[K]: the checks of the baseline run's links."""
+    taken: np.ndarray
+    """bool[K]: whether the baseline run took each."""
+    labels: list
+    """C lines naming the lane and ops of each check."""
+    lanes: list
+    """Per lane whose holds come from the baseline: a dict (``lane`` id, ``local`` ops in order, ``comp`` per op,
+    ``next``: ``chain_next``, ``links``: cur -> (z, z's other deps, the op before z on its stream or -1) where the
+    chain rules may take the link, ``check_of``: (run start, z) -> check (-1: always taken from that start),
+    ``holds``: the ops holding SMs in the program, ``can_hold``: ops that hold SMs where they run alone)."""
+    num_probes: int = 0
+
+    @property
+    def count(self) -> int:
+        return len(self.start)
+
+
+def replay_holds(lane: dict, outcome) -> tuple[set | None, int]:
+    """The ops of one lane that hold SMs (a TP collective whose run stays one op long, among ``can_hold``) when
+    each check ``c`` comes out ``outcome(c)`` (True taken, False not, None a tie: the coordinator's order of events
+    decides): (holds, -1); (None, c) at the first tie met, (None, -2) at a link no check was made for.
+    ``_local_holds``' walk (the coordinator's ``start_local``) with the timing links decided by ``outcome``."""
+    comp, nxt, links, check_of, can = lane["comp"], lane["next"], lane["links"], lane["check_of"], lane["can_hold"]
+    chained: set = set()
+    holds: set = set()
+    for r in lane["local"]:
+        if r in chained:
+            continue
+        run, cur, has = [r], r, comp[r]
+        while True:
+            hit = links.get(cur)
+            if hit is None:  # (no next op, not local, or never taken: _chain_waits' None)
+                break
+            z, others, w = hit
+            if not comp[z] and not has:
+                break
+            if w >= 0 and w not in run:
+                others = others + (w,)
+            if others:
+                c = check_of.get((r, z), -2)
+                ok = True if c == -1 else (outcome(c) if c >= 0 else None)
+                if ok is None:
+                    return None, c
+                if not ok:
+                    break
+            chained.add(z)
+            run.append(z)
+            has = has or comp[z]
+            cur = z
+        if len(run) == 1 and not comp[r] and r in can:
+            holds.add(r)
+    return holds, -1
+
+
+MAX_BACK = 4_096
+"""Ops a search back along a lane's chain links visits at most (:func:`_decision_checks`: the runs that may reach
+a timing-dependent link); a link reached from further back has no check, and a variant that meets it is flagged."""
+
+
+def _decision_checks(b: "_Builder", cont: "_Contention") -> DecisionChecks | None:
+    """Probes (JOINs with no successor, never removed) and checks for every timing-dependent link of a run that may
+    start at a local op of the lanes whose holds come from the baseline (searched back from each link that waits on
+    more than its chain), and the baseline runs' links among them (:class:`DecisionChecks`)."""
+    if not cont.timing_lanes:
+        return None
+    probes: dict[tuple, int] = {}
+    start, ptr, wait, labels = [], [0], [], []
+    base, taken, lanes = [], [], []
+
+    def probe(key, preds) -> int:
+        k = probes.get(key)
+        if k is None:
+            k = probes[key] = len(probes)
+            b.node(JOIN, list(preds), probe=k)
+        return k
+
+    for lid, hit in cont.timing_lanes.items():
+        lane, end_of, inputs = hit
+        prog = lane.prog
+        dur = cont.coord.local_durations(lane)
+        ops, nxt = prog.ops, prog.chain_next
+        comp = [op.kind == "compute" for op in ops]
+        local = [o for o in range(len(ops)) if dur[o] >= 0]
+        links: dict[int, tuple] = {}  # cur -> (z, its other deps, the op before z on its stream or -1)
+        back: dict[int, list[int]] = {}
+        for cur in local:
+            z = nxt[cur]
+            if z < 0 or dur[z] < 0 or ops[z].deps.count(cur) != 1:
+                continue
+            sc, sz, pos = prog.stream_of[cur], prog.stream_of[z], prog.stream_pos[z]
+            if sz == sc and pos != prog.stream_pos[cur] + 1:
+                continue
+            w = prog.streams[sz][pos - 1] if sz != sc and pos > 0 else -1
+            links[cur] = (z, tuple(d for d in ops[z].deps if d != cur), w)
+            back.setdefault(z, []).append(cur)
+        check_of: dict[tuple, int] = {}
+        complete = True
+        for cur, (z, others0, w) in links.items():
+            if not others0 and w < 0:
+                continue
+            # run starts that may reach cur through chain links, searched back from it: per op, whether the run
+            # from it to cur holds a compute op and runs w
+            info = {cur: (comp[cur], cur == w)}
+            front = [cur]
+            while front and len(info) < MAX_BACK:
+                nf = []
+                for x in front:
+                    hx, wx = info[x]
+                    for y in back.get(x, ()):
+                        if y not in info:
+                            info[y] = (comp[y] or hx, wx or y == w)
+                            nf.append(y)
+                front = nf
+            complete = complete and not front
+            for r, (has, w_in) in info.items():
+                if r != cur and not comp[r] and not comp[nxt[r]]:
+                    continue  # (a TP collective after a TP collective: the run from r stops before cur)
+                if not (has or comp[z]):
+                    continue
+                others = others0 + ((w,) if w >= 0 and not w_in else ())
+                if not others:
+                    continue
+                miss = sorted(_missing_ancestors(prog, r, set(others)))
+                if not miss:
+                    check_of[(r, z)] = -1
+                    continue
+                check_of[(r, z)] = len(start)
+                start.append(probe(("start", lid, r), inputs[r]))
+                wait.extend(probe(("end", lid, o), [end_of[o]]) for o in miss)
+                ptr.append(len(wait))
+                labels.append(f"lane {lid}: {ops[z].name} (op {z}) after {ops[cur].name} in the run from "
+                              f"{ops[r].name} (op {r}), waiting on " + ", ".join(f"{ops[o].name} (op {o})"
+                                                                                 for o in miss))
+        for run in cont.baseline_runs.get(lid, []):  # the baseline's decisions: its runs' timing-dependent links
+            for i, cur in enumerate(run):
+                took = i + 1 < len(run)
+                c = check_of.get((run[0], nxt[cur]), -1) if cur in links else -1
+                if c >= 0:
+                    base.append(c)
+                    taken.append(took)
+                if not took:
+                    break
+        can = {o for o in local if not comp[o] and cont.sm(lane) > 1 and cont.ct._local_sms(lane, ops[o]) > 0}
+        lanes.append({"lane": lid, "local": local, "comp": comp, "next": nxt, "links": links, "check_of": check_of,
+                      "can_hold": can, "holds": {o for o in can if (lid, o) in cont.baseline},
+                      "names": {o: ops[o].name for o in can}, "complete": complete})
+    return DecisionChecks(np.array(start, np.int32), np.array(ptr, np.int64), np.array(wait, np.int32),
+                          np.array(base, np.int32), np.array(taken, bool), labels, lanes, len(probes))
 
 
 def _local_holds(prog, dur: list[int]) -> list[bool] | None:
@@ -937,28 +1129,43 @@ def _local_holds(prog, dur: list[int]) -> list[bool] | None:
 
 def _chain_link(prog, run: list[int], cur: int, z: int):
     """Whether the run started at ``run[0]`` (now at ``cur``) takes ``z``: True, False, or None (timing decides)."""
+    w = _chain_waits(prog, run, cur, z)
+    if w is None:
+        return False
+    return None if w else True
+
+
+def _chain_waits(prog, run: list[int], cur: int, z: int) -> list[int] | None:
+    """The ops the link ``cur -> z`` of the run started at ``run[0]`` waits on whose end may come after the run's
+    start (the link is taken iff each of them has ended when ``run[0]`` starts: ``remaining[z] == 1`` and
+    ``chain_step``'s idle stream); [] where none may (taken), None where the link is never taken."""
     ops = prog.ops
     deps = ops[z].deps
     if deps.count(cur) != 1:
-        return False  # (remaining[z] counts a repeated input twice: never 1 while cur runs)
+        return None  # (remaining[z] counts a repeated input twice: never 1 while cur runs)
     others = [d for d in deps if d != cur]
     sc, sz = prog.stream_of[cur], prog.stream_of[z]
     pos = prog.stream_pos[z]
     if sz == sc:
         if pos != prog.stream_pos[cur] + 1:
-            return False
+            return None
     elif pos > 0:
         w = prog.streams[sz][pos - 1]
         if w not in run:
             others.append(w)  # (its stream is idle at z only once w has ended)
-    if others and not _all_ancestors(prog, run[0], set(others)):
-        return None
-    return True
+    if not others:
+        return []
+    return sorted(_missing_ancestors(prog, run[0], set(others)))
 
 
 def _all_ancestors(prog, r: int, need: set) -> bool:
-    """Whether every op of ``need`` ends before ``r`` starts (an input of r, or of one of those, or on a stream
-    before one of those)."""
+    """Whether every op of ``need`` ends before ``r`` starts (:func:`_missing_ancestors`)."""
+    return not _missing_ancestors(prog, r, need)
+
+
+def _missing_ancestors(prog, r: int, need: set) -> set:
+    """The ops of ``need`` not found to end before ``r`` starts (an input of r, or of one of those, or on a stream
+    before one of those; the search stops after ``_ANCESTOR_SEEN`` ops)."""
     ops, streams, stream_of, stream_pos = prog.ops, prog.streams, prog.stream_of, prog.stream_pos
     need = set(need)
     seen = {r}
@@ -973,28 +1180,31 @@ def _all_ancestors(prog, r: int, need: set) -> bool:
                 seen.add(u)
                 need.discard(u)
                 stack.append(u)
-    return not need
+    return need
 
 
-def _baseline_local_holds(prepared) -> set:
+def _baseline_local_holds(prepared) -> tuple[set, dict]:
     """(lane id, op id) of the local TP collectives that held SMs in the scenario's own run (the flow backend, every
-    lane simulated), recorded from ``ContentionTracker.start_local``. Used where the coordinator's chain of local
-    ops depends on timing (an input of a chained op, a ZeRO all-gather say, may or may not have ended when the run
-    starts): a variant is assumed to take the same decisions (tests/batch checks the agreement per variant)."""
+    lane simulated), recorded from ``ContentionTracker.start_local``, and each lane's runs (the ops it started as
+    one step). Used where the coordinator's chain of local ops depends on timing (an input of a chained op, a ZeRO
+    all-gather say, may or may not have ended when the run starts): a variant takes the same decisions unless one
+    of them would go the other way under its own times, which the engine detects (:class:`DecisionChecks`)."""
     from heterosim import pipeline
     from heterosim.sim import contention
 
     held: set = set()
+    runs: dict[int, list[list[int]]] = {}
     orig = contention.ContentionTracker.start_local
 
     def start_local(self, lane, oid):
         orig(self, lane, oid)
         if (lane.id, oid) in self.holds:
             held.add((lane.id, oid))
+        runs.setdefault(lane.id, []).append(list(self.runs[lane.id][-1].ops))
 
     contention.ContentionTracker.start_local = start_local
     try:
         pipeline.simulate(prepared, symmetry=False, record_messages=False)
     finally:
         contention.ContentionTracker.start_local = orig
-    return held
+    return held, runs

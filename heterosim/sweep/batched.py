@@ -11,8 +11,10 @@ one batch (JAX where it is installed, else NumPy), each point's folder getting `
 time and what follows from it (``model_tflops_per_gpu``, ``mfu``, ``tokens_per_s``: ``make_summary``'s
 definitions) and ``engine: batch``; the per-GPU breakdown and network counters are the normal path's only. Every
 other point, and every group the engine refuses (one line, recorded in the point's ``point.json``), runs through
-the normal path. The batch engine reproduces the flow backend's run of each point with every lane simulated
-(tests/batch, within 1e-6 relative; tests/sweep checks equality with the normal path's runs).
+the normal path, and so does every point under which a chain decision the program took from the scenario's own
+run would go the other way (``heterosim.batch.decisions``; named in the report's line). The batch engine
+reproduces the flow backend's run of each point with every lane simulated (tests/batch, within 1e-6 relative;
+tests/sweep checks equality with the normal path's runs).
 """
 from __future__ import annotations
 
@@ -54,6 +56,9 @@ class BatchReport:
     engine: str = ""
     refused: dict[str, str] = field(default_factory=dict)
     """Group (its other parameters) -> why it ran through the normal path instead."""
+    flipped: dict[str, str] = field(default_factory=dict)
+    """Point id -> the chain decision taken from the baseline run that would go the other way under the point's
+    own times (:func:`heterosim.batch.decisions.flipped`): the point runs through the normal path instead."""
     wall_s: float = 0.0
 
     def line(self, total: int) -> str:
@@ -64,6 +69,8 @@ class BatchReport:
              f"only); normal path: {total - len(self.points)} points")
         for k, why in self.refused.items():
             s += f"\n  normal path for {k}: {why}"
+        for k, why in self.flipped.items():
+            s += f"\n  normal path for point {k}: {why}"
         return s
 
 
@@ -108,6 +115,7 @@ def run_groups(groups: list[Group], scenario_path: str, on_done: Callable, engin
     the engine refuses is left for the normal path (its reason in the report)."""
     from heterosim import pipeline
     from heterosim.batch import engine as eng
+    from heterosim.batch.decisions import flipped
     from heterosim.batch.variants import check_variant, params
     from heterosim.sim.program import export_program
     from heterosim.sweep.worker import Outcome
@@ -140,7 +148,11 @@ def run_groups(groups: list[Group], scenario_path: str, on_done: Callable, engin
         wall = time.perf_counter() - t0
         rep.batches += 1
         rep.wall_s += wall
-        for t, ns in zip(g.tasks, res.iteration_time_ns.tolist()):
+        why = flipped(prog, res.probe_ns)
+        for t, ns, w in zip(g.tasks, res.iteration_time_ns.tolist(), why):
+            if w:  # (not exact for certain: left to the normal path)
+                rep.flipped[t.point_id] = w
+                continue
             _write_summary(Path(t.out_dir), summary_of(prepared, int(ns), rep.engine, wall / len(g.tasks)))
             on_done(t, Outcome("ok", wall_s=wall / len(g.tasks)))
             rep.points.append(t.point_id)
