@@ -167,6 +167,30 @@ def test_shipped_scenario_symmetry_on_equals_off(sets):
     assert on == off
 
 
+def test_rail_merged_all_to_allvs_stay_within_the_hashed_copies_bound(monkeypatch):
+    """``simulation.hashed_copies: ops``: a lane's two TP ranks start their all-to-allvs (equal matrices) on
+    parallel EP groups at once, and they ride as one schedule (4 layers x 4 all-to-allvs x 2 micro-batches = 32
+    merges); the iteration stays within the mode's measured bound (HASHED_COPIES_BOUNDS) of the exact run."""
+    from heterosim.results.summary import HASHED_COPIES_BOUNDS
+    from heterosim.sim.coordinator import Coordinator
+
+    merged: dict[str, int] = {}
+    launch = Coordinator._launch_schedule
+
+    def counted(self, inst, collective, ranks, size, images=None, merged_groups=0, shifts=None):
+        if merged_groups:
+            merged[collective] = merged.get(collective, 0) + 1
+        return launch(self, inst, collective, ranks, size, images=images, merged_groups=merged_groups, shifts=shifts)
+
+    monkeypatch.setattr(Coordinator, "_launch_schedule", counted)
+    path = ROOT / "scenarios" / "moe" / "uneven-routing.yaml"
+    exact = api.run(api.load(path)).summary["iteration_time_ns"]
+    assert merged.get("alltoallv", 0) == 0
+    ops = api.run(api.load(path, ["simulation.hashed_copies=ops"])).summary["iteration_time_ns"]
+    assert merged["alltoallv"] == 32
+    assert abs(ops - exact) / exact <= HASHED_COPIES_BOUNDS["ops"]
+
+
 def test_no_stand_in_label():
     """The all-to-allv runs itself: a run's approximations name the flow backend only (no MoE entry)."""
     path = ROOT / "scenarios" / "moe" / "uneven-routing.yaml"
