@@ -1,5 +1,6 @@
 """All-to-allv (uneven MoE routing): per-pair sizes by hand, the flow schedule's bytes per rank, and on one node
-the analytic time equal to the uniform all-to-all sized by the largest receiver (the compiler's stand-in)."""
+the analytic time equal to the uniform all-to-all sized by the largest receiver (the stand-in training runs used
+before they ran the all-to-allv itself)."""
 from __future__ import annotations
 
 import pytest
@@ -56,7 +57,7 @@ def test_one_node_time_is_the_largest_receivers(hot):
     """8 GPUs of a DGX H100, 16 MiB sent per rank, rank 0's experts receiving ``hot`` x the mean: NVLink ingress of
     rank 0 carries 7/8 x hot x 16 MiB in both the all-to-allv and the uniform all-to-all of size hot x 16 MiB
     (each of whose pairs carries hot x 2 MiB), and every other resource carries less, so the analytic model
-    times them alike: the compiler's stand-in is exact inside a node."""
+    times them alike: inside a node the old stand-in was exact."""
     S = 16 << 20
     load = [hot] + [(8 - hot) / 7] * 7
     v = plan_alltoallv(list(range(8)), routing_matrix(S, load), H100x2)
