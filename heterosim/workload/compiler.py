@@ -979,7 +979,8 @@ def compile_workload(scenario, world_size: int, rank_devices: list[str] | None =
         if load != 1.0:  # uneven routing: one program per expert load (its experts' share of the tokens)
             key += ("load", load)
         rows = None
-        if plan.expert_load is not None and model.is_moe:  # and one per all-to-allv row (its own share's place)
+        if plan.expert_load is not None and model.is_moe and scenario.parallelism.moe_dispatcher == "alltoall":
+            # and one per all-to-allv row (its own share's place; the allgather dispatcher moves every token)
             rows = _a2a_rows(plan, layout, groups, r, ctx(key[0], load)[1].a2a_bytes(), matrices)
             key += ("a2a", rows)
         pid = key_to_pid.get(key)
