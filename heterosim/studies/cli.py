@@ -13,7 +13,7 @@ from hscommon.errors import UserError
 
 def compare_command(
         scenario: Path = typer.Argument(..., help="Scenario YAML"),
-        cc: str = typer.Option("dcqcn,hpcc,none", "--cc", help="Comma-separated presets: dcqcn | dcqcn_paper | hpcc | timely | dctcp | none"),
+        cc: str = typer.Option("dcqcn,hpcc,none", "--cc", help="Comma-separated presets: dcqcn | dcqcn_paper | dcqcn_cx | hpcc | timely | dctcp | swift | none"),
         out: Optional[Path] = typer.Option(None, "--out", help="Results directory (default results/<name>-compare)"),
         set_: List[str] = typer.Option([], "--set", help="Override a field: path=value"),
         backend: str = typer.Option("ns3", "--backend", help="Network backend (ns3 for packet-level CC)"),

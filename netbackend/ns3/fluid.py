@@ -53,6 +53,7 @@ def dcqcn_params(resolved: dict, line_bps: float):
     p.lineRateBps = line_bps
     p.vendor = resolved["reaction"] == "vendor"
     p.clampTargetRate = resolved["clamp_target_rate"]
+    p.minDecreaseFactor = resolved.get("min_decrease_factor") or 0.0  # as RdmaCcDcqcn's MinDecreaseFactor
     cnp = resolved["cnp_interval_ns"] if resolved["cnp_mode"] == "interval" else 0
     return p, cnp
 
