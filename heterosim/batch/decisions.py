@@ -43,12 +43,13 @@ def outcomes(prog, probe_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return ~after & ~at, ~after & at
 
 
-def flipped(prog, probe_ns: np.ndarray | None) -> list[str | None]:
-    """Per variant: None where its local TP collectives hold SMs as the program's do (the module docstring), else
-    one line saying which decision goes the other way."""
+def flipped(prog, res) -> list[str | None]:
+    """Per variant of the batch result ``res`` (``BatchResult``): None where its local TP collectives hold SMs as the
+    program's do (the module docstring), else one line saying which decision goes the other way."""
     ch = getattr(prog, "checks", None)
+    probe_ns = res.probe_ns
     if probe_ns is None or ch is None or not ch.count:
-        return [None] * (0 if probe_ns is None else probe_ns.shape[0])
+        return [None] * len(res.iteration_time_ns)
     short = [lane["lane"] for lane in ch.lanes if not lane["complete"]]
     if short:  # (a chain too long to search back along: its links are not all checks)
         return [f"the chain decisions of lane(s) {short} are not all checked (a chain longer than "

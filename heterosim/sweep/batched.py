@@ -148,7 +148,7 @@ def run_groups(groups: list[Group], scenario_path: str, on_done: Callable, engin
         wall = time.perf_counter() - t0
         rep.batches += 1
         rep.wall_s += wall
-        why = flipped(prog, res.probe_ns)
+        why = flipped(prog, res)
         for t, ns, w in zip(g.tasks, res.iteration_time_ns.tolist(), why):
             if w:  # (not exact for certain: left to the normal path)
                 rep.flipped[t.point_id] = w

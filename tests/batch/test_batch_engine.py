@@ -17,6 +17,7 @@ import pytest
 
 from heterosim import pipeline
 from heterosim.batch import engine, variants
+from heterosim.batch.decisions import flipped, outcomes
 from heterosim.batch.variants import Variant
 from heterosim.sim.program import export_program
 
@@ -73,9 +74,38 @@ def _has_jax() -> bool:
 
 
 def _flow_backend_ns(scenario, v: Variant) -> int:
-    sc = pipeline.with_overrides(scenario, v.overrides(scenario)) if v.overrides(scenario) else scenario
-    r = pipeline.simulate(pipeline.prepare(sc), symmetry=False, record_messages=False)
-    return r.sim.iteration_time_ns
+    return flow_backend_run(scenario, v)[0]
+
+
+def flow_backend_run(scenario, v: Variant) -> tuple[int, set]:
+    """The flow backend's iteration time for the variant and the (lane, op) of the local TP collectives that held
+    SMs in that run (recorded from the coordinator's ``ContentionTracker.start_local``: the decisions the program
+    takes from the baseline run, as the coordinator takes them under this variant)."""
+    from heterosim.sim import contention
+
+    held: set = set()
+    orig = contention.ContentionTracker.start_local
+
+    def start_local(self, lane, oid):
+        orig(self, lane, oid)
+        if (lane.id, oid) in self.holds:
+            held.add((lane.id, oid))
+
+    contention.ContentionTracker.start_local = start_local
+    try:
+        r = pipeline.simulate(v.prepare(scenario), symmetry=False, record_messages=False)
+    finally:
+        contention.ContentionTracker.start_local = orig
+    return r.sim.iteration_time_ns, held
+
+
+def check_flags(prog, res, runs: list[tuple[int, set]]) -> int:
+    """A variant is flagged (``decisions.flipped``) exactly where the flow backend's run of it held SMs on other
+    local TP collectives than the baseline's run (``runs[0]``); the number flagged."""
+    why = flipped(prog, res)
+    want = [h != runs[0][1] for _, h in runs]
+    assert [w is not None for w in why] == want, why
+    return sum(want)
 
 
 @pytest.fixture(scope="module", params=list(CASES))
@@ -96,10 +126,16 @@ def test_every_variant_matches_the_flow_backend(case):
     res = case["result"]
     assert not res.flags.any()
     got = res.iteration_time_ns
-    want = np.array([_flow_backend_ns(case["scenario"], v) for v in case["variants"]])
+    runs = [flow_backend_run(case["scenario"], v) for v in case["variants"]]
+    want = np.array([t for t, _ in runs])
     assert len(set(want.tolist())) >= 3, want  # the variants change the iteration (else the check proves little)
     rel = np.abs(got - want) / want
     assert (rel <= REL_TOL).all(), {v.name: (int(g), int(w)) for v, g, w in zip(case["variants"], got, want)}
+    assert check_flags(case["program"], res, runs) == 0  # (none of these variants holds otherwise: no alarm)
+    if case["name"] == "quickstart":  # some variant's runs differ from the baseline's (ZeRO all-gathers ending
+        ch = case["program"].checks  # later or sooner), holding SMs on the same ops: the replay decides it
+        taken, tie = outcomes(case["program"], res.probe_ns)
+        assert ((taken[:, ch.base] != ch.taken) | tie[:, ch.base]).any(axis=1)[1:].sum() >= 1
 
 
 def test_contention_cases_change_the_iteration(case):
@@ -122,6 +158,8 @@ def test_jax_equals_numpy_to_the_nanosecond(case):
     assert not res.flags.any()
     assert res.iteration_time_ns.tolist() == case["numpy"].iteration_time_ns.tolist()
     assert res.rounds == case["numpy"].rounds
+    if case["numpy"].probe_ns is not None:  # (the times the chain decisions are checked on)
+        assert res.probe_ns.tolist() == case["numpy"].probe_ns.tolist()
 
 
 def test_batch_rows_are_independent(case):
@@ -150,10 +188,13 @@ def test_random_combinations_match_the_flow_backend(path, sets):
         vs.append(Variant(f"r{i}", stragglers=((gpus[rng.integers(len(gpus))], float(1 + rng.random())),),
                           degrade=((a, b, float(0.1 + 0.9 * rng.random())),),
                           per_hop_latency_ns=int(rng.integers(0, 5000)), seed=int(rng.integers(0, 1000))))
-    got = engine.run_numpy(prog, variants.params(prog, vs, prep.system, sc)).iteration_time_ns
-    want = np.array([_flow_backend_ns(sc, v) for v in vs])
+    res = engine.run_numpy(prog, variants.params(prog, [Variant()] + vs, prep.system, sc))
+    got = res.iteration_time_ns
+    runs = [flow_backend_run(sc, v) for v in [Variant()] + vs]
+    want = np.array([t for t, _ in runs])
     assert len(set(want.tolist())) >= 6, want
     assert (np.abs(got - want) / want <= REL_TOL).all(), list(zip(got.tolist(), want.tolist()))
+    check_flags(prog, res, runs)
 
 
 @pytest.mark.scale
