@@ -48,12 +48,15 @@ def flipped(prog, res) -> list[str | None]:
     program's do (the module docstring), else one line saying which decision goes the other way."""
     ch = getattr(prog, "checks", None)
     probe_ns = res.probe_ns
-    if probe_ns is None or ch is None or not ch.count:
-        return [None] * len(res.iteration_time_ns)
+    B = len(res.iteration_time_ns)
+    if ch is None:
+        return [None] * B
     short = [lane["lane"] for lane in ch.lanes if not lane["complete"]]
     if short:  # (a chain too long to search back along: its links are not all checks)
         return [f"the chain decisions of lane(s) {short} are not all checked (a chain longer than "
-                f"{MAX_BACK} ops)"] * probe_ns.shape[0]
+                f"{MAX_BACK} ops)"] * B
+    if probe_ns is None or not ch.count:
+        return [None] * B
     taken, tie = outcomes(prog, probe_ns)
     never = (probe_ns >= _NEVER).any(axis=1)
     bad = tie[:, ch.base] | (taken[:, ch.base] != ch.taken[None, :])

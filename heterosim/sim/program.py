@@ -455,8 +455,10 @@ def export_program(prepared) -> Program:
                  "lane_sm": np.array([cont.sm(l) for l in lanes], np.int64), "eff": eff, "eff_sign": sign,
                  "hold_lane": np.array(cont.hold_lane, np.int32).reshape(-1),
                  "hold_sms": np.array(cont.hold_sms, np.int64).reshape(-1)}
-        if checks is not None and checks.count:
-            extra.update(probe=np.asarray(b.probe, np.int32), checks=checks)
+        if checks is not None:
+            extra["checks"] = checks
+            if checks.num_probes:
+                extra["probe"] = np.asarray(b.probe, np.int32)
     return Program(
         kind=np.asarray(b.kind, np.int8), member_ptr=ptr, member_ns=member_ns, member_lane=member_lane,
         pre_ns=np.asarray(b.pre, np.int64), flow=flow_of, succ=succ, indeg=indeg, flow_node=flow_node,
@@ -945,7 +947,7 @@ class DecisionChecks:
     """C lines naming the lane and ops of each check."""
     lanes: list
     """Per lane whose holds come from the baseline: a dict (``lane`` id, ``local`` ops in order, ``comp`` per op,
-    ``next``: ``chain_next``, ``links``: cur -> (z, z's other deps, the op before z on its stream or -1) where the
+    ``links``: cur -> (z, z's other deps, the op before z on its stream or -1) where the
     chain rules may take the link, ``check_of``: (run start, z) -> check (-1: always taken from that start),
     ``holds``: the ops holding SMs in the program, ``can_hold``: ops that hold SMs where they run alone)."""
     num_probes: int = 0
@@ -960,7 +962,7 @@ def replay_holds(lane: dict, outcome) -> tuple[set | None, int]:
     each check ``c`` comes out ``outcome(c)`` (True taken, False not, None a tie: the coordinator's order of events
     decides): (holds, -1); (None, c) at the first tie met, (None, -2) at a link no check was made for.
     ``_local_holds``' walk (the coordinator's ``start_local``) with the timing links decided by ``outcome``."""
-    comp, nxt, links, check_of, can = lane["comp"], lane["next"], lane["links"], lane["check_of"], lane["can_hold"]
+    comp, links, check_of, can = lane["comp"], lane["links"], lane["check_of"], lane["can_hold"]
     chained: set = set()
     holds: set = set()
     for r in lane["local"]:
@@ -1051,7 +1053,7 @@ def _decision_checks(b: "_Builder", cont: "_Contention") -> DecisionChecks | Non
                             info[y] = (comp[y] or hx, wx or y == w)
                             nf.append(y)
                 front = nf
-            complete = complete and not front
+            complete = complete and not any(y not in info for x in front for y in back.get(x, ()))
             for r, (has, w_in) in info.items():
                 if r != cur and not comp[r] and not comp[nxt[r]]:
                     continue  # (a TP collective after a TP collective: the run from r stops before cur)
@@ -1081,7 +1083,7 @@ def _decision_checks(b: "_Builder", cont: "_Contention") -> DecisionChecks | Non
                 if not took:
                     break
         can = {o for o in local if not comp[o] and cont.sm(lane) > 1 and cont.ct._local_sms(lane, ops[o]) > 0}
-        lanes.append({"lane": lid, "local": local, "comp": comp, "next": nxt, "links": links, "check_of": check_of,
+        lanes.append({"lane": lid, "local": local, "comp": comp, "links": links, "check_of": check_of,
                       "can_hold": can, "holds": {o for o in can if (lid, o) in cont.baseline},
                       "names": {o: ops[o].name for o in can}, "complete": complete})
     return DecisionChecks(np.array(start, np.int32), np.array(ptr, np.int64), np.array(wait, np.int32),

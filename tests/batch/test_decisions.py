@@ -70,3 +70,36 @@ def test_sweep_leaves_a_point_that_flips_a_hold_to_the_normal_path(tmp_path):
     with open(res.table) as fh:
         got = {r["id"]: float(r["iteration_time_s"]) for r in csv.DictReader(fh)}
     assert got[flipped_id] == t_flip / 1e9 and got[res.batch.points[0]] == t_keep / 1e9
+
+
+def test_replay_walks_the_runs_as_the_coordinator_starts_them():
+    """A hand-made lane: compute op 0, then TP collectives 1, 2, 3 chained after it; the link 1 -> 2 waits on op 9
+    (another stream's) from the run started at 0 (check 0). Taken: one run 0-3, nothing held alone. Not taken: the
+    run stops after 1; 2 starts a run, and 3 (a TP collective after a TP collective, no compute in the run) one of
+    its own: 2 and 3 hold. A tie: undecided (check 0 named)."""
+    from heterosim.sim.program import replay_holds
+
+    lane = {"local": [0, 1, 2, 3], "comp": [True, False, False, False],
+            "links": {0: (1, (), -1), 1: (2, (9,), -1), 2: (3, (), -1)}, "check_of": {(0, 2): 0},
+            "can_hold": {1, 2, 3}}
+    assert replay_holds(lane, lambda c: True) == (set(), -1)
+    assert replay_holds(lane, lambda c: False) == ({2, 3}, -1)
+    assert replay_holds(lane, lambda c: None) == (None, 0)
+    del lane["check_of"][(0, 2)]  # (a link met without a check: undecided, never guessed)
+    assert replay_holds(lane, lambda c: True) == (None, -2)
+
+
+def test_a_lane_too_long_to_search_flags_every_variant(monkeypatch):
+    """Where the search back along the chain links stops short (``MAX_BACK``), the lane's links are not all checks:
+    every variant is flagged (run normally) rather than trusted."""
+    import heterosim.sim.program as program
+    from heterosim.batch import engine, variants
+    from heterosim.batch.decisions import flipped
+
+    monkeypatch.setattr(program, "MAX_BACK", 1)
+    sc = pipeline.load(Path(__file__).parent / "incast.yaml", ["simulation.compute_contention=sm_share"])
+    prep = pipeline.prepare(sc)
+    prog = program.export_program(prep)
+    res = engine.run_numpy(prog, variants.params(prog, [Variant()], prep.system, sc))
+    (why,) = flipped(prog, res)
+    assert why is not None and "not all checked" in why
