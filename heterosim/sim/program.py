@@ -396,6 +396,16 @@ def check_batchable(scenario, file: str | None = None) -> None:
     if scenario.network.background is not None:
         raise UserError("background traffic is random per run; the batch engine does not take it", file=file,
                         field="network.background", value="set")
+    par = scenario.parallelism
+    uneven = getattr(par, "moe_rank_load", None) is not None or (getattr(par, "moe_load_imbalance", None) or 1.0) != 1.0
+    if uneven and scenario.model is not None and scenario.model.is_moe and par.ep > 1:
+        # the coordinator runs uneven routing's dispatch / combine as all-to-allvs with per-pair sizes
+        # (Op.peer_bytes); the program's collectives are uniform (collective, size) instances
+        raise UserError("uneven MoE routing runs all-to-allvs with per-pair sizes, which the batch engine does not "
+                        "take (use heterosim run)", file=file,
+                        field="parallelism.moe_load_imbalance" if par.moe_rank_load is None else
+                        "parallelism.moe_rank_load",
+                        value=par.moe_load_imbalance if par.moe_rank_load is None else par.moe_rank_load)
 
 
 def export_program(prepared) -> Program:

@@ -123,3 +123,14 @@ def test_whatif_fails_every_switch_link_one_at_a_time(tmp_path):
     v = res.variants[1]
     want = pipeline.simulate(v.prepare(sc), symmetry=False, record_messages=False).sim.iteration_time_ns
     assert int(res.times_ns[1]) == want
+
+
+def test_whatif_refuses_uneven_moe_routing_in_one_line(tmp_path, capsys, monkeypatch):
+    """Uneven routing's dispatch / combine are all-to-allvs with per-pair sizes (Op.peer_bytes) in the coordinator;
+    the program's collectives are uniform, so the batch engine must refuse the scenario rather than run a uniform
+    stand-in (heterosim run simulates it)."""
+    scenario = HERE.parents[1] / "scenarios" / "moe" / "uneven-routing.yaml"
+    code, stdout, err = cli_in_process(capsys, monkeypatch, tmp_path, "whatif", scenario, "--engine", "numpy",
+                                       "--vary", "gpu=1.2", "--out", tmp_path / "x")
+    one_line(code, err, "parallelism.moe_load_imbalance = 2.0", "per-pair sizes")
+    assert not (tmp_path / "x").exists()
