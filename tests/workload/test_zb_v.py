@@ -31,7 +31,7 @@ from heterosim.workload.schedules import schedule_for
 from heterosim.workload.verify import verify_ir
 from heterosim.workload.zero_bubble import peak_retained, zb_v
 
-from wl_factory import gpt, scenario
+from wl_factory import compute_passes, gpt, scenario
 
 ROOT = Path(__file__).parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -80,18 +80,6 @@ def test_peak_is_p_stages_of_activations_on_every_rank(p, m, x):
 
 # ----------------------------------------------------------------------------------------------- IR
 
-def _passes(ops):
-    """Compute steps of a program in order: (F|B|W, micro-batch, chunk), consecutive ops of one step merged."""
-    seq = []
-    for o in ops:
-        if o.kind != "compute" or o.microbatch < 0:
-            continue
-        kind = "W" if o.name.endswith("wgrad") else ("F" if o.phase == "fwd" else "B")
-        if not seq or seq[-1] != (kind, o.microbatch, o.chunk):
-            seq.append((kind, o.microbatch, o.chunk))
-    return seq
-
-
 def test_v_placement_messages_and_order():
     p, m = 4, 8
     sc = scenario(gpt(layers=16), gbs=m, pp=p, schedule="zb-v")
@@ -99,7 +87,7 @@ def test_v_placement_messages_and_order():
     assert ir.meta["layers_per_virtual_stage"] == [2] * 8 and ir.meta["layers_per_stage"] == [4] * 4
     for stage in range(p):
         ops = ir.program_of(stage).ops
-        assert _passes(ops) == [({"fwd": "F", "bwd": "B", "w": "W"}[ph], k, c) for ph, k, c in zb_v(p, m, stage)]
+        assert compute_passes(ops, with_chunk=True) == [({"fwd": "F", "bwd": "B", "w": "W"}[ph], k, c) for ph, k, c in zb_v(p, m, stage)]
         # rank i holds layers of virtual stages i and 2p-1-i
         layers = {(o.chunk, o.layer) for o in ops if o.layer >= 0}
         assert {lay for c, lay in layers if c == 0} == {2 * stage, 2 * stage + 1}

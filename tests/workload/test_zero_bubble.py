@@ -24,7 +24,7 @@ from heterosim.workload.schedules import one_f_one_b, schedule_for
 from heterosim.workload.verify import verify_ir
 from heterosim.workload.zero_bubble import zb_h1
 
-from wl_factory import gpt, scenario
+from wl_factory import compute_passes, gpt, scenario
 
 ROOT = Path(__file__).parents[2]
 
@@ -85,25 +85,13 @@ def test_ir_replays_without_deadlock(name):
     assert verify_ir(ir) == sum(len(ir.ops_of(r)) for r in range(world))
 
 
-def _passes(ops):
-    """Compute steps of a program in order: (F|B|W, micro-batch), consecutive ops of one step merged."""
-    seq = []
-    for o in ops:
-        if o.kind != "compute" or o.microbatch < 0:
-            continue
-        kind = "W" if o.name.endswith("wgrad") else ("F" if o.phase == "fwd" else "B")
-        if not seq or seq[-1] != (kind, o.microbatch):
-            seq.append((kind, o.microbatch))
-    return seq
-
-
 def test_compute_order_follows_zb_h1_and_w_holds_the_wgrad_gemms():
     p, m = 4, 8
     zb = compile_workload(scenario(gbs=m, pp=p, schedule="zb-h1"), p)
     ref = compile_workload(scenario(gbs=m, pp=p), p)
     for stage in range(p):
         ops = zb.program_of(stage).ops
-        assert _passes(ops) == [({"fwd": "F", "bwd": "B", "w": "W"}[ph], k) for ph, k, _ in zb_h1(p, m, stage)]
+        assert compute_passes(ops) == [({"fwd": "F", "bwd": "B", "w": "W"}[ph], k) for ph, k, _ in zb_h1(p, m, stage)]
         for o in ops:
             if o.name.endswith("wgrad"):
                 assert {k[3][3] for k in o.kernels} == {"wgrad"}

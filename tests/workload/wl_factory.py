@@ -18,3 +18,17 @@ def scenario(model=None, *, gbs=32, mbs=1, seq=256, precision="bf16", split=None
         cluster=ClusterConfig(groups=[DeviceGroup(name="g", node_type="dgx-h100", num_nodes=1)]),
     )
 
+
+
+def compute_passes(ops, with_chunk: bool = False) -> list[tuple]:
+    """Compute steps of a program in order: (F|B|W, micro-batch[, chunk]), consecutive ops of one step merged
+    (W: the weight-gradient ops of a zero-bubble schedule)."""
+    seq: list[tuple] = []
+    for o in ops:
+        if o.kind != "compute" or o.microbatch < 0:
+            continue
+        kind = "W" if o.name.endswith("wgrad") else ("F" if o.phase == "fwd" else "B")
+        step = (kind, o.microbatch, o.chunk) if with_chunk else (kind, o.microbatch)
+        if not seq or seq[-1] != step:
+            seq.append(step)
+    return seq
