@@ -1000,13 +1000,21 @@ def compile_workload(scenario, world_size: int, rank_devices: list[str] | None =
         groups["shard"], groups["replicate"] = hybrid_shard_groups(groups["dp_cp" if plan.cp > 1 else "dp"], dp_cp,
                                                                    scenario.parallelism.shard_size)
     ir = IR(world_size=world_size, programs=programs, rank_program=rank_program, groups=groups)
+    ir.meta = _ir_meta(scenario, plan, ir, world_size, rank_devices)
+    return ir
+
+
+def _ir_meta(scenario, plan: Plan, ir: IR, world_size: int, rank_devices: list[str] | None) -> dict:
+    """The IR's ``meta``: model and hardware FLOPs, the plan's shape, memory per rank and per program."""
+    model, tr = scenario.model, scenario.training
+    layout = plan.layout
     mem = memory_for_plan(scenario, plan)
     per_rank_mem = [0] * world_size
     for r in range(world_size):
         c = layout.coords(r)
         per_rank_mem[r] = int(mem[(c["pp"], plan.mb_count(c))]["total"])
     mbs = plan.microbatches
-    ir.meta = {
+    meta = {
         "model_flops_per_iteration": model_flops_per_iteration(model, tr.global_batch_size, tr.seq_length),
         "hardware_flops": ir.total_flops(),
         "tokens_per_iteration": tr.global_batch_size * tr.seq_length,
@@ -1029,9 +1037,9 @@ def compile_workload(scenario, world_size: int, rank_devices: list[str] | None =
         "seq_length": tr.seq_length,
     }
     if plan.folded:
-        ir.meta["expert_tp"] = plan.etp
+        meta["expert_tp"] = plan.etp
     if plan.expert_load is not None:
-        ir.meta["moe_expert_load"] = list(plan.expert_load)
+        meta["moe_expert_load"] = list(plan.expert_load)
     if rank_devices is not None:
-        ir.meta["rank_devices"] = list(rank_devices)
-    return ir
+        meta["rank_devices"] = list(rank_devices)
+    return meta

@@ -309,27 +309,7 @@ def _finish(scenario, world_size: int, tp: int, pp: int, dp: int, seq: int, seq_
 
     # micro-batches per replica
     mb = tr.micro_batch_size
-    total_mb = tr.global_batch_size // mb
-    if tr.microbatch_split is not None:
-        split = list(tr.microbatch_split)
-        if len(split) != dp:
-            raise PlanError(f"needs one entry per data-parallel replica (dp = {dp}), got {len(split)}",
-                            field="training.microbatch_split", value=split)
-        if any(x < 1 for x in split):
-            raise PlanError("every replica needs at least one micro-batch", field="training.microbatch_split",
-                            value=split)
-        if sum(split) != total_mb:
-            raise PlanError(f"entries sum to {sum(split)} but global_batch_size/micro_batch_size = {total_mb}",
-                            field="training.microbatch_split", value=split)
-        if (ep > 1 or etp) and len(set(split)) > 1:
-            raise PlanError("replicas of one expert-parallel group must run the same number of micro-batches",
-                            field="training.microbatch_split", value=split)
-        microbatches = split
-    else:
-        if tr.global_batch_size % (dp * mb):
-            raise PlanError(f"global_batch_size must be a multiple of dp*micro_batch_size = {dp}*{mb} = {dp * mb}",
-                            field="training.global_batch_size", value=tr.global_batch_size)
-        microbatches = [total_mb // dp] * dp
+    microbatches = _microbatches(tr, dp, ep, etp)
 
     # schedule / virtual stages
     chunks = par.virtual_stages
@@ -362,7 +342,48 @@ def _finish(scenario, world_size: int, tp: int, pp: int, dp: int, seq: int, seq_
                         field="parallelism.virtual_stages", value=chunks)
 
     # layers per virtual stage
-    L = model.num_layers
+    vstage_layers = _vstage_layers(par, model.num_layers, pp, chunks, schedule)
+
+    layout = make_layout()
+    if etp and expert_load is not None:
+        _check_one_load_per_tp_group(layout, par)
+    return Plan(world_size=world_size, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, chunks=chunks, schedule=schedule,
+                micro_batch=mb, seq=seq, seq_local=seq_local, microbatches=microbatches,
+                vstage_layers=vstage_layers, sp=sp, recompute=par.recompute, zero_stage=par.zero_stage,
+                layout=layout, etp=etp, expert_load=expert_load)
+
+
+
+def _microbatches(tr, dp: int, ep: int, etp: int) -> list[int]:
+    """Micro-batches per data-parallel replica: ``training.microbatch_split`` checked, or an even split."""
+    mb = tr.micro_batch_size
+    total_mb = tr.global_batch_size // mb
+    if tr.microbatch_split is not None:
+        split = list(tr.microbatch_split)
+        if len(split) != dp:
+            raise PlanError(f"needs one entry per data-parallel replica (dp = {dp}), got {len(split)}",
+                            field="training.microbatch_split", value=split)
+        if any(x < 1 for x in split):
+            raise PlanError("every replica needs at least one micro-batch", field="training.microbatch_split",
+                            value=split)
+        if sum(split) != total_mb:
+            raise PlanError(f"entries sum to {sum(split)} but global_batch_size/micro_batch_size = {total_mb}",
+                            field="training.microbatch_split", value=split)
+        if (ep > 1 or etp) and len(set(split)) > 1:
+            raise PlanError("replicas of one expert-parallel group must run the same number of micro-batches",
+                            field="training.microbatch_split", value=split)
+        microbatches = split
+    else:
+        if tr.global_batch_size % (dp * mb):
+            raise PlanError(f"global_batch_size must be a multiple of dp*micro_batch_size = {dp}*{mb} = {dp * mb}",
+                            field="training.global_batch_size", value=tr.global_batch_size)
+        microbatches = [total_mb // dp] * dp
+    return microbatches
+
+
+def _vstage_layers(par, L: int, pp: int, chunks: int, schedule: str) -> list[list[int]]:
+    """The layers of each virtual stage: ``parallelism.layer_partition`` (per stage or per virtual stage) checked,
+    or the even split."""
     nvs = pp if schedule == "dualpipe" else pp * chunks
     part = par.layer_partition
     if part is None:
@@ -391,15 +412,7 @@ def _finish(scenario, world_size: int, tp: int, pp: int, dp: int, seq: int, seq_
     for c in counts:
         vstage_layers.append(list(range(start, start + c)))
         start += c
-
-    layout = make_layout()
-    if etp and expert_load is not None:
-        _check_one_load_per_tp_group(layout, par)
-    return Plan(world_size=world_size, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, chunks=chunks, schedule=schedule,
-                micro_batch=mb, seq=seq, seq_local=seq_local, microbatches=microbatches,
-                vstage_layers=vstage_layers, sp=sp, recompute=par.recompute, zero_stage=par.zero_stage,
-                layout=layout, etp=etp, expert_load=expert_load)
-
+    return vstage_layers
 
 def _check_expert_tp(scenario, tp: int, dp: int) -> int:
     """parallelism.expert_tp: 0 when it is unset or equal to tp (today's layout), else the folded degree after
