@@ -266,11 +266,6 @@ class Router:
                 return sw, 1
         return dst, 0
 
-    def flow_hash32(self, src: str, dst: str, flow_key: int = 0) -> int:
-        """32-bit ECMP entropy of a flow: what the ns-3 NIC puts in every packet."""
-        s, t = self._host_idx(src, "src"), self._host_idx(dst, "dst")
-        return self._flow_hash(s, t, flow_key) & 0xFFFFFFFF
-
     def _flow_hash(self, src: int, dst: int, flow_key: int) -> int:
         return _fold32(mix64(mix64(self._name_hash[src] ^ mix64(self._name_hash[dst])) ^ (flow_key & _M64)))
 

@@ -24,7 +24,7 @@ finish together (greedy min-max, also optimal).
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from types import SimpleNamespace
 
 from heterosim.errors import PlanError
