@@ -396,16 +396,6 @@ def check_batchable(scenario, file: str | None = None) -> None:
     if scenario.network.background is not None:
         raise UserError("background traffic is random per run; the batch engine does not take it", file=file,
                         field="network.background", value="set")
-    par = scenario.parallelism
-    uneven = getattr(par, "moe_rank_load", None) is not None or (getattr(par, "moe_load_imbalance", None) or 1.0) != 1.0
-    if uneven and scenario.model is not None and scenario.model.is_moe and par.ep > 1:
-        # the coordinator runs uneven routing's dispatch / combine as all-to-allvs with per-pair sizes
-        # (Op.peer_bytes); the program's collectives are uniform (collective, size) instances
-        raise UserError("uneven MoE routing runs all-to-allvs with per-pair sizes, which the batch engine does not "
-                        "take (use heterosim run)", file=file,
-                        field="parallelism.moe_load_imbalance" if par.moe_rank_load is None else
-                        "parallelism.moe_rank_load",
-                        value=par.moe_load_imbalance if par.moe_rank_load is None else par.moe_rank_load)
 
 
 def export_program(prepared) -> Program:
@@ -422,6 +412,14 @@ def export_program(prepared) -> Program:
 
     sc, system, ir = prepared.scenario, prepared.system, prepared.ir
     check_batchable(sc, prepared.file)
+    if any(op.peer_bytes is not None for p in ir.programs for op in p.ops):
+        # uneven MoE routing's dispatch / combine: all-to-allvs with per-pair sizes (Op.peer_bytes), which the
+        # coordinator runs as such; the program's collectives are uniform (collective, size) instances
+        par = sc.parallelism
+        field, value = (("parallelism.moe_load_imbalance", par.moe_load_imbalance) if par.moe_rank_load is None
+                        else ("parallelism.moe_rank_load", par.moe_rank_load))
+        raise UserError("uneven MoE routing runs all-to-allvs with per-pair sizes, which the batch engine does not "
+                        "take (use heterosim run)", file=prepared.file, field=field, value=value)
     seed = sc.seed + sc.training.iterations - 1
     net_cfg, intra_cfg = sc.network, intra_config(sc)
     coord = Coordinator(ir, system, prepared.compute, _NoNet(system.net, net_cfg, seed), None,
