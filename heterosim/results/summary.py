@@ -7,19 +7,26 @@ from typing import Any
 from heterosim.results.breakdown import BUCKETS, breakdown
 
 
+def iteration_figures(scenario, system, ir, T_ns: int) -> dict[str, Any]:
+    """What follows from the iteration time alone (Megatron-LM's definitions): model FLOPs and tokens per
+    iteration over the time, MFU against the GPUs' mean peak at the scenario's precision."""
+    from heterosim.hardware import get_device
+
+    T = T_ns / 1e9
+    world = ir.world_size
+    model_flops = float(ir.meta.get("model_flops_per_iteration", 0.0))
+    tokens = int(ir.meta.get("tokens_per_iteration", scenario.training.global_batch_size * scenario.training.seq_length))
+    peak = mean(get_device(g.device).peak_flops(scenario.training.precision) for g in system.gpus)
+    tflops = model_flops / T / world / 1e12 if T else 0.0
+    return {"iteration_time_s": T, "iteration_time_ns": T_ns, "model_tflops_per_gpu": tflops,
+            "mfu": tflops * 1e12 / peak if peak else 0.0, "tokens_per_s": tokens / T if T else 0.0,
+            "gpus": world, "model_flops_per_iteration": model_flops}
+
+
 def make_summary(scenario, system, ir, sim, *, backend: str, wall_s: float,
                  warnings: list[str] | None = None) -> dict[str, Any]:
     """``warnings``: settings the run ignored, one line each (heterosim.pipeline.config_warnings)."""
-    from heterosim.hardware import get_device
-
     T_ns = sim.iteration_time_ns
-    T = T_ns / 1e9
-    world = ir.world_size
-    precision = scenario.training.precision
-    model_flops = float(ir.meta.get("model_flops_per_iteration", 0.0))
-    tokens = int(ir.meta.get("tokens_per_iteration", scenario.training.global_batch_size * scenario.training.seq_length))
-    peak = mean(get_device(g.device).peak_flops(precision) for g in system.gpus)
-    tflops = model_flops / T / world / 1e12 if T else 0.0
     overall, per_lane = breakdown(sim, ir)
     per_rank = []
     for lane, b in zip(sim.lanes, per_lane):
@@ -37,13 +44,7 @@ def make_summary(scenario, system, ir, sim, *, backend: str, wall_s: float,
         "scenario": scenario.name,
         "backend": backend,
         "warnings": list(warnings or []),
-        "iteration_time_s": T,
-        "iteration_time_ns": T_ns,
-        "model_tflops_per_gpu": tflops,
-        "mfu": tflops * 1e12 / peak if peak else 0.0,
-        "tokens_per_s": tokens / T if T else 0.0,
-        "gpus": world,
-        "model_flops_per_iteration": model_flops,
+        **iteration_figures(scenario, system, ir, T_ns),
         "breakdown": {
             "compute": overall["compute"],
             "exposed_comm": exposed,

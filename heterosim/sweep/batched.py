@@ -161,22 +161,11 @@ def run_groups(groups: list[Group], scenario_path: str, on_done: Callable, engin
 
 def summary_of(prepared, t_ns: int, engine: str, wall_s: float) -> dict[str, Any]:
     """A batched point's summary.json: the iteration time and what follows from it, by ``make_summary``'s
-    definitions (heterosim/results/summary.py: model FLOPs and tokens per iteration over the time, MFU against
-    the GPUs' mean peak)."""
-    from statistics import mean
+    definitions (heterosim/results/summary.py ``iteration_figures``)."""
+    from heterosim.results.summary import iteration_figures
 
-    from heterosim.hardware import get_device
-
-    sc, ir = prepared.scenario, prepared.ir
-    T = t_ns / 1e9
-    world = ir.world_size
-    model_flops = float(ir.meta.get("model_flops_per_iteration", 0.0))
-    tokens = int(ir.meta.get("tokens_per_iteration", sc.training.global_batch_size * sc.training.seq_length))
-    peak = mean(get_device(g.device).peak_flops(sc.training.precision) for g in prepared.system.gpus)
-    tflops = model_flops / T / world / 1e12 if T else 0.0
-    return {"scenario": sc.name, "backend": "flow", "engine": f"batch ({engine})", "iteration_time_s": T,
-            "iteration_time_ns": t_ns, "model_tflops_per_gpu": tflops, "mfu": tflops * 1e12 / peak if peak else 0.0,
-            "tokens_per_s": tokens / T if T else 0.0, "gpus": world, "model_flops_per_iteration": model_flops,
+    return {"scenario": prepared.scenario.name, "backend": "flow", "engine": f"batch ({engine})",
+            **iteration_figures(prepared.scenario, prepared.system, prepared.ir, t_ns),
             "simulation": {"wall_s": wall_s, "engine": f"batch ({engine})"},
             "approximations": ["batch engine: the flow backend's run with every lane simulated (tests/batch: within "
                                "1e-6 relative); no per-GPU breakdown or network counters"]}
